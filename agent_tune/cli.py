@@ -1,0 +1,36 @@
+"""The ``agent-tune`` command line: ``envs``, ``train``, ``eval``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _cmd_envs(_: argparse.Namespace) -> int:
+    from agent_tune.envs import describe_envs
+
+    rows = describe_envs()
+    width = max(len(name) for name, _ in rows)
+    for name, desc in rows:
+        print(f"{name:<{width}}  {desc}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``agent-tune`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "train":
+        # Hydra owns the rest of the command line; verl is imported only here.
+        from verl_ext.train import main as train_main
+
+        return int(train_main(argv[1:]) or 0)
+    parser = argparse.ArgumentParser(prog="agent-tune", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("envs", help="list registered environments").set_defaults(func=_cmd_envs)
+    sub.add_parser("train", help="GRPO training with verl (Hydra overrides follow)")
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""The environment contract every tool environment implements.
+
+An environment owns one episode. ``reset(**task)`` starts it and returns the first observation;
+``step(raw_response)`` takes the policy's raw text for one generation and returns what the
+environment answers. Environments never raise on model output: a malformed call becomes an
+observation the model can read and a counted format error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Sequence
+
+from agent_tune.parsing.types import ParsedResponse
+
+ObservationKind = Literal["messages", "text"]
+
+
+@dataclass
+class Observation:
+    """What the environment shows the policy.
+
+    For chat environments ``messages`` holds the *new* chat messages (``{"role", "content"}``) to
+    append to the conversation; for raw-text environments (ReTool) ``text`` is appended verbatim
+    after the policy's tokens. ``tools`` lists the OpenAI-style tool schemas the policy may call
+    at this point (``None`` when the env has no tools).
+    """
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    text: str | None = None
+    tools: list[dict[str, Any]] | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.messages and not self.text
+
+
+@dataclass
+class StepResult:
+    """The outcome of one ``step``: the next observation, the reward, whether the episode ended,
+    and a dict of diagnostics (final metrics such as ``accuracy`` appear when ``done``)."""
+
+    observation: Observation
+    reward: float
+    done: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SamplerHints:
+    """What the sampler must know about an environment.
+
+    ``stop`` strings end a generation (ReTool's ``</code>``); ``include_stop_str_in_output`` keeps
+    them in the policy's tokens; ``observation_kind`` says whether observations are chat messages
+    rendered through the chat template or raw text appended as is.
+    """
+
+    stop: tuple[str, ...] = ()
+    include_stop_str_in_output: bool = True
+    observation_kind: ObservationKind = "messages"
+
+
+class BaseToolEnv(ABC):
+    """Base class of all tool environments (one instance = one episode).
+
+    Subclasses set ``description`` (one line, shown by ``agent-tune envs``) and implement
+    ``reset``, ``step``, ``extract_tool_calls`` and ``format_tool_response``.
+    """
+
+    description: ClassVar[str] = ""
+    sampler_hints: ClassVar[SamplerHints] = SamplerHints()
+
+    @abstractmethod
+    def reset(self, **task: Any) -> Observation:
+        """Start an episode for ``task`` and return the first observation."""
+
+    @abstractmethod
+    def step(self, raw_response: str) -> StepResult:
+        """Consume the policy's raw text for one generation; never raises on model output."""
+
+    @abstractmethod
+    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
+        """Decode the tool calls (and the failed call blocks) in ``raw_response``."""
+
+    @abstractmethod
+    def format_tool_response(self, results: Sequence[Any]) -> Observation:
+        """Turn tool results into the observation shown to the policy."""
+
+    def stop(self, raw_response: str) -> bool:
+        """True if ``raw_response`` contains no tool call attempt (the policy has finished acting)."""
+        return not self.extract_tool_calls(raw_response).has_tool_call_attempt
+
+    async def astep(self, raw_response: str) -> StepResult:
+        """Async ``step``. Cheap envs run inline; envs that block (code execution) override this."""
+        return self.step(raw_response)
+
+    @classmethod
+    def batch_step(cls, envs: Sequence["BaseToolEnv"], raw_responses: Sequence[str]) -> list[StepResult]:
+        """Step many independent episodes at once (``envs[i]`` receives ``raw_responses[i]``).
+
+        The default steps them in order; environments with a parallel backend override it.
+        """
+        if len(envs) != len(raw_responses):
+            raise ValueError(f"batch_step got {len(envs)} envs and {len(raw_responses)} responses")
+        return [env.step(r) for env, r in zip(envs, raw_responses)]
+
+    async def abatch_step(self, envs: Sequence["BaseToolEnv"], raw_responses: Sequence[str]) -> list[StepResult]:
+        """Async form of :meth:`batch_step`."""
+        return list(await asyncio.gather(*(e.astep(r) for e, r in zip(envs, raw_responses))))
+
+    def finalize(self, reason: str = "truncated") -> StepResult:
+        """End the episode now (the runner ran out of token budget) and return its final result.
+
+        Environments with partial credit override this to score what was done so far; the default
+        ends with reward 0.
+        """
+        return StepResult(Observation(), 0.0, True, {"truncated": True, "finalize_reason": reason})
+
+    def close(self) -> None:
+        """Release whatever the episode holds. Safe to call twice."""

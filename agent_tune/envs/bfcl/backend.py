@@ -1,0 +1,79 @@
+"""One episode's BFCL backend: the bfcl-eval classes instantiated for this episode only.
+
+Calls are dispatched directly to bound methods (``getattr(instance, name)(**arguments)``), never
+through ``eval``. Results and errors are rendered exactly as bfcl-eval's engine renders them, so a
+model sees the same text here as on the leaderboard.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import json
+from typing import Any, Callable
+
+from agent_tune.envs.bfcl.data import BACKEND_MODULES, STATELESS_CLASSES, BFCLDataError
+
+# Names bfcl-eval's engine refuses to call, with its message.
+_BLOCKED_NAMES = frozenset({"kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run"})
+
+
+def format_result(value: Any) -> str:
+    """Render a call's return value as bfcl-eval does: strings as is, dicts as JSON, the rest ``str``."""
+    if type(value) is str:
+        return value
+    if type(value) is dict:
+        try:
+            return json.dumps(value)
+        except Exception:
+            return str(value)
+    return str(value)
+
+
+def format_exception(exc: BaseException) -> str:
+    """bfcl-eval's text for a call that raised."""
+    return f"Error during execution: {exc}"
+
+
+class BFCLBackend:
+    """The backend instances of one episode (or of its ground truth), isolated from every other."""
+
+    def __init__(self, involved_classes: list[str], initial_config: dict[str, Any], long_context: bool) -> None:
+        self.instances: dict[str, Any] = {}
+        self._methods: dict[str, Callable[..., Any]] = {}
+        for class_name in involved_classes:
+            if class_name not in BACKEND_MODULES:
+                raise BFCLDataError(f"unsupported BFCL backend class {class_name!r}")
+            cls = getattr(importlib.import_module(BACKEND_MODULES[class_name]), class_name)
+            instance = cls()
+            if class_name not in STATELESS_CLASSES:
+                instance._load_scenario(copy.deepcopy(initial_config.get(class_name, {})), long_context=long_context)
+            self.instances[class_name] = instance
+            # Same resolution as bfcl-eval: public bound methods, a later class wins a name clash.
+            for name, method in inspect.getmembers(instance, predicate=inspect.ismethod):
+                if not name.startswith("_"):
+                    self._methods[name] = method
+
+    def has_method(self, name: str) -> bool:
+        return name in self._methods
+
+    def param_names(self, name: str) -> list[str]:
+        """Parameter names of a method in signature order (for positional ground-truth calls)."""
+        return [p for p in inspect.signature(self._methods[name]).parameters]
+
+    def execute(self, name: str, arguments: dict[str, Any]) -> str:
+        """Run one call; returns the result text, or bfcl-eval's error text if it raised."""
+        if name in _BLOCKED_NAMES:
+            return format_exception(Exception(f"Function call {name} is not allowed."))
+        method = self._methods.get(name)
+        if method is None:
+            return format_exception(NameError(f"name '{name}' is not defined"))
+        try:
+            return format_result(method(**arguments))
+        except Exception as exc:  # the backend's own errors are observations, as in bfcl-eval
+            return format_exception(exc)
+
+    def public_state(self, class_name: str) -> dict[str, Any]:
+        """The attributes bfcl-eval's state checker compares (those not starting with ``_``)."""
+        return {k: v for k, v in vars(self.instances[class_name]).items() if not k.startswith("_")}

@@ -1,0 +1,187 @@
+"""Access to the BFCL multi-turn data shipped inside the ``bfcl-eval`` package.
+
+Entries, ground truth and function docs are read from the package's data folder without importing
+``bfcl_eval.constants`` (whose import writes result folders). Loaded files are cached read-only;
+every accessor returns deep copies, so no episode can mutate another's data.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+# The four scored multi-turn categories, in leaderboard order, and the unscored composite one.
+SCORED_CATEGORIES: tuple[str, ...] = (
+    "multi_turn_base",
+    "multi_turn_miss_func",
+    "multi_turn_miss_param",
+    "multi_turn_long_context",
+)
+UNSCORED_CATEGORIES: tuple[str, ...] = ("multi_turn_composite",)
+ALL_CATEGORIES: tuple[str, ...] = SCORED_CATEGORIES + UNSCORED_CATEGORIES
+
+# bfcl-eval's class -> function-doc file and class -> module tables (its executable_backend_config).
+FUNC_DOC_FILES: dict[str, str] = {
+    "GorillaFileSystem": "gorilla_file_system.json",
+    "MathAPI": "math_api.json",
+    "MessageAPI": "message_api.json",
+    "TwitterAPI": "posting_api.json",
+    "TicketAPI": "ticket_api.json",
+    "TradingBot": "trading_bot.json",
+    "TravelAPI": "travel_booking.json",
+    "VehicleControlAPI": "vehicle_control.json",
+}
+_BACKEND_PREFIX = "bfcl_eval.eval_checker.multi_turn_eval.func_source_code"
+BACKEND_MODULES: dict[str, str] = {
+    "GorillaFileSystem": f"{_BACKEND_PREFIX}.gorilla_file_system",
+    "MathAPI": f"{_BACKEND_PREFIX}.math_api",
+    "MessageAPI": f"{_BACKEND_PREFIX}.message_api",
+    "TwitterAPI": f"{_BACKEND_PREFIX}.posting_api",
+    "TicketAPI": f"{_BACKEND_PREFIX}.ticket_api",
+    "TradingBot": f"{_BACKEND_PREFIX}.trading_bot",
+    "TravelAPI": f"{_BACKEND_PREFIX}.travel_booking",
+    "VehicleControlAPI": f"{_BACKEND_PREFIX}.vehicle_control",
+}
+STATELESS_CLASSES: frozenset[str] = frozenset({"MathAPI"})
+
+
+class BFCLDataError(LookupError):
+    """Raised for an unknown test id or category, or when bfcl-eval is not installed."""
+
+
+def ensure_bfcl_project_root() -> Path:
+    """Point ``BFCL_PROJECT_ROOT`` at a scratch folder unless the user set it.
+
+    bfcl-eval creates ``result/``, ``score/`` and ``.file_locks/`` under that root when some of its
+    modules are imported; by default the root is site-packages. Call before importing bfcl_eval.
+    """
+    root = os.environ.get("BFCL_PROJECT_ROOT")
+    if not root:
+        root = str(Path(tempfile.gettempdir()) / "agent_tune_bfcl_root")
+        os.environ["BFCL_PROJECT_ROOT"] = root
+    Path(root).mkdir(parents=True, exist_ok=True)
+    return Path(root)
+
+
+@lru_cache(maxsize=1)
+def bfcl_data_dir() -> Path:
+    """The ``data`` folder of the installed bfcl-eval package."""
+    spec = importlib.util.find_spec("bfcl_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise BFCLDataError(
+            "bfcl-eval is not installed: pip install --no-deps bfcl-eval==2026.3.23 mpmath filelock"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "data"
+
+
+def category_of(test_id: str) -> str:
+    """``multi_turn_base_12`` -> ``multi_turn_base``."""
+    category, _, number = test_id.rpartition("_")
+    if category not in ALL_CATEGORIES or not number.isdigit():
+        raise BFCLDataError(f"not a BFCL multi-turn test id: {test_id!r} (categories: {', '.join(ALL_CATEGORIES)})")
+    return category
+
+
+def _category_files(category: str) -> tuple[Path, Path]:
+    data = bfcl_data_dir()
+    name = f"BFCL_v4_{category}.json"
+    if category in UNSCORED_CATEGORIES:
+        return data / "unused_datasets" / "question" / name, data / "unused_datasets" / "possible_answer" / name
+    return data / name, data / "possible_answer" / name
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@lru_cache(maxsize=None)
+def _category_table(category: str) -> dict[str, tuple[dict[str, Any], list[list[str]]]]:
+    if category not in ALL_CATEGORIES:
+        raise BFCLDataError(f"unknown BFCL category {category!r}; known: {', '.join(ALL_CATEGORIES)}")
+    questions, answers = _category_files(category)
+    gt = {row["id"]: row["ground_truth"] for row in _read_jsonl(answers)}
+    return {row["id"]: (row, gt[row["id"]]) for row in _read_jsonl(questions)}
+
+
+@lru_cache(maxsize=None)
+def _func_docs(class_name: str) -> tuple[dict[str, Any], ...]:
+    if class_name not in FUNC_DOC_FILES:
+        raise BFCLDataError(f"no function docs for class {class_name!r}")
+    return tuple(_read_jsonl(bfcl_data_dir() / "multi_turn_func_doc" / FUNC_DOC_FILES[class_name]))
+
+
+def function_docs(class_name: str) -> list[dict[str, Any]]:
+    """BFCL's function docs (its own schema dialect) for one backend class."""
+    return copy.deepcopy(list(_func_docs(class_name)))
+
+
+@dataclass
+class BFCLEntry:
+    """One multi-turn test entry with its ground truth.
+
+    ``missed_function`` maps a turn index to the names of functions held back until that turn
+    (miss_func); ``functions`` are the docs visible from the start (held-back ones removed), in
+    bfcl-eval's order.
+    """
+
+    id: str
+    category: str
+    question: list[list[dict[str, Any]]]
+    initial_config: dict[str, Any]
+    involved_classes: list[str]
+    ground_truth: list[list[str]]
+    functions: list[dict[str, Any]]
+    missed_function: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def long_context(self) -> bool:
+        """bfcl-eval loads long-context (and composite) scenarios with ``long_context=True``."""
+        return "long_context" in self.category or "composite" in self.category
+
+    @property
+    def num_turns(self) -> int:
+        return len(self.question)
+
+
+def category_test_ids(category: str) -> list[str]:
+    """All test ids of a category, in file order."""
+    return list(_category_table(category))
+
+
+def load_entry(test_id: str) -> BFCLEntry:
+    """Load one entry by id (a fresh deep copy every call)."""
+    category = category_of(test_id)
+    table = _category_table(category)
+    if test_id not in table:
+        raise BFCLDataError(f"unknown BFCL test id {test_id!r}")
+    row, gt = copy.deepcopy(table[test_id])
+    functions: list[dict[str, Any]] = []
+    for class_name in row["involved_classes"]:
+        functions.extend(function_docs(class_name))
+    missed: dict[int, list[dict[str, Any]]] = {}
+    for turn, names in (row.get("missed_function") or {}).items():
+        held = []
+        for name in names:  # bfcl-eval removes the first doc with that name
+            for i, doc in enumerate(functions):
+                if doc["name"] == name:
+                    held.append(functions.pop(i))
+                    break
+        missed[int(turn)] = held
+    return BFCLEntry(
+        id=row["id"],
+        category=category,
+        question=row["question"],
+        initial_config=row.get("initial_config", {}),
+        involved_classes=list(row["involved_classes"]),
+        ground_truth=gt,
+        functions=functions,
+        missed_function=missed,
+    )

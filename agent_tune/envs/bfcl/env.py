@@ -1,0 +1,298 @@
+"""The BFCL multi-turn environment ("bfcl").
+
+One instance plays one entry of BFCL v4 multi-turn (base, miss_func, miss_param, long_context, and
+the unscored composite) against the executable backends bfcl-eval ships, and scores it with
+BFCL's own rule (``scoring.py``).
+
+Protocol, per user turn: the policy answers; if the answer holds tool calls they run and their
+results come back as ``tool`` messages, and the policy answers again; an answer with no tool call
+ends the turn, which is then scored, and the next user question (or the announcement of held-back
+functions, in miss_func) is shown.
+
+Two modes:
+
+* ``eval_mode=True`` reproduces the leaderboard: a call is dispatched to any public method of the
+  involved classes exactly as bfcl-eval's engine would (errors come back as its error text), an
+  answer whose call blocks are all malformed ends the turn (BFCL drops them silently), turns with
+  empty ground truth are not scored, and more than ``max_steps_per_turn`` tool steps in one turn
+  fails the whole entry (force termination).
+* training mode (default) is strict: a call must name a tool visible now and its arguments must
+  satisfy the schema, otherwise nothing runs and the model is told why (a format error); a malformed
+  block is reported back and the turn goes on; a turn that runs out of steps scores 0 and the
+  episode moves on to the next question; turns with empty ground truth are scored too (they pass iff
+  the model made no call: the right behaviour when the request cannot be served) unless
+  ``score_empty_turns=False``. The reward is configurable (``progress`` by default).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from agent_tune.envs.base import BaseToolEnv, Observation, StepResult
+from agent_tune.envs.bfcl.backend import BFCLBackend
+from agent_tune.envs.bfcl.calls import parse_call_string, to_call_string
+from agent_tune.envs.bfcl.data import BFCLEntry, ensure_bfcl_project_root, load_entry
+from agent_tune.envs.bfcl.schema import to_tool_schema, validate_arguments
+from agent_tune.envs.bfcl.scoring import TurnVerdict, score_turn
+from agent_tune.envs.registry import register_env
+from agent_tune.parsing import ParsedResponse, ToolCall, get_reasoning_parser, get_tool_parser
+
+# bfcl-eval's user message when held-back functions become available (FC mode).
+ADDITIONAL_FUNCTION_PROMPT = "I have updated some more functions you can choose from. What about now?"
+
+REWARD_KINDS = ("progress", "accuracy", "progress_format")
+
+
+def _tool_message(content: str, name: str | None = None) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "tool", "content": content}
+    if name is not None:
+        msg["name"] = name
+    return msg
+
+
+@register_env("bfcl")
+class BFCLEnv(BaseToolEnv):
+    """BFCL v4 multi-turn function calling, executed on bfcl-eval's backends and scored like the leaderboard."""
+
+    description = "BFCL v4 multi-turn function calling on bfcl-eval's executable backends, scored as BFCL scores it"
+
+    def __init__(
+        self,
+        test_id: str | None = None,
+        eval_mode: bool = False,
+        tool_parser: str = "hermes",
+        reasoning_parser: str = "none",
+        max_steps_per_turn: int = 20,
+        max_steps_per_episode: int | None = None,
+        reward: str = "progress",
+        format_penalty: float = 0.1,
+        max_penalized_format_errors: int = 5,
+        score_empty_turns: bool | None = None,
+        system_prompt: str | None = None,
+    ) -> None:
+        if reward not in REWARD_KINDS:
+            raise ValueError(f"bfcl env: reward={reward!r} is not one of {', '.join(REWARD_KINDS)}")
+        if max_steps_per_turn < 1:
+            raise ValueError(f"bfcl env: max_steps_per_turn must be >= 1, got {max_steps_per_turn}")
+        if max_steps_per_episode is not None and max_steps_per_episode < 1:
+            raise ValueError(f"bfcl env: max_steps_per_episode must be >= 1 or None, got {max_steps_per_episode}")
+        ensure_bfcl_project_root()
+        self.test_id = test_id
+        self.eval_mode = eval_mode
+        self.tool_parser = get_tool_parser(tool_parser)
+        self.reasoning_parser = get_reasoning_parser(reasoning_parser)
+        self.max_steps_per_turn = max_steps_per_turn
+        self.max_steps_per_episode = max_steps_per_episode
+        self.reward_kind = reward
+        self.format_penalty = format_penalty
+        self.max_penalized_format_errors = max_penalized_format_errors
+        self.score_empty_turns = (not eval_mode) if score_empty_turns is None else score_empty_turns
+        if eval_mode and self.score_empty_turns:
+            raise ValueError("bfcl env: score_empty_turns=True contradicts eval_mode=True (BFCL does not score them)")
+        self.system_prompt = system_prompt
+        self.entry: BFCLEntry | None = None
+        self._done = True
+
+    # ------------------------------------------------------------------ episode start
+    def reset(self, test_id: str | None = None, **task: Any) -> Observation:
+        """Start the episode of ``test_id`` (given here or to the constructor).
+
+        Extra task fields (a dataset row's columns) are accepted and ignored.
+        """
+        test_id = test_id or self.test_id
+        if not test_id:
+            raise ValueError("bfcl env: reset() needs a test_id (e.g. 'multi_turn_base_12')")
+        self.test_id = test_id
+        entry = load_entry(test_id)
+        self.entry = entry
+        self._model = BFCLBackend(entry.involved_classes, entry.initial_config, entry.long_context)
+        self._ground_truth = BFCLBackend(entry.involved_classes, entry.initial_config, entry.long_context)
+        self._gt_calls = [
+            [parse_call_string(c, self._ground_truth.param_names) for c in turn] for turn in entry.ground_truth
+        ]
+        self._tools: dict[str, dict[str, Any]] = {d["name"]: to_tool_schema(d) for d in entry.functions}
+        self._turn = 0
+        self._steps_in_turn = 0
+        self._turn_acted = False
+        self._num_steps = 0
+        self._format_errors = 0
+        self._num_calls = 0
+        self._all_model_results: list[str] = []
+        self._turn_scores: list[float | None] = []
+        self._turn_errors: list[str | None] = []
+        self._decoded: list[list[list[str]]] = [[]]
+        self._force_terminated = False
+        self._forced_turns = 0
+        self._done = False
+        messages: list[dict[str, Any]] = []
+        if self.system_prompt:
+            messages.append({"role": "system", "content": self.system_prompt})
+        messages.extend(self._turn_messages(0))
+        return Observation(messages=messages, tools=self.tools)
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        """The tool schemas visible now."""
+        return list(self._tools.values())
+
+    def _turn_messages(self, turn: int) -> list[dict[str, Any]]:
+        assert self.entry is not None
+        held = self.entry.missed_function.get(turn)
+        if held:
+            new_tools = [to_tool_schema(d) for d in held]
+            for tool in new_tools:
+                self._tools[tool["function"]["name"]] = tool
+            listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in new_tools)
+            return [{"role": "user", "content": f"{listing}\n{ADDITIONAL_FUNCTION_PROMPT}"}]
+        return [dict(m) for m in self.entry.question[turn]]
+
+    # ------------------------------------------------------------------ parsing
+    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
+        """Strip reasoning with the reasoning parser, then decode calls with the tool-call parser."""
+        _, content = self.reasoning_parser.parse(raw_response)
+        return self.tool_parser.parse(content)
+
+    def format_tool_response(self, results: Sequence[Any]) -> Observation:
+        """One ``tool`` message per result, in call order (as bfcl-eval's FC handlers send them)."""
+        return Observation(messages=[_tool_message(str(r)) for r in results], tools=self.tools)
+
+    def _reject_reason(self, call: ToolCall) -> str | None:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return f"unknown function '{call.name}'. Available functions: {', '.join(self._tools)}"
+        errors = validate_arguments(tool, call.arguments)
+        return "; ".join(errors) if errors else None
+
+    # ------------------------------------------------------------------ stepping
+    def step(self, raw_response: str) -> StepResult:
+        if self._done:
+            raise RuntimeError("bfcl env: step() after the episode ended; call reset()")
+        self._num_steps += 1
+        parsed = self.extract_tool_calls(raw_response)
+        step_format_errors = len(parsed.errors)
+        if not parsed.calls and (not parsed.errors or self.eval_mode):
+            # No decodable call: the policy has finished this user turn.
+            self._format_errors += step_format_errors
+            return self._end_turn(forced=False, pending=[], step_info={"format_errors": step_format_errors})
+
+        self._steps_in_turn += 1
+        messages: list[dict[str, Any]] = []
+        executed: list[str] = []
+        for call in parsed.calls:
+            self._num_calls += 1
+            reason = self._reject_reason(call)
+            if reason is not None:
+                step_format_errors += 1
+                if not self.eval_mode:  # strict: nothing runs, the model is told why
+                    messages.append(_tool_message(f"Error: {reason}", call.name))
+                    continue
+            result = self._model.execute(call.name, call.arguments)
+            self._all_model_results.append(result)
+            executed.append(to_call_string(call))
+            messages.append(_tool_message(result, call.name))
+        if not self.eval_mode:
+            for err in parsed.errors:
+                messages.append(_tool_message(f"Error: tool call #{err.index + 1} could not be parsed: {err.reason}"))
+        self._format_errors += step_format_errors
+        if executed:
+            self._turn_acted = True
+            self._decoded[self._turn].append(executed)
+        step_info = {"format_errors": step_format_errors, "calls": executed}
+
+        if self._steps_in_turn > self.max_steps_per_turn:
+            if self.eval_mode:  # BFCL's force termination: the entry fails
+                self._force_terminated = True
+                return self._finish(messages, step_info, reason="force_terminated")
+            return self._end_turn(forced=True, pending=messages, step_info=step_info)
+        if self.max_steps_per_episode is not None and self._num_steps >= self.max_steps_per_episode:
+            return self._finish(messages, step_info, reason="max_steps_per_episode")
+        return StepResult(Observation(messages=messages, tools=self.tools), 0.0, False, {"turn": self._turn, **step_info})
+
+    def _end_turn(self, forced: bool, pending: list[dict[str, Any]], step_info: dict[str, Any]) -> StepResult:
+        """Score the current turn, then show the next question or finish the episode."""
+        assert self.entry is not None
+        turn = self._turn
+        gt_results = [self._ground_truth.execute(c.name, c.arguments) for c in self._gt_calls[turn]]
+        verdict: TurnVerdict | None
+        self._forced_turns += forced
+        if self._gt_calls[turn]:
+            if forced:
+                verdict = TurnVerdict(False, "agent_tune:turn_step_limit")
+            else:
+                verdict = score_turn(turn, self._turn_acted, self._model, self._ground_truth,
+                                     self._all_model_results, gt_results)
+        elif self.score_empty_turns:
+            verdict = TurnVerdict(not self._turn_acted and not forced, None if not self._turn_acted else "agent_tune:acted_on_empty_turn")
+        else:
+            verdict = None
+        self._turn_scores.append(None if verdict is None else float(verdict.passed))
+        self._turn_errors.append(None if verdict is None else verdict.error_type)
+
+        self._turn += 1
+        self._steps_in_turn = 0
+        self._turn_acted = False
+        if self._turn >= self.entry.num_turns:
+            return self._finish(pending, step_info, reason="completed")
+        if self.max_steps_per_episode is not None and self._num_steps >= self.max_steps_per_episode:
+            return self._finish(pending, step_info, reason="max_steps_per_episode")
+        self._decoded.append([])
+        messages = pending + self._turn_messages(self._turn)
+        return StepResult(Observation(messages=messages, tools=self.tools), 0.0, False,
+                          {"turn": self._turn, "turn_ended": turn, **step_info})
+
+    def finalize(self, reason: str = "truncated") -> StepResult:
+        """End the episode now (e.g. the token budget ran out); unfinished turns count as failed."""
+        if self._done:
+            raise RuntimeError("bfcl env: finalize() after the episode ended")
+        return self._finish([], {}, reason=reason)
+
+    # ------------------------------------------------------------------ results
+    def _finish(self, pending: list[dict[str, Any]], step_info: dict[str, Any], reason: str) -> StepResult:
+        assert self.entry is not None
+        self._done = True
+        info = {**step_info, **self.metrics(), "end_reason": reason}
+        reward = info["accuracy"] if self.eval_mode else self._reward(info)
+        return StepResult(Observation(messages=pending, tools=self.tools), reward, True, info)
+
+    def _scoreable(self, turn: int) -> bool:
+        assert self.entry is not None
+        return bool(self.entry.ground_truth[turn]) or self.score_empty_turns
+
+    def metrics(self) -> dict[str, Any]:
+        """Episode metrics so far: turn scores, accuracy, progress, format errors, steps.
+
+        ``accuracy`` is 1.0 iff BFCL would count the entry correct: every turn played, every scored
+        turn passed, no force termination. ``progress`` is passed / scoreable turns of the entry
+        (turns never reached count as failed).
+        """
+        assert self.entry is not None
+        scoreable = sum(self._scoreable(t) for t in range(self.entry.num_turns))
+        passed = sum(1 for s in self._turn_scores if s == 1.0)
+        completed = len(self._turn_scores) == self.entry.num_turns
+        # BFCL's verdict looks only at turns with non-empty ground truth.
+        all_passed = all(s != 0.0 for t, s in enumerate(self._turn_scores) if self.entry.ground_truth[t])
+        return {
+            "test_id": self.entry.id,
+            "category": self.entry.category,
+            "turn_scores": list(self._turn_scores),
+            "turn_errors": list(self._turn_errors),
+            "accuracy": float(completed and all_passed and not self._force_terminated and not self._forced_turns),
+            "progress": passed / scoreable if scoreable else float(completed and all_passed),
+            "format_errors": self._format_errors,
+            "num_steps": self._num_steps,
+            "num_calls": self._num_calls,
+            "num_turns": self.entry.num_turns,
+            "turns_completed": len(self._turn_scores),
+            "force_terminated": self._force_terminated,
+            "forced_turns": self._forced_turns,
+            "decoded_calls": [list(map(list, turn)) for turn in self._decoded],
+        }
+
+    def _reward(self, info: dict[str, Any]) -> float:
+        if self.reward_kind == "accuracy":
+            return info["accuracy"]
+        if self.reward_kind == "progress":
+            return info["progress"]
+        penalized = min(info["format_errors"], self.max_penalized_format_errors)
+        return info["progress"] - self.format_penalty * penalized

@@ -1,0 +1,66 @@
+"""The BFCL multi-turn scoring rule, per turn, as bfcl-eval's ``multi_turn_checker`` applies it.
+
+A turn whose ground truth is non-empty passes iff
+1. the model made at least one decoded tool-call step in the turn,
+2. every public attribute of every backend instance equals the ground truth's (state check), and
+3. the ground truth's results for the turn are a multiset subset of all the model's results so far
+   (response check; order does not matter, duplicates must be matched one for one).
+An entry is correct iff every such turn passes and inference was not force-terminated.
+Turns with empty ground truth are not scored by BFCL (``BFCLEnv`` may score them in training).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_tune.envs.bfcl.backend import BFCLBackend
+
+
+@dataclass
+class TurnVerdict:
+    """Why a turn passed or failed (``error_type`` uses bfcl-eval's names)."""
+
+    passed: bool
+    error_type: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def state_differences(model: BFCLBackend, ground_truth: BFCLBackend) -> dict[str, dict[str, Any]]:
+    """Per class, the public attributes whose values differ (empty when states match)."""
+    diffs: dict[str, dict[str, Any]] = {}
+    for class_name, gt_instance in ground_truth.instances.items():
+        model_instance = model.instances[class_name]
+        for attr, gt_value in vars(gt_instance).items():
+            if attr.startswith("_"):
+                continue
+            model_value = getattr(model_instance, attr)
+            if model_value != gt_value:
+                diffs.setdefault(class_name, {})[attr] = {"model": model_value, "ground_truth": gt_value}
+    return diffs
+
+
+def missing_results(model_results: list[str], ground_truth_results: list[str]) -> list[str]:
+    """Ground-truth results not matched one-for-one by the model's results (multiset difference)."""
+    return list((Counter(ground_truth_results) - Counter(model_results)).elements())
+
+
+def score_turn(
+    turn_index: int,
+    model_acted: bool,
+    model: BFCLBackend,
+    ground_truth: BFCLBackend,
+    all_model_results: list[str],
+    ground_truth_results: list[str],
+) -> TurnVerdict:
+    """Apply the per-turn rule to a turn with non-empty ground truth (state after both have run)."""
+    if not model_acted:
+        return TurnVerdict(False, "multi_turn:empty_turn_model_response", {"turn": turn_index})
+    diffs = state_differences(model, ground_truth)
+    if diffs:
+        return TurnVerdict(False, "multi_turn:instance_state_mismatch", {"turn": turn_index, "differences": diffs})
+    missing = missing_results(all_model_results, ground_truth_results)
+    if missing:
+        return TurnVerdict(False, "multi_turn:execution_response_mismatch", {"turn": turn_index, "missing": missing})
+    return TurnVerdict(True)

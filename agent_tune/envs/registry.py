@@ -1,0 +1,105 @@
+"""The environment registry: one place mapping names to environment classes.
+
+Three ways in: the ``@register_env("name")`` decorator, the built-in table below (imported lazily
+so that listing names never imports optional dependencies), and the ``agent_tune.envs`` entry-point
+group, through which an installed plugin package adds environments. ``make_env`` also accepts a
+``package.module:Class`` path.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Any, Callable, TypeVar
+
+from agent_tune.envs.base import BaseToolEnv
+
+ENTRY_POINT_GROUP = "agent_tune.envs"
+
+# Built-in environments: name -> "module:Class", imported on first use.
+_BUILTIN: dict[str, str] = {
+    "bfcl": "agent_tune.envs.bfcl.env:BFCLEnv",
+    "retool": "agent_tune.envs.retool:ReToolEnv",
+}
+
+_registered: dict[str, type[BaseToolEnv] | str] = dict(_BUILTIN)
+_entry_points_loaded = False
+
+E = TypeVar("E", bound=type[BaseToolEnv])
+
+
+class UnknownEnvError(KeyError):
+    """Raised when an environment name is not registered; the message lists the known names."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0])
+
+
+def register_env(name: str) -> Callable[[E], E]:
+    """Class decorator registering an environment under ``name``."""
+
+    def deco(cls: E) -> E:
+        if not (isinstance(cls, type) and issubclass(cls, BaseToolEnv)):
+            raise TypeError(f"@register_env({name!r}) must decorate a BaseToolEnv subclass, got {cls!r}")
+        existing = _registered.get(name)
+        if existing is not None and not isinstance(existing, str) and existing is not cls:
+            raise ValueError(f"environment name {name!r} is already registered to {existing.__qualname__}")
+        _registered[name] = cls
+        return cls
+
+    return deco
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        _registered.setdefault(ep.name, ep.value)
+
+
+def _import_path(path: str) -> type[BaseToolEnv]:
+    module_name, _, attr = path.partition(":")
+    if not attr:
+        raise ValueError(f"environment path {path!r} must look like 'package.module:Class'")
+    cls = getattr(importlib.import_module(module_name), attr)
+    if not (isinstance(cls, type) and issubclass(cls, BaseToolEnv)):
+        raise TypeError(f"{path!r} is not a BaseToolEnv subclass")
+    return cls
+
+
+def env_names() -> list[str]:
+    """All registered environment names, sorted."""
+    _load_entry_points()
+    return sorted(_registered)
+
+
+def get_env_class(name: str) -> type[BaseToolEnv]:
+    """Resolve ``name`` (a registered name or ``package.module:Class``) to its class."""
+    _load_entry_points()
+    if name not in _registered:
+        if ":" in name:
+            return _import_path(name)
+        raise UnknownEnvError(f"unknown environment {name!r}; known: {', '.join(env_names())}")
+    entry = _registered[name]
+    if isinstance(entry, str):
+        entry = _import_path(entry)
+        _registered[name] = entry
+    return entry
+
+
+def make_env(name: str, **kwargs: Any) -> BaseToolEnv:
+    """Build an environment by registered name or ``package.module:Class`` path."""
+    return get_env_class(name)(**kwargs)
+
+
+def describe_envs() -> list[tuple[str, str]]:
+    """(name, one-line description) for every registered environment; import errors are reported inline."""
+    rows = []
+    for name in env_names():
+        try:
+            rows.append((name, get_env_class(name).description or ""))
+        except Exception as exc:  # an optional dependency is missing: say so, keep listing
+            rows.append((name, f"(unavailable: {type(exc).__name__}: {exc})"))
+    return rows

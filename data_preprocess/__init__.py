@@ -1,0 +1,1 @@
+"""Dataset builders (run as scripts: ``python data_preprocess/<name>.py --help``)."""

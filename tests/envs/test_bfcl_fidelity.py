@@ -1,0 +1,123 @@
+"""The BFCL env scores exactly like bfcl-eval: ground truth passes, perturbations get the official verdict."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from agent_tune.envs.bfcl.data import ALL_CATEGORIES, SCORED_CATEGORIES, category_test_ids, load_entry
+from agent_tune.envs.bfcl.replay import ground_truth_calls, ground_truth_responses, responses_for
+from agent_tune.parsing import ToolCall, get_tool_parser
+
+from .bfcl_helpers import official_verdict, play
+
+HERMES = get_tool_parser("hermes")
+
+
+@pytest.mark.parametrize("category", ALL_CATEGORIES)
+@pytest.mark.parametrize("eval_mode", [True, False])
+def test_ground_truth_replay_scores_one(category: str, eval_mode: bool) -> None:
+    failures = []
+    for test_id in category_test_ids(category):
+        entry = load_entry(test_id)
+        info = play(test_id, ground_truth_responses(entry, HERMES), eval_mode=eval_mode)
+        if info["accuracy"] != 1.0 or info["progress"] != 1.0 or info["format_errors"]:
+            failures.append((test_id, info["turn_errors"], info["format_errors"]))
+        assert info["decoded_calls"] and len(info["decoded_calls"]) == entry.num_turns
+    assert not failures, failures[:5]
+
+
+# ---------------------------------------------------------------------------------------------
+# Perturbations: each maps the ground truth (per turn, a list of calls) to another trajectory
+# (per turn, a list of steps). Every one of them is schema-valid, so both modes execute them.
+
+
+def _mutate_value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value + 1.5
+    if isinstance(value, str):
+        return value + "_x" if value else "x"
+    if isinstance(value, list):
+        return value[:-1] if value else ["x"]
+    if isinstance(value, dict):
+        return {}
+    return value
+
+
+def _one_step_per_turn(turns: list[list[ToolCall]]) -> list[list[list[ToolCall]]]:
+    return [[list(t)] for t in turns]
+
+
+def perturbations(turns: list[list[ToolCall]], rng: random.Random) -> list[tuple[str, list[list[list[ToolCall]]]]]:
+    out: list[tuple[str, list[list[list[ToolCall]]]]] = []
+    positions = [(t, i) for t, calls in enumerate(turns) for i in range(len(calls))]
+    if positions:
+        t, i = rng.choice(positions)
+        dropped = [list(c) for c in turns]
+        del dropped[t][i]
+        out.append(("drop_call", _one_step_per_turn(dropped)))
+
+        t, i = rng.choice(positions)
+        call = turns[t][i]
+        if call.arguments:
+            key = rng.choice(sorted(call.arguments))
+            changed = [list(c) for c in turns]
+            changed[t][i] = ToolCall(call.name, {**call.arguments, key: _mutate_value(call.arguments[key])})
+            out.append(("change_arg", _one_step_per_turn(changed)))
+
+        t, i = rng.choice(positions)
+        extra = [list(c) for c in turns]
+        extra[t].insert(i, turns[t][i])
+        out.append(("duplicate_call", _one_step_per_turn(extra)))
+
+        t, i = rng.choice(positions)
+        if t > 0:
+            moved = [list(c) for c in turns]
+            call = moved[t].pop(i)
+            moved[t - 1].append(call)
+            out.append(("call_to_previous_turn", _one_step_per_turn(moved)))
+
+    non_empty = [t for t, calls in enumerate(turns) if calls]
+    if non_empty:
+        t = rng.choice(non_empty)
+        out.append(("drop_turn", _one_step_per_turn([[] if k == t else list(c) for k, c in enumerate(turns)])))
+        swapped = [list(c) for c in turns]
+        rng.shuffle(swapped[t])
+        out.append(("shuffle_turn", _one_step_per_turn(swapped)))
+    # one call per step instead of all calls in one step (same calls: should pass)
+    out.append(("one_call_per_step", [[[c] for c in calls] for calls in turns]))
+    # a call from another turn's ground truth inserted at the start of a turn
+    if len(positions) > 1:
+        (t1, i1), (t2, _) = rng.sample(positions, 2)
+        foreign = [list(c) for c in turns]
+        foreign[t2].insert(0, turns[t1][i1])
+        out.append(("foreign_call", _one_step_per_turn(foreign)))
+    return out
+
+
+@pytest.mark.parametrize("category", ALL_CATEGORIES)
+def test_perturbed_trajectories_match_official_checker(category: str) -> None:
+    rng = random.Random(f"perturb-{category}")
+    disagreements = []
+    checked = 0
+    verdicts = {True: 0, False: 0}
+    for test_id in category_test_ids(category):
+        entry = load_entry(test_id)
+        for kind, steps in perturbations(ground_truth_calls(entry), rng):
+            responses = responses_for(steps, HERMES)
+            for eval_mode in (True, False):
+                info = play(test_id, responses, eval_mode=eval_mode)
+                official = official_verdict(entry, info["decoded_calls"])
+                checked += 1
+                verdicts[official] += 1
+                if (info["accuracy"] == 1.0) != official:
+                    disagreements.append((test_id, kind, eval_mode, info["accuracy"], official, info["turn_errors"]))
+    assert not disagreements, f"{len(disagreements)}/{checked} disagree: {disagreements[:5]}"
+    # the perturbation set must exercise both verdicts
+    assert verdicts[True] > 50 and verdicts[False] > 200, verdicts

@@ -1,0 +1,70 @@
+"""The environment registry: names, dotted paths, entry points, listing, errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.metadata import EntryPoint
+
+import pytest
+
+from agent_tune.envs import BaseToolEnv, Observation, StepResult, UnknownEnvError, env_names, make_env, register_env
+from agent_tune.envs import registry
+from agent_tune.envs.bfcl.env import BFCLEnv
+
+
+class _EchoEnv(BaseToolEnv):
+    description = "echo test env"
+
+    def __init__(self, greeting: str = "hi") -> None:
+        self.greeting = greeting
+
+    def reset(self, **task):
+        return Observation(messages=[{"role": "user", "content": self.greeting}])
+
+    def step(self, raw_response: str) -> StepResult:
+        return StepResult(Observation(), 1.0, True, {})
+
+    def extract_tool_calls(self, raw_response: str):
+        from agent_tune.parsing import ParsedResponse
+
+        return ParsedResponse(content=raw_response)
+
+    def format_tool_response(self, results):
+        return Observation()
+
+
+def test_builtin_names_resolve() -> None:
+    assert {"bfcl", "retool"} <= set(env_names())
+    assert isinstance(make_env("bfcl", test_id="multi_turn_base_1"), BFCLEnv)
+
+
+def test_register_decorator_and_dotted_path() -> None:
+    register_env("echo_test")(_EchoEnv)
+    assert make_env("echo_test", greeting="yo").reset().messages[0]["content"] == "yo"
+    env = make_env(f"{__name__}:_EchoEnv")
+    assert isinstance(env, _EchoEnv)
+    with pytest.raises(ValueError, match="already registered"):
+        register_env("echo_test")(BFCLEnv)
+    with pytest.raises(TypeError):
+        register_env("not_an_env")(object)
+
+
+def test_unknown_name_lists_known_ones() -> None:
+    with pytest.raises(UnknownEnvError) as err:
+        make_env("no_such_env")
+    assert "bfcl" in str(err.value) and "no_such_env" in str(err.value)
+
+
+def test_entry_point_plugins_are_discovered(monkeypatch) -> None:
+    ep = EntryPoint(name="plugin_echo", value=f"{__name__}:_EchoEnv", group=registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [ep] if group == registry.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    assert "plugin_echo" in env_names()
+    assert isinstance(make_env("plugin_echo"), _EchoEnv)
+
+
+def test_cli_lists_envs_with_descriptions() -> None:
+    out = subprocess.run([sys.executable, "-m", "agent_tune.cli", "envs"], capture_output=True, text=True, check=True).stdout
+    line = next(l for l in out.splitlines() if l.startswith("bfcl"))
+    assert "BFCL" in line
