@@ -19,6 +19,19 @@ def to_call_string(call: ToolCall) -> str:
     return f"{call.name}({args})"
 
 
+def syntax_error_text(text: str) -> str | None:
+    """The message bfcl-eval's engine gets when a call string is not valid Python, else ``None``.
+
+    A few ground-truth strings of the composite category are malformed; bfcl-eval's engine turns
+    them into ``Error during execution: <this message>``. Only compiled to an AST, never run.
+    """
+    try:
+        compile(text, "<string>", "eval", flags=ast.PyCF_ONLY_AST)
+    except SyntaxError as exc:
+        return str(exc)
+    return None
+
+
 def parse_call_string(text: str, param_names: Callable[[str], Sequence[str]] | None = None) -> ToolCall:
     """Parse one BFCL call string such as ``"mv(source='a', destination='b')"``.
 

@@ -8,17 +8,30 @@ plain-text response that ends the turn.
 from __future__ import annotations
 
 from agent_tune.envs.bfcl.backend import BFCLBackend
-from agent_tune.envs.bfcl.calls import parse_call_string
+from agent_tune.envs.bfcl.calls import parse_call_string, syntax_error_text
 from agent_tune.envs.bfcl.data import BFCLEntry
+from agent_tune.envs.bfcl.schema import tools_by_turn, validate_arguments
 from agent_tune.parsing import ToolCall, ToolCallParser
 
 TURN_END_TEXT = "Done."
 
 
-def ground_truth_calls(entry: BFCLEntry) -> list[list[ToolCall]]:
-    """The entry's ground truth as ToolCalls (positional arguments named from the backend signatures)."""
+def ground_truth_calls(entry: BFCLEntry, schema_valid_only: bool = False) -> list[list[ToolCall]]:
+    """The entry's ground truth as ToolCalls (positional arguments named from the backend signatures).
+
+    Ground-truth strings that are not valid Python (a few in the composite category) cannot be
+    written as a tool call and are left out; with ``schema_valid_only`` so are calls that break the
+    tool schema visible at their turn (what a strict, training-mode env would refuse).
+    """
     backend = BFCLBackend(entry.involved_classes, {}, long_context=False)
-    return [[parse_call_string(c, backend.param_names) for c in turn] for turn in entry.ground_truth]
+    visible = tools_by_turn(entry.functions, entry.missed_function, entry.num_turns)
+    out = []
+    for turn, strings in enumerate(entry.ground_truth):
+        calls = [parse_call_string(c, backend.param_names) for c in strings if syntax_error_text(c) is None]
+        if schema_valid_only:
+            calls = [c for c in calls if c.name in visible[turn] and not validate_arguments(visible[turn][c.name], c.arguments)]
+        out.append(calls)
+    return out
 
 
 def responses_for(turn_steps: list[list[list[ToolCall]]], parser: ToolCallParser) -> list[str]:

@@ -40,6 +40,17 @@ def _convert(node: Any) -> Any:
     return node
 
 
+def tools_by_turn(functions: list[dict[str, Any]], missed_function: dict[int, list[dict[str, Any]]], num_turns: int) -> list[dict[str, dict[str, Any]]]:
+    """The tools visible at each turn: the initial docs plus held-back ones from their turn on."""
+    visible = {d["name"]: to_tool_schema(d) for d in functions}
+    out = []
+    for turn in range(num_turns):
+        for doc in missed_function.get(turn, []):
+            visible[doc["name"]] = to_tool_schema(doc)
+        out.append(dict(visible))
+    return out
+
+
 def to_tool_schema(doc: dict[str, Any]) -> dict[str, Any]:
     """Convert one BFCL function doc to an OpenAI-style tool (the ``response`` key is dropped)."""
     params = _convert(copy.deepcopy(doc.get("parameters") or {"type": "dict", "properties": {}}))

@@ -1,0 +1,273 @@
+"""ReTool: math reasoning with a Python interpreter, in raw text.
+
+Protocol (one episode): the policy writes reasoning and, when it wants to compute, a program between
+``<code>`` and ``</code>`` (a ```` ```python ```` fenced block inside is accepted). Generation stops at
+``</code>`` (the env's :attr:`sampler_hints`), so each ``step`` receives one segment ending in at most
+one code block. The env runs the program in the code sandbox and answers with the raw text
+``"\\n<interpreter>\\n{output}\\n</interpreter>\\n"``, appended after the policy's tokens; the policy then
+continues. The episode ends when a segment has no code block (the policy has answered) or when the
+policy asks for more than ``max_tool_calls`` executions (that call is not run). The reward compares the
+last ``\\boxed{...}`` in the policy's text (outside code blocks) with the ground truth by mathematical
+equivalence (Math-Verify).
+
+Decisions:
+
+* An unterminated ``<code>`` (no ``</code>``: the generation hit its length limit) is a format error
+  and ends the episode; a cut-off program is not run.
+* An empty ``<code></code>`` is a format error answered with an interpreter error; it counts as a
+  tool call so that it cannot loop forever.
+* If a segment holds several complete blocks (the stop string was not honoured), only the first runs
+  and the extra blocks count as one format error.
+* Programs are independent: each runs in a fresh sandbox; nothing persists between them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any, ClassVar, Mapping, Sequence
+
+from agent_tune.envs.base import BaseToolEnv, Observation, SamplerHints, StepResult
+from agent_tune.envs.registry import register_env
+from agent_tune.parsing.types import ParsedResponse, ToolCall, ToolCallError
+from agent_tune.rewards.math_answer import extract_boxed, math_equivalent
+from agent_tune.tools.config import SandboxConfig, shared_sandbox
+from agent_tune.tools.sandbox import CodeSandbox, ExecutionResult
+
+DEFAULT_SYSTEM_PROMPT = (
+    "Solve the math problem step by step. You may run Python code to help: write a program between "
+    "<code> and </code> (a ```python fenced block inside is fine). Each program runs on its own in a "
+    "fresh sandbox without internet and keeps no state from earlier programs, so print every value "
+    "you need. Its output is shown to you between <interpreter> and </interpreter>; use it to "
+    "continue reasoning. Put the final answer in \\boxed{}."
+)
+
+_OPEN, _CLOSE = "<code>", "</code>"
+_FENCE_RE = re.compile(r"^\s*```[A-Za-z0-9_+-]*[ \t]*\n(.*?)\n?[ \t]*```\s*$", re.S)
+
+
+def _strip_fence(code: str) -> str:
+    """Remove a ```python ... ``` fence wrapping the whole block, if there is one."""
+    m = _FENCE_RE.match(code)
+    return m.group(1) if m else code
+
+
+@register_env("retool")
+class ReToolEnv(BaseToolEnv):
+    """Math with a sandboxed Python interpreter, ``<code>``/``<interpreter>`` raw-text protocol.
+
+    Keyword arguments (all from the dataset row's ``env.kwargs`` or the trainer config):
+    ``sandbox`` (a :class:`CodeSandbox`, a :class:`SandboxConfig` or its dict; default: the process's
+    shared ``local`` sandbox), ``max_tool_calls``, ``max_tool_response_chars`` (longer interpreter
+    output is cut and marked), ``correct_reward``, ``incorrect_reward``, ``no_answer_penalty``
+    (subtracted from ``incorrect_reward`` when there is no ``\\boxed`` answer), ``system_prompt``
+    (``None``: no system message) and ``user_template`` (``{question}`` is replaced).
+    """
+
+    description: ClassVar[str] = "ReTool: math with a sandboxed Python interpreter (<code>/<interpreter>, \\boxed answer)"
+    sampler_hints: ClassVar[SamplerHints] = SamplerHints(
+        stop=(_CLOSE,), include_stop_str_in_output=True, observation_kind="text"
+    )
+    truncation_marker: ClassVar[str] = "\n... [output truncated: {n} more characters]"
+
+    def __init__(
+        self,
+        sandbox: CodeSandbox | SandboxConfig | Mapping[str, Any] | None = None,
+        max_tool_calls: int = 8,
+        max_tool_response_chars: int = 2048,
+        correct_reward: float = 1.0,
+        incorrect_reward: float = 0.0,
+        no_answer_penalty: float = 0.0,
+        system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+        user_template: str = "{question}",
+    ) -> None:
+        if max_tool_calls < 0:
+            raise ValueError(f"max_tool_calls must be >= 0, got {max_tool_calls}")
+        if max_tool_response_chars < 1:
+            raise ValueError(f"max_tool_response_chars must be >= 1, got {max_tool_response_chars}")
+        if "{question}" not in user_template:
+            raise ValueError("user_template must contain '{question}'")
+        self.sandbox = sandbox if isinstance(sandbox, CodeSandbox) else shared_sandbox(sandbox)
+        self.max_tool_calls = int(max_tool_calls)
+        self.max_tool_response_chars = int(max_tool_response_chars)
+        self.correct_reward = float(correct_reward)
+        self.incorrect_reward = float(incorrect_reward)
+        self.no_answer_penalty = float(no_answer_penalty)
+        self.system_prompt = system_prompt
+        self.user_template = user_template
+        self._started = False
+        self._done = False
+        self.question = ""
+        self.ground_truth = ""
+        self.segments: list[str] = []
+        self.num_tool_calls = 0
+        self.format_errors = 0
+        self.num_steps = 0
+
+    # -- episode ---------------------------------------------------------------------------------
+    def reset(self, question: str = "", ground_truth: Any = "", **_: Any) -> Observation:
+        """Start an episode on ``question``; ``ground_truth`` is the reference answer."""
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError("ReToolEnv.reset needs a non-empty `question`")
+        if ground_truth is None or str(ground_truth).strip() == "":
+            raise ValueError("ReToolEnv.reset needs a non-empty `ground_truth`")
+        self.question, self.ground_truth = question, str(ground_truth)
+        self.segments, self.num_tool_calls, self.format_errors, self.num_steps = [], 0, 0, 0
+        self._started, self._done = True, False
+        messages = []
+        if self.system_prompt:
+            messages.append({"role": "system", "content": self.system_prompt})
+        messages.append({"role": "user", "content": self.user_template.replace("{question}", question)})
+        return Observation(messages=messages)
+
+    def step(self, raw_response: str) -> StepResult:
+        """Run the segment's code block (if any) and answer with its output, or end the episode."""
+        code, early = self._begin_step(raw_response)
+        if early is not None:
+            return early
+        return self._finish_step(self.sandbox.run(code))
+
+    async def astep(self, raw_response: str) -> StepResult:
+        """Like :meth:`step`, with the program run in the sandbox pool off the event loop."""
+        code, early = self._begin_step(raw_response)
+        if early is not None:
+            return early
+        return self._finish_step(await self.sandbox.arun(code))
+
+    @classmethod
+    def batch_step(cls, envs: Sequence[BaseToolEnv], raw_responses: Sequence[str]) -> list[StepResult]:
+        """Step many episodes; their programs run in parallel in the sandbox pool(s)."""
+        if len(envs) != len(raw_responses):
+            raise ValueError(f"batch_step got {len(envs)} envs and {len(raw_responses)} responses")
+        results: list[StepResult | None] = [None] * len(envs)
+        pending: dict[int, list[tuple[int, str]]] = defaultdict(list)  # id(sandbox) -> [(i, code)]
+        boxes: dict[int, CodeSandbox] = {}
+        for i, (env, raw) in enumerate(zip(envs, raw_responses)):
+            if not isinstance(env, ReToolEnv):
+                results[i] = env.step(raw)
+                continue
+            code, early = env._begin_step(raw)
+            if early is not None:
+                results[i] = early
+            else:
+                pending[id(env.sandbox)].append((i, code))
+                boxes[id(env.sandbox)] = env.sandbox
+        for key, items in pending.items():
+            outs = boxes[key].run_batch([code for _, code in items])
+            for (i, _), out in zip(items, outs):
+                results[i] = envs[i]._finish_step(out)  # type: ignore[attr-defined]
+        return results  # type: ignore[return-value]
+
+    # -- parsing and formatting ------------------------------------------------------------------
+    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
+        """Decode ``<code>...</code>`` blocks into ``python`` calls; unterminated/empty ones are errors."""
+        calls: list[ToolCall] = []
+        errors: list[ToolCallError] = []
+        content_parts: list[str] = []
+        pos, index = 0, 0
+        while True:
+            start = raw_response.find(_OPEN, pos)
+            if start == -1:
+                content_parts.append(raw_response[pos:])
+                break
+            content_parts.append(raw_response[pos:start])
+            end = raw_response.find(_CLOSE, start + len(_OPEN))
+            if end == -1:
+                errors.append(ToolCallError(index, raw_response[start:], "unterminated <code> block (no </code>)"))
+                break
+            raw = raw_response[start : end + len(_CLOSE)]
+            code = _strip_fence(raw_response[start + len(_OPEN) : end]).strip("\n")
+            if code.strip():
+                calls.append(ToolCall(name="python", arguments={"code": code}, raw=raw))
+            else:
+                errors.append(ToolCallError(index, raw, "empty <code> block"))
+            index += 1
+            pos = end + len(_CLOSE)
+        return ParsedResponse(content="".join(content_parts).strip(), calls=calls, errors=errors)
+
+    def format_tool_response(self, results: Sequence[ExecutionResult | str]) -> Observation:
+        """Wrap the first result's output in an ``<interpreter>`` block, cut to the configured length."""
+        if not results:
+            return Observation()
+        first = results[0]
+        text = first if isinstance(first, str) else self.render_result(first)
+        if len(text) > self.max_tool_response_chars:
+            extra = len(text) - self.max_tool_response_chars
+            text = text[: self.max_tool_response_chars] + self.truncation_marker.format(n=extra)
+        return Observation(text=f"\n<interpreter>\n{text}\n</interpreter>\n")
+
+    @staticmethod
+    def render_result(result: ExecutionResult) -> str:
+        """What the model reads for one run: stdout, then stderr, then the sandbox's account of any limit hit."""
+        parts = [p.rstrip("\n") for p in (result.stdout, result.stderr) if p.strip()]
+        if result.error:
+            parts.append(f"Error: {result.error}")
+        elif result.exit_code not in (0, None) and not result.stderr.strip():
+            parts.append(f"Error: the program exited with status {result.exit_code}")
+        return "\n".join(parts) if parts else "(no output)"
+
+    # -- internals -------------------------------------------------------------------------------
+    def _begin_step(self, raw_response: str) -> tuple[str, StepResult | None]:
+        """Bookkeeping before execution; returns (code to run, None) or ("", final StepResult)."""
+        if not self._started:
+            raise RuntimeError("ReToolEnv.step called before reset")
+        if self._done:
+            raise RuntimeError("ReToolEnv.step called after the episode ended")
+        if not isinstance(raw_response, str):
+            raise TypeError(f"raw_response must be a str, got {type(raw_response).__name__}")
+        self.num_steps += 1
+        self.segments.append(raw_response)
+        parsed = self.extract_tool_calls(raw_response)
+        if not parsed.has_tool_call_attempt:
+            return "", self._end(tool_limit=False)
+        unterminated = [e for e in parsed.errors if e.reason.startswith("unterminated")]
+        empty = [e for e in parsed.errors if e.reason.startswith("empty")]
+        if unterminated and not parsed.calls:
+            self.format_errors += 1
+            return "", self._end(tool_limit=False, extra={"unterminated_code": True})
+        if self.num_tool_calls >= self.max_tool_calls:
+            return "", self._end(tool_limit=True)
+        self.num_tool_calls += 1
+        if len(parsed.calls) + len(empty) > 1 or unterminated:
+            self.format_errors += 1
+        if not parsed.calls:  # only an empty block
+            self.format_errors += 1
+            obs = self.format_tool_response(["Error: the <code> block is empty; put a Python program inside it."])
+            return "", StepResult(obs, 0.0, False, self._info(executed=False))
+        return parsed.calls[0].arguments["code"], None
+
+    def _finish_step(self, result: ExecutionResult) -> StepResult:
+        info = self._info(executed=True)
+        info.update(exit_code=result.exit_code, timed_out=result.timed_out, sandbox_error=result.error)
+        return StepResult(self.format_tool_response([result]), 0.0, False, info)
+
+    def final_answer(self) -> str | None:
+        """The last ``\\boxed{}`` answer in the policy's text so far, outside code blocks."""
+        prose = "\n".join(self.extract_tool_calls(s).content for s in self.segments)
+        return extract_boxed(prose)
+
+    def _end(self, tool_limit: bool, extra: dict[str, Any] | None = None) -> StepResult:
+        self._done = True
+        answer = self.final_answer()
+        correct = answer is not None and math_equivalent(answer, self.ground_truth)
+        if answer is None:
+            reward = self.incorrect_reward - self.no_answer_penalty
+        else:
+            reward = self.correct_reward if correct else self.incorrect_reward
+        info = self._info(executed=False)
+        info.update(
+            accuracy=1.0 if correct else 0.0,
+            answer=answer,
+            has_answer=answer is not None,
+            tool_call_limit_reached=tool_limit,
+            **(extra or {}),
+        )
+        return StepResult(Observation(), reward, True, info)
+
+    def _info(self, executed: bool) -> dict[str, Any]:
+        return {
+            "num_tool_calls": self.num_tool_calls,
+            "format_errors": self.format_errors,
+            "num_steps": self.num_steps,
+            "executed": executed,
+        }

@@ -1,0 +1,81 @@
+"""JSON helpers shared by the JSON-based tool-call parsers: decoding with readable reasons."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent_tune.parsing.types import ToolCall
+
+_DECODER = json.JSONDecoder()
+
+
+class DecodeFailure(Exception):
+    """Internal: a JSON span could not be decoded; ``reason`` is shown to the model."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` raising ``DecodeFailure`` with a readable reason."""
+    text = text.strip()
+    obj, end = raw_decode(text, 0)
+    if end != len(text):
+        raise DecodeFailure(f"invalid JSON at char {end}: extra data after the JSON value")
+    return obj
+
+
+def raw_decode(text: str, pos: int) -> tuple[Any, int]:
+    """Decode one JSON value starting at ``pos``; return it and the end index."""
+    try:
+        return _DECODER.raw_decode(text, pos)
+    except json.JSONDecodeError as exc:
+        raise DecodeFailure(f"invalid JSON at char {exc.pos - pos}: {exc.msg}") from None
+    except RecursionError:
+        raise DecodeFailure("invalid JSON: nested too deeply") from None
+
+
+def skip_ws(text: str, pos: int) -> int:
+    """Index of the first non-whitespace character at or after ``pos``."""
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+def call_from_object(obj: Any, raw: str, arg_keys: tuple[str, ...] = ("arguments",)) -> ToolCall:
+    """Build a ToolCall from a decoded ``{"name": ..., <arg_key>: {...}}`` object.
+
+    ``arguments`` may also be a JSON string holding an object; a missing or null one means ``{}``.
+    Raises ``DecodeFailure`` naming what is wrong.
+    """
+    if not isinstance(obj, dict):
+        raise DecodeFailure(f"a tool call must be a JSON object, got {_kind(obj)}")
+    name = obj.get("name")
+    if not isinstance(name, str) or not name.strip():
+        got = "missing" if "name" not in obj else f"got {_kind(name)}"
+        raise DecodeFailure(f'"name" must be a non-empty string ({got})')
+    key = next((k for k in arg_keys if k in obj), arg_keys[0])
+    args = obj.get(key)
+    if args is None:
+        args = {}
+    elif isinstance(args, str):
+        try:
+            args = loads(args)
+        except DecodeFailure as exc:
+            raise DecodeFailure(f'"{key}" is a string that is not valid JSON ({exc.reason})') from None
+    if not isinstance(args, dict):
+        raise DecodeFailure(f'"{key}" must be a JSON object, got {_kind(args)}')
+    return ToolCall(name=name, arguments=args, raw=raw)
+
+
+def dumps(obj: Any) -> str:
+    """JSON as chat templates write it (``tojson``): non-ASCII kept, default separators."""
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
+    )

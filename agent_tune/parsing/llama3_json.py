@@ -1,0 +1,83 @@
+"""Llama 3.1 / 3.2 JSON tool calls: ``{"name": ..., "parameters": {...}}``.
+
+An optional ``<|python_tag|>`` may precede the calls; several calls are separated by ``;`` or newlines.
+A ``{`` at the start of the response (or of what follows the tag), of a line, or after ``;`` opens a
+candidate. A candidate that decodes to an object with a ``"name"`` is a call (``"arguments"`` is
+accepted for ``"parameters"``); one that fails to decode is an error only if it starts like a call
+(``{"name"``); anything else, JSON or not, is content.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent_tune.parsing import _json
+from agent_tune.parsing.base import ToolCallParser
+from agent_tune.parsing.registry import register_tool_parser
+from agent_tune.parsing.types import ParsedResponse, ToolCall, ToolCallError
+
+PYTHON_TAG = "<|python_tag|>"
+_END_TOKENS = re.compile(r"<\|(?:eom_id|eot_id)\|>")
+_CALL_START = re.compile(r'\{\s*"name"\s*:')
+_SEPARATOR = re.compile(r"\s*;")
+_ARG_KEYS = ("parameters", "arguments")
+
+
+@register_tool_parser("llama3_json")
+class Llama3JsonToolParser(ToolCallParser):
+    """JSON tool calls as Llama 3.1 / 3.2 write them."""
+
+    def parse(self, text: str) -> ParsedResponse:
+        text = _END_TOKENS.sub("", text)
+        tag = text.find(PYTHON_TAG)
+        body_start = 0 if tag < 0 else tag + len(PYTHON_TAG)
+        out = ParsedResponse(content="")
+        content = [text[:tag]] if tag >= 0 else []
+        text = text[body_start:]
+        pos = scan = 0
+        while (start := text.find("{", scan)) >= 0:
+            scan = start + 1
+            if not _opens_line(text, start):
+                continue
+            index = len(out.calls) + len(out.errors)
+            try:
+                obj, end = _json.raw_decode(text, start)
+            except _json.DecodeFailure as exc:
+                if not _CALL_START.match(text, start):
+                    continue
+                nxt = _next_call_start(text, start + 1)
+                content.append(text[pos:start])
+                out.errors.append(ToolCallError(index, text[start:nxt].rstrip(), exc.reason))
+                pos = scan = nxt
+                continue
+            if not (isinstance(obj, dict) and "name" in obj):
+                scan = end  # plain JSON inside the text: content
+                continue
+            content.append(text[pos:start])
+            try:
+                out.calls.append(_json.call_from_object(obj, text[start:end], _ARG_KEYS))
+            except _json.DecodeFailure as exc:
+                out.errors.append(ToolCallError(index, text[start:end], exc.reason))
+            sep = _SEPARATOR.match(text, end)
+            pos = scan = sep.end() if sep else end
+        content.append(text[pos:])
+        out.content = "".join(content).strip()
+        return out
+
+    def format_calls(self, calls: list[ToolCall], content: str = "") -> str:
+        body = "; ".join(f'{{"name": {_json.dumps(c.name)}, "parameters": {_json.dumps(c.arguments)}}}' for c in calls)
+        return "\n".join(part for part in (content, body) if part)
+
+
+def _opens_line(text: str, pos: int) -> bool:
+    """True if only spaces/tabs lie between ``pos`` and the start of the text, a newline or a ``;``."""
+    before = text[:pos].rstrip(" \t")
+    return not before or before[-1] in "\n;"
+
+
+def _next_call_start(text: str, pos: int) -> int:
+    """Start of the next line-opening ``{"name"`` after ``pos``, or the end of the text."""
+    for m in _CALL_START.finditer(text, pos):
+        if _opens_line(text, m.start()):
+            return m.start()
+    return len(text)

@@ -1,0 +1,94 @@
+"""Mistral tool calls, in both forms the family uses.
+
+* v0.3 style: ``[TOOL_CALLS] [{"name": "f", "arguments": {...}}, ...]`` (a single object is accepted too);
+* newer tokenizers (v11+): ``[TOOL_CALLS]f[ARGS]{...}`` repeated per call, optionally with
+  ``[CALL_ID]id`` after the name (the id is ignored).
+
+Text before the first ``[TOOL_CALLS]`` and after each decoded JSON value is content. In an array, the
+elements before a malformed one are kept; the malformed one and the rest become one error.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent_tune.parsing import _json
+from agent_tune.parsing.base import ToolCallParser
+from agent_tune.parsing.registry import register_tool_parser
+from agent_tune.parsing.types import ParsedResponse, ToolCall, ToolCallError
+
+TOOL_CALLS, ARGS = "[TOOL_CALLS]", "[ARGS]"
+_EOS = re.compile(r"</s>\s*$")
+_NAME = re.compile(r"\s*([^\s\[\]{}]+)\s*(?:\[CALL_ID\]\s*[^\s\[]*\s*)?" + re.escape(ARGS))
+
+
+@register_tool_parser("mistral")
+class MistralToolParser(ToolCallParser):
+    """``[TOOL_CALLS]`` followed by a JSON array, or by ``name[ARGS]{json}``."""
+
+    def parse(self, text: str) -> ParsedResponse:
+        segments = _EOS.sub("", text).split(TOOL_CALLS)
+        out = ParsedResponse(content="")
+        content = [segments[0]]
+        for seg in segments[1:]:
+            content.append(_parse_segment(seg, out))
+        out.content = "".join(content).strip()
+        return out
+
+    def format_calls(self, calls: list[ToolCall], content: str = "") -> str:
+        if not calls:
+            return content
+        return f"{content}{TOOL_CALLS} {_json.dumps([{'name': c.name, 'arguments': c.arguments} for c in calls])}"
+
+
+def _parse_segment(seg: str, out: ParsedResponse) -> str:
+    """Decode the calls in the text after one ``[TOOL_CALLS]`` into ``out``; return the leftover content."""
+
+    def fail(raw: str, reason: str) -> None:
+        out.errors.append(ToolCallError(len(out.calls) + len(out.errors), raw.strip(), reason))
+
+    def add(obj: object, raw: str) -> None:
+        try:
+            out.calls.append(_json.call_from_object(obj, raw))
+        except _json.DecodeFailure as exc:
+            fail(raw, exc.reason)
+
+    pos = _json.skip_ws(seg, 0)
+    if (named := _NAME.match(seg)) is not None:  # name[ARGS]{...}
+        start = _json.skip_ws(seg, named.end())
+        try:
+            args, end = _json.raw_decode(seg, start)
+        except _json.DecodeFailure as exc:
+            fail(TOOL_CALLS + seg, exc.reason)
+            return ""
+        add({"name": named.group(1), "arguments": args}, TOOL_CALLS + seg[:end])
+        return seg[end:]
+    if seg[pos : pos + 1] == "{":
+        try:
+            obj, end = _json.raw_decode(seg, pos)
+        except _json.DecodeFailure as exc:
+            fail(seg[pos:], exc.reason)
+            return ""
+        add(obj, seg[pos:end])
+        return seg[end:]
+    if seg[pos : pos + 1] != "[":
+        fail(TOOL_CALLS + seg, f"expected a JSON array or name{ARGS}{{...}} after {TOOL_CALLS}")
+        return ""
+    pos = _json.skip_ws(seg, pos + 1)
+    while seg[pos : pos + 1] != "]":
+        if pos >= len(seg):
+            fail(TOOL_CALLS + seg, f"unterminated JSON array after {TOOL_CALLS}")
+            return ""
+        try:
+            obj, end = _json.raw_decode(seg, pos)
+        except _json.DecodeFailure as exc:
+            fail(seg[pos:], exc.reason)
+            return ""
+        add(obj, seg[pos:end])
+        pos = _json.skip_ws(seg, end)
+        if seg[pos : pos + 1] == ",":
+            pos = _json.skip_ws(seg, pos + 1)
+        elif seg[pos : pos + 1] != "]":
+            fail(seg[pos:], "expected ',' or ']' between tool calls in the array")
+            return ""
+    return seg[pos + 1 :]

@@ -1,0 +1,162 @@
+"""Pythonic tool calls: ``[f(a=1), g(b='x')]`` (Llama 3.2 / BFCL prompting style).
+
+The list may be surrounded by text or sit in a ```python fence; a response that is a single bare call
+``f(a=1)`` is accepted too. The text is parsed with ``ast`` and the syntax tree is read through a
+whitelist; nothing is ever evaluated. Allowed argument values: str/int/float/bool/None literals,
+``-``/``+`` on numbers, lists, tuples (become lists) and dicts of those. Positional arguments, nested
+calls, names, attribute calls (``a.b(...)``), ``**kwargs`` and every other expression are errors.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from typing import Any
+
+from agent_tune.parsing.base import ToolCallParser
+from agent_tune.parsing.registry import register_tool_parser
+from agent_tune.parsing.types import ParsedResponse, ToolCall, ToolCallError
+
+PYTHON_TAG = "<|python_tag|>"
+_LIST_START = re.compile(r"\[\s*[A-Za-z_][\w.]*\s*\(")
+_BARE_CALL = re.compile(r"\s*[A-Za-z_][\w.]*\s*\(")
+_FENCE_OPEN = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n?[ \t]*$")
+_FENCE_CLOSE = re.compile(r"\s*```")
+_WHOLE_FENCE = re.compile(r"\s*```[ \t]*(?:python|py)?[ \t]*\n(.*?)```\s*", re.DOTALL)
+_SCALARS = (str, int, float, bool, type(None))
+
+
+class _Rejected(Exception):
+    """Internal: an expression outside the whitelist; the message is the reason."""
+
+
+@register_tool_parser("pythonic")
+class PythonicToolParser(ToolCallParser):
+    """A Python list of keyword-argument calls, read with ``ast`` and never evaluated."""
+
+    def parse(self, text: str) -> ParsedResponse:
+        text = text.replace(PYTHON_TAG, "")
+        if m := _LIST_START.search(text):
+            start, end = m.start(), _match_bracket(text, m.start())
+            tree = _try_parse(text[start:end]) if end else "unterminated list: no matching ']'"
+            end = end or len(text)
+        else:  # a response that is one bare call, possibly fenced
+            fence = _WHOLE_FENCE.fullmatch(text)
+            lo, hi = fence.span(1) if fence else (0, len(text))
+            start, end = hi - len(text[lo:hi].lstrip()), lo + len(text[lo:hi].rstrip())
+            tree = _try_parse(text[start:end]) if _BARE_CALL.match(text, start) else None
+            if not isinstance(tree, ast.Call):
+                return ParsedResponse(content=text.strip())
+        src = text[start:end]
+        if (fo := _FENCE_OPEN.search(text, 0, start)) and (fc := _FENCE_CLOSE.match(text, end)):
+            start, end = fo.start(), fc.end()
+        out = ParsedResponse(content=(text[:start] + text[end:]).strip())
+        if isinstance(tree, str) or not isinstance(tree, (ast.List, ast.Call)):
+            reason = tree if isinstance(tree, str) else "expected a list of calls like [f(a=1), g(b='x')]"
+            out.errors.append(ToolCallError(0, src, reason))
+            return out
+        for i, node in enumerate([tree] if isinstance(tree, ast.Call) else tree.elts):
+            raw = ast.get_source_segment(src, node) or src
+            try:
+                out.calls.append(_to_call(node, raw))
+            except _Rejected as exc:
+                out.errors.append(ToolCallError(i, raw, str(exc)))
+        return out
+
+    def format_calls(self, calls: list[ToolCall], content: str = "") -> str:
+        body = ", ".join(f"{c.name}({', '.join(f'{k}={_render(v)}' for k, v in c.arguments.items())})" for c in calls)
+        return "\n".join(part for part in (content, f"[{body}]" if calls else "") if part)
+
+
+def _to_call(node: ast.expr, raw: str) -> ToolCall:
+    """Read one ``name(k=v, ...)`` node through the whitelist."""
+    if not isinstance(node, ast.Call):
+        raise _Rejected("not a function call; write name(arg=value, ...)")
+    if isinstance(node.func, ast.Attribute):
+        raise _Rejected("attribute calls like a.b(...) are not allowed; call a tool by its plain name")
+    if not isinstance(node.func, ast.Name):
+        raise _Rejected("the called object must be a plain function name")
+    name = node.func.id
+    if node.args:
+        raise _Rejected(f"positional arguments are not allowed in {name}(...); pass every argument as name=value")
+    arguments: dict[str, Any] = {}
+    for kw in node.keywords:
+        if kw.arg is None:
+            raise _Rejected(f"**kwargs unpacking is not allowed in {name}(...)")
+        if kw.arg in arguments:
+            raise _Rejected(f"argument {kw.arg!r} is given twice in {name}(...)")
+        arguments[kw.arg] = _value(kw.value, f"argument {kw.arg!r} of {name}(...)")
+    return ToolCall(name=name, arguments=arguments, raw=raw)
+
+
+def _value(node: ast.expr, where: str) -> Any:
+    """The literal value of ``node``; raises ``_Rejected`` for anything outside the whitelist."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, _SCALARS):
+        return node.value
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, (ast.USub, ast.UAdd))
+        and isinstance(node.operand, ast.Constant)
+        and type(node.operand.value) in (int, float)
+    ):
+        return -node.operand.value if isinstance(node.op, ast.USub) else node.operand.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [_value(e, where) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        out = {}
+        for k, v in zip(node.keys, node.values):
+            key = _value(k, where) if k is not None else None
+            if k is None or not isinstance(key, _SCALARS):
+                raise _Rejected(f"{where}: dict keys must be literals (no ** unpacking)")
+            out[key] = _value(v, where)
+        return out
+    if isinstance(node, ast.Call):
+        raise _Rejected(f"{where}: nested calls are not allowed; only literal values")
+    if isinstance(node, ast.Name):
+        raise _Rejected(f"{where}: bare name {node.id!r} is not a value (quote strings; use True/False/None)")
+    raise _Rejected(f"{where}: {type(node).__name__} expressions are not allowed; only literal values")
+
+
+def _render(value: Any) -> str:
+    """Python source for a JSON-like value (the inverse of ``_value``)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_render(k)}: {_render(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_render(v) for v in value) + "]"
+    return repr(value)
+
+
+def _try_parse(src: str) -> ast.expr | str:
+    """The expression tree of ``src``, or a readable reason why it is not valid Python."""
+    try:
+        with warnings.catch_warnings():  # e.g. "invalid escape sequence" in a string literal
+            warnings.simplefilter("ignore")
+            return ast.parse(src, mode="eval").body
+    except SyntaxError as exc:
+        where = f" (line {exc.lineno}, column {exc.offset})" if exc.lineno else ""
+        return f"invalid Python syntax: {exc.msg}{where}"
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return f"invalid Python syntax: {type(exc).__name__}: {exc}"
+
+
+def _match_bracket(text: str, start: int) -> int | None:
+    """End index (exclusive) of the bracket opened at ``start``, skipping string literals; None if unclosed."""
+    depth, i = 0, start
+    while i < len(text):
+        c = text[i]
+        if c in "\"'":
+            quote = text[i : i + 3] if text[i : i + 3] in ('"""', "'''") else c
+            i += len(quote)
+            while i < len(text) and not text.startswith(quote, i):
+                i += 2 if text[i] == "\\" else 1
+            i += len(quote)
+            continue
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
