@@ -52,6 +52,17 @@ def _strip_fence(code: str) -> str:
     return m.group(1) if m else code
 
 
+def retool_prompt(
+    question: str, system_prompt: str | None = DEFAULT_SYSTEM_PROMPT, user_template: str = "{question}"
+) -> list[dict[str, str]]:
+    """The first messages of an episode: an optional system message and the user's question."""
+    messages = []
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+    messages.append({"role": "user", "content": user_template.replace("{question}", question)})
+    return messages
+
+
 @register_env("retool")
 class ReToolEnv(BaseToolEnv):
     """Math with a sandboxed Python interpreter, ``<code>``/``<interpreter>`` raw-text protocol.
@@ -114,11 +125,7 @@ class ReToolEnv(BaseToolEnv):
         self.question, self.ground_truth = question, str(ground_truth)
         self.segments, self.num_tool_calls, self.format_errors, self.num_steps = [], 0, 0, 0
         self._started, self._done = True, False
-        messages = []
-        if self.system_prompt:
-            messages.append({"role": "system", "content": self.system_prompt})
-        messages.append({"role": "user", "content": self.user_template.replace("{question}", question)})
-        return Observation(messages=messages)
+        return Observation(messages=retool_prompt(question, self.system_prompt, self.user_template))
 
     def step(self, raw_response: str) -> StepResult:
         """Run the segment's code block (if any) and answer with its output, or end the episode."""

@@ -88,7 +88,7 @@ def test_code_in_arguments_is_data_not_code(env, tmp_path: Path, monkeypatch) ->
 
 def test_hidden_function_is_rejected_until_announced() -> None:
     entry = load_entry("multi_turn_miss_func_0")  # 'sort' is held back until turn 3
-    assert [d["name"] for d in entry.missed_function[3]] == ["sort"]
+    assert [t["function"]["name"] for t in entry.missed_function[3]] == ["sort"]
     env = make_env("bfcl", test_id=entry.id)
     obs = env.reset()
     assert "sort" not in {t["function"]["name"] for t in obs.tools}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 
@@ -13,7 +12,7 @@ from agent_tune.tools import ExecutionLimits, ExecutionResult, LocalSandbox
 
 @pytest.fixture(scope="module")
 def sandbox():
-    box = LocalSandbox(limits=ExecutionLimits(cpu_seconds=3, wall_seconds=5), max_concurrency=4)
+    box = LocalSandbox(limits=ExecutionLimits(cpu_seconds=3, wall_seconds=3), max_concurrency=4)
     yield box
     box.close()
 

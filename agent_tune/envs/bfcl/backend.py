@@ -11,9 +11,11 @@ import copy
 import importlib
 import inspect
 import json
+import pickle
+from functools import lru_cache
 from typing import Any, Callable
 
-from agent_tune.envs.bfcl.data import BACKEND_MODULES, STATELESS_CLASSES, BFCLDataError
+from agent_tune.envs.bfcl.data import BACKEND_MODULES, STATELESS_CLASSES, BFCLDataError, load_entry
 
 # Names bfcl-eval's engine refuses to call, with its message.
 _BLOCKED_NAMES = frozenset({"kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run"})
@@ -36,12 +38,29 @@ def format_exception(exc: BaseException) -> str:
     return f"Error during execution: {exc}"
 
 
+_method_names: dict[type, tuple[str, ...]] = {}
+
+
+def _public_method_names(cls: type, instance: Any) -> tuple[str, ...]:
+    """Names of the public bound methods of ``cls`` instances (computed once per class)."""
+    names = _method_names.get(cls)
+    if names is None:
+        names = tuple(n for n, _ in inspect.getmembers(instance, predicate=inspect.ismethod) if not n.startswith("_"))
+        _method_names[cls] = names
+    return names
+
+
+@lru_cache(maxsize=256)
+def _pristine_instances(test_id: str) -> bytes:
+    entry = load_entry(test_id)
+    return pickle.dumps(BFCLBackend(entry.involved_classes, entry.initial_config, entry.long_context).instances)
+
+
 class BFCLBackend:
     """The backend instances of one episode (or of its ground truth), isolated from every other."""
 
     def __init__(self, involved_classes: list[str], initial_config: dict[str, Any], long_context: bool) -> None:
-        self.instances: dict[str, Any] = {}
-        self._methods: dict[str, Callable[..., Any]] = {}
+        instances: dict[str, Any] = {}
         for class_name in involved_classes:
             if class_name not in BACKEND_MODULES:
                 raise BFCLDataError(f"unsupported BFCL backend class {class_name!r}")
@@ -49,11 +68,28 @@ class BFCLBackend:
             instance = cls()
             if class_name not in STATELESS_CLASSES:
                 instance._load_scenario(copy.deepcopy(initial_config.get(class_name, {})), long_context=long_context)
-            self.instances[class_name] = instance
+            instances[class_name] = instance
+        self._bind(instances)
+
+    @classmethod
+    def for_entry(cls, test_id: str) -> "BFCLBackend":
+        """Fresh backend instances in the initial state of ``test_id``.
+
+        Equivalent to building them from the entry's config, about 8x cheaper: the pristine
+        instances are built once per entry and kept pickled (bounded cache); every call unpickles
+        a new, fully independent copy.
+        """
+        backend = cls.__new__(cls)
+        backend._bind(pickle.loads(_pristine_instances(test_id)))
+        return backend
+
+    def _bind(self, instances: dict[str, Any]) -> None:
+        self.instances = instances
+        self._methods: dict[str, Callable[..., Any]] = {}
+        for instance in instances.values():
             # Same resolution as bfcl-eval: public bound methods, a later class wins a name clash.
-            for name, method in inspect.getmembers(instance, predicate=inspect.ismethod):
-                if not name.startswith("_"):
-                    self._methods[name] = method
+            for name in _public_method_names(type(instance), instance):
+                self._methods[name] = getattr(instance, name)
 
     def has_method(self, name: str) -> bool:
         return name in self._methods

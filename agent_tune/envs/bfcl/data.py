@@ -17,6 +17,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from agent_tune.envs.bfcl.schema import to_tool_schema
+
 # The four scored multi-turn categories, in leaderboard order, and the unscored composite one.
 SCORED_CATEGORIES: tuple[str, ...] = (
     "multi_turn_base",
@@ -56,11 +58,13 @@ class BFCLDataError(LookupError):
     """Raised for an unknown test id or category, or when bfcl-eval is not installed."""
 
 
+@lru_cache(maxsize=1)
 def ensure_bfcl_project_root() -> Path:
     """Point ``BFCL_PROJECT_ROOT`` at a scratch folder unless the user set it.
 
     bfcl-eval creates ``result/``, ``score/`` and ``.file_locks/`` under that root when some of its
-    modules are imported; by default the root is site-packages. Call before importing bfcl_eval.
+    modules are imported; by default the root is site-packages. Call before importing bfcl_eval
+    (once per process is enough; later calls return the first answer).
     """
     root = os.environ.get("BFCL_PROJECT_ROOT")
     if not root:
@@ -123,13 +127,19 @@ def function_docs(class_name: str) -> list[dict[str, Any]]:
     return copy.deepcopy(list(_func_docs(class_name)))
 
 
+@lru_cache(maxsize=None)
+def _class_tools(class_name: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    return tuple((doc["name"], to_tool_schema(doc)) for doc in _func_docs(class_name))
+
+
 @dataclass
 class BFCLEntry:
     """One multi-turn test entry with its ground truth.
 
-    ``missed_function`` maps a turn index to the names of functions held back until that turn
-    (miss_func); ``functions`` are the docs visible from the start (held-back ones removed), in
-    bfcl-eval's order.
+    ``functions`` are the tools (OpenAI form, converted from BFCL's docs) visible from the start,
+    in bfcl-eval's order; ``missed_function`` maps a turn index to the tools held back until that
+    turn (miss_func). Tool schemas and ``initial_config`` are shared read-only data: the backends
+    deep-copy the config, and nothing may mutate either.
     """
 
     id: str
@@ -157,31 +167,32 @@ def category_test_ids(category: str) -> list[str]:
 
 
 def load_entry(test_id: str) -> BFCLEntry:
-    """Load one entry by id (a fresh deep copy every call)."""
+    """Load one entry by id (questions and ground truth are fresh copies; see ``BFCLEntry``)."""
     category = category_of(test_id)
     table = _category_table(category)
     if test_id not in table:
         raise BFCLDataError(f"unknown BFCL test id {test_id!r}")
-    row, gt = copy.deepcopy(table[test_id])
-    functions: list[dict[str, Any]] = []
+    row, gt = table[test_id]
+    functions: list[tuple[str, dict[str, Any]]] = []
     for class_name in row["involved_classes"]:
-        functions.extend(function_docs(class_name))
+        functions.extend(_class_tools(class_name))
     missed: dict[int, list[dict[str, Any]]] = {}
     for turn, names in (row.get("missed_function") or {}).items():
         held = []
         for name in names:  # bfcl-eval removes the first doc with that name
-            for i, doc in enumerate(functions):
-                if doc["name"] == name:
-                    held.append(functions.pop(i))
+            for i, (fname, tool) in enumerate(functions):
+                if fname == name:
+                    held.append(tool)
+                    del functions[i]
                     break
         missed[int(turn)] = held
     return BFCLEntry(
         id=row["id"],
         category=category,
-        question=row["question"],
+        question=[[dict(m) for m in turn] for turn in row["question"]],
         initial_config=row.get("initial_config", {}),
         involved_classes=list(row["involved_classes"]),
-        ground_truth=gt,
-        functions=functions,
+        ground_truth=[list(turn) for turn in gt],
+        functions=[tool for _, tool in functions],
         missed_function=missed,
     )

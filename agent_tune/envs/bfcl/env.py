@@ -30,10 +30,11 @@ import json
 from typing import Any, Sequence
 
 from agent_tune.envs.base import BaseToolEnv, Observation, StepResult
-from agent_tune.envs.bfcl.backend import BFCLBackend, format_exception
-from agent_tune.envs.bfcl.calls import parse_call_string, syntax_error_text, to_call_string
+from agent_tune.envs.bfcl.backend import BFCLBackend
+from agent_tune.envs.bfcl.calls import to_call_string
 from agent_tune.envs.bfcl.data import BFCLEntry, ensure_bfcl_project_root, load_entry
-from agent_tune.envs.bfcl.schema import to_tool_schema, tools_by_turn, validate_arguments
+from agent_tune.envs.bfcl.ground_truth import ground_truth_trace
+from agent_tune.envs.bfcl.schema import tool_name, validate_arguments
 from agent_tune.envs.bfcl.scoring import TurnVerdict, score_turn
 from agent_tune.envs.registry import register_env
 from agent_tune.parsing import ParsedResponse, ToolCall, get_reasoning_parser, get_tool_parser
@@ -106,10 +107,9 @@ class BFCLEnv(BaseToolEnv):
         self.test_id = test_id
         entry = load_entry(test_id)
         self.entry = entry
-        self._model = BFCLBackend(entry.involved_classes, entry.initial_config, entry.long_context)
-        self._ground_truth = BFCLBackend(entry.involved_classes, entry.initial_config, entry.long_context)
-        self._tools: dict[str, dict[str, Any]] = {d["name"]: to_tool_schema(d) for d in entry.functions}
-        self._gt_calls, self._gt_required = self._prepare_ground_truth(entry)
+        self._model = BFCLBackend.for_entry(test_id)
+        self._gt = ground_truth_trace(test_id)
+        self._tools: dict[str, dict[str, Any]] = {tool_name(t): t for t in entry.functions}
         self._turn = 0
         self._steps_in_turn = 0
         self._turn_acted = False
@@ -129,47 +129,6 @@ class BFCLEnv(BaseToolEnv):
         messages.extend(self._turn_messages(0))
         return Observation(messages=messages, tools=self.tools)
 
-    def _prepare_ground_truth(self, entry: BFCLEntry) -> tuple[list[list[ToolCall | str]], list[list[bool]]]:
-        """Parse the ground truth; decide which of its results the response check requires.
-
-        A ground-truth string that is not valid Python is kept as the error text bfcl-eval's engine
-        produces for it. In eval mode every result is required, as in BFCL. In training mode the
-        results of ground-truth calls that break the tool schema visible at that turn (about 90
-        entries' ground truth passes an undocumented argument, calls an undocumented function, or
-        has a syntax error) are not required, since a schema-respecting policy cannot reproduce them;
-        their effect on the state is still checked.
-        """
-        visible_by_turn = tools_by_turn(entry.functions, entry.missed_function, entry.num_turns)
-        calls: list[list[ToolCall | str]] = []
-        required: list[list[bool]] = []
-        for turn, strings in enumerate(entry.ground_truth):
-            visible = visible_by_turn[turn]
-            turn_calls: list[ToolCall | str] = []
-            turn_required: list[bool] = []
-            for text in strings:
-                error = syntax_error_text(text)
-                if error is not None:
-                    turn_calls.append(format_exception(SyntaxError(error)))
-                    turn_required.append(self.eval_mode)
-                    continue
-                call = parse_call_string(text, self._ground_truth.param_names)
-                turn_calls.append(call)
-                tool = visible.get(call.name)
-                valid = tool is not None and not validate_arguments(tool, call.arguments)
-                turn_required.append(self.eval_mode or valid)
-            calls.append(turn_calls)
-            required.append(turn_required)
-        return calls, required
-
-    def _execute_ground_truth(self, turn: int) -> list[str]:
-        """Run the ground truth of ``turn``; returns the results the response check requires."""
-        results = []
-        for call, needed in zip(self._gt_calls[turn], self._gt_required[turn]):
-            result = call if isinstance(call, str) else self._ground_truth.execute(call.name, call.arguments)
-            if needed:
-                results.append(result)
-        return results
-
     @property
     def tools(self) -> list[dict[str, Any]]:
         """The tool schemas visible now."""
@@ -177,11 +136,10 @@ class BFCLEnv(BaseToolEnv):
 
     def _turn_messages(self, turn: int) -> list[dict[str, Any]]:
         assert self.entry is not None
-        held = self.entry.missed_function.get(turn)
-        if held:
-            new_tools = [to_tool_schema(d) for d in held]
+        new_tools = self.entry.missed_function.get(turn)
+        if new_tools:
             for tool in new_tools:
-                self._tools[tool["function"]["name"]] = tool
+                self._tools[tool_name(tool)] = tool
             listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in new_tools)
             return [{"role": "user", "content": f"{listing}\n{ADDITIONAL_FUNCTION_PROMPT}"}]
         return [dict(m) for m in self.entry.question[turn]]
@@ -252,15 +210,17 @@ class BFCLEnv(BaseToolEnv):
         """Score the current turn, then show the next question or finish the episode."""
         assert self.entry is not None
         turn = self._turn
-        gt_results = self._execute_ground_truth(turn)
+        gt = self._gt[turn]
         verdict: TurnVerdict | None
         self._forced_turns += forced
-        if self._gt_calls[turn]:
+        if gt.calls:
             if forced:
                 verdict = TurnVerdict(False, "agent_tune:turn_step_limit")
             else:
-                verdict = score_turn(turn, self._turn_acted, self._model, self._ground_truth,
-                                     self._all_model_results, gt_results)
+                # In training mode only the results a schema-respecting policy can reproduce are
+                # required (about 90 entries' ground truth breaks the documented schema).
+                required = gt.required_results(all_required=self.eval_mode)
+                verdict = score_turn(turn, self._turn_acted, self._model, gt.state, self._all_model_results, required)
         elif self.score_empty_turns:
             verdict = TurnVerdict(not self._turn_acted and not forced, None if not self._turn_acted else "agent_tune:acted_on_empty_turn")
         else:

@@ -40,13 +40,18 @@ def _convert(node: Any) -> Any:
     return node
 
 
-def tools_by_turn(functions: list[dict[str, Any]], missed_function: dict[int, list[dict[str, Any]]], num_turns: int) -> list[dict[str, dict[str, Any]]]:
-    """The tools visible at each turn: the initial docs plus held-back ones from their turn on."""
-    visible = {d["name"]: to_tool_schema(d) for d in functions}
+def tool_name(tool: dict[str, Any]) -> str:
+    return tool["function"]["name"]
+
+
+def tools_by_turn(
+    tools: list[dict[str, Any]], missed: dict[int, list[dict[str, Any]]], num_turns: int
+) -> list[dict[str, dict[str, Any]]]:
+    """Name -> tool visible at each turn: the initial tools plus held-back ones from their turn on."""
+    visible = {tool_name(t): t for t in tools}
     out = []
     for turn in range(num_turns):
-        for doc in missed_function.get(turn, []):
-            visible[doc["name"]] = to_tool_schema(doc)
+        visible.update((tool_name(t), t) for t in missed.get(turn, []))
         out.append(dict(visible))
     return out
 

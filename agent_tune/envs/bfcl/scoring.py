@@ -27,14 +27,16 @@ class TurnVerdict:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def state_differences(model: BFCLBackend, ground_truth: BFCLBackend) -> dict[str, dict[str, Any]]:
-    """Per class, the public attributes whose values differ (empty when states match)."""
+def state_differences(model: BFCLBackend, ground_truth_state: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per class, the public attributes whose values differ from the ground truth's (empty when equal).
+
+    ``ground_truth_state`` maps class -> public attributes of the ground truth's instance, the
+    attributes bfcl-eval's state checker compares.
+    """
     diffs: dict[str, dict[str, Any]] = {}
-    for class_name, gt_instance in ground_truth.instances.items():
+    for class_name, gt_attrs in ground_truth_state.items():
         model_instance = model.instances[class_name]
-        for attr, gt_value in vars(gt_instance).items():
-            if attr.startswith("_"):
-                continue
+        for attr, gt_value in gt_attrs.items():
             model_value = getattr(model_instance, attr)
             if model_value != gt_value:
                 diffs.setdefault(class_name, {})[attr] = {"model": model_value, "ground_truth": gt_value}
@@ -50,14 +52,14 @@ def score_turn(
     turn_index: int,
     model_acted: bool,
     model: BFCLBackend,
-    ground_truth: BFCLBackend,
+    ground_truth_state: dict[str, dict[str, Any]],
     all_model_results: list[str],
     ground_truth_results: list[str],
 ) -> TurnVerdict:
     """Apply the per-turn rule to a turn with non-empty ground truth (state after both have run)."""
     if not model_acted:
         return TurnVerdict(False, "multi_turn:empty_turn_model_response", {"turn": turn_index})
-    diffs = state_differences(model, ground_truth)
+    diffs = state_differences(model, ground_truth_state)
     if diffs:
         return TurnVerdict(False, "multi_turn:instance_state_mismatch", {"turn": turn_index, "differences": diffs})
     missing = missing_results(all_model_results, ground_truth_results)

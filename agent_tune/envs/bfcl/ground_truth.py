@@ -1,0 +1,62 @@
+"""The ground-truth trace of an entry: what its ground truth returns and leaves behind, turn by turn.
+
+The ground truth is deterministic (its backends are seeded), so its trace is computed once per
+entry and shared read-only by every episode of that entry: results per call, whether each call
+respects the tool schema visible at its turn, and a deep copy of every instance's public state
+after each turn. A bounded cache keeps memory flat however many entries are played.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from agent_tune.envs.bfcl.backend import BFCLBackend, format_exception
+from agent_tune.envs.bfcl.calls import parse_call_string, syntax_error_text
+from agent_tune.envs.bfcl.data import load_entry
+from agent_tune.envs.bfcl.schema import tools_by_turn, validate_arguments
+
+
+@dataclass(frozen=True)
+class GroundTruthTurn:
+    """One turn of the ground truth: its calls' results, which of them a schema-respecting policy
+    can reproduce (``schema_valid``), and the public state of every instance after the turn."""
+
+    calls: tuple[str, ...]
+    results: tuple[str, ...]
+    schema_valid: tuple[bool, ...]
+    state: dict[str, dict[str, Any]]
+
+    def required_results(self, all_required: bool) -> list[str]:
+        """Results the response check requires: all of them (BFCL), or the schema-valid ones."""
+        return [r for r, ok in zip(self.results, self.schema_valid) if all_required or ok]
+
+
+def _run(test_id: str) -> tuple[GroundTruthTurn, ...]:
+    entry = load_entry(test_id)
+    backend = BFCLBackend(entry.involved_classes, entry.initial_config, entry.long_context)
+    visible_by_turn = tools_by_turn(entry.functions, entry.missed_function, entry.num_turns)
+    turns = []
+    for turn, strings in enumerate(entry.ground_truth):
+        results, valid = [], []
+        for text in strings:
+            error = syntax_error_text(text)
+            if error is not None:  # bfcl-eval's engine fails to eval it: that error is the result
+                results.append(format_exception(SyntaxError(error)))
+                valid.append(False)
+                continue
+            call = parse_call_string(text, backend.param_names)
+            results.append(backend.execute(call.name, call.arguments))
+            tool = visible_by_turn[turn].get(call.name)
+            valid.append(tool is not None and not validate_arguments(tool, call.arguments))
+        state = {name: copy.deepcopy(backend.public_state(name)) for name in backend.instances}
+        turns.append(GroundTruthTurn(tuple(strings), tuple(results), tuple(valid), state))
+    return tuple(turns)
+
+
+@lru_cache(maxsize=256)
+def ground_truth_trace(test_id: str) -> tuple[GroundTruthTurn, ...]:
+    """The (cached, read-only) ground-truth trace of ``test_id``."""
+    return _run(test_id)
