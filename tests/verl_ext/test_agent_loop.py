@@ -1,0 +1,90 @@
+"""verl's agent loop ``agent_tune`` driven by a scripted server manager (no Ray): mask, log-probs, reward."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("verl")
+
+from omegaconf import OmegaConf  # noqa: E402
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry  # noqa: E402
+
+from agent_tune.envs.bfcl.data import load_entry  # noqa: E402
+from agent_tune.envs.bfcl.replay import ground_truth_responses  # noqa: E402
+from agent_tune.parsing import get_tool_parser  # noqa: E402
+from verl_ext.agent_loop import LOOP_NAME, AgentTuneLoop  # noqa: E402
+
+
+class ScriptedServerManager:
+    """Answers each generate call with the next scripted text, log-probs -0.001 * (running token index)."""
+
+    def __init__(self, tokenizer, texts: list[str], eot: str) -> None:
+        self.replies = [tokenizer.encode(t, add_special_tokens=False) + tokenizer.encode(eot, add_special_tokens=False) for t in texts]
+        self.calls: list[dict] = []
+        self.emitted: list[int] = []
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.calls.append({"request_id": request_id, "prompt_len": len(prompt_ids), "params": sampling_params})
+        ids = self.replies[len(self.calls) - 1]
+        start = len(self.emitted)
+        self.emitted.extend(ids)
+        return TokenOutput(token_ids=ids, log_probs=[-0.001 * (start + i) for i in range(len(ids))], stop_reason="completed")
+
+
+def _config(response_length: int = 6000):
+    return OmegaConf.create(
+        {
+            "actor_rollout_ref": {"rollout": {"prompt_length": 12000, "response_length": response_length}},
+            "data": {},
+            "agent_tune": {"template": "tokenizer", "tool_parser": "hermes", "reasoning_parser": "none",
+                           "env_kwargs": {"bfcl": {"reward": "progress"}}},
+        }
+    )
+
+
+async def _run(tokenizer, texts, test_id, response_length=6000):
+    cfg = _config(response_length)
+    server = ScriptedServerManager(tokenizer, texts, "<|im_end|>")
+    loop = AgentTuneLoop(
+        trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=tokenizer, processor=None,
+        dataset_cls=None, data_config=DictConfigWrap(cfg.data),
+    )
+    row = {"raw_prompt": [], "extra_info": {"index": 0, "env": {"name": "bfcl", "kwargs": {"test_id": test_id}}}}
+    out = await loop.run({"temperature": 1.0, "logprobs": True}, **row)
+    return out, server
+
+
+def test_registered_with_verl() -> None:
+    assert LOOP_NAME in _agent_loop_registry
+
+
+async def test_ground_truth_episode_through_verl_loop(qwen_tok) -> None:
+    entry = load_entry("multi_turn_base_5")
+    texts = ground_truth_responses(entry, get_tool_parser("hermes"))
+    out, server = await _run(qwen_tok, texts, entry.id)
+    assert len(server.calls) == len(texts)
+    assert len({c["request_id"] for c in server.calls}) == 1
+    assert out.reward_score == 1.0
+    info = out.extra_fields["reward_extra_info"]
+    assert info["acc"] == 1.0 and info["progress"] == 1.0 and info["format_errors"] == 0.0
+    assert len(out.response_ids) == len(out.response_mask) == len(out.response_logprobs)
+    policy = [t for t, m in zip(out.response_ids, out.response_mask) if m == 1]
+    assert policy == server.emitted  # exactly the sampled tokens, in order, mask 1
+    lps = [lp for lp, m in zip(out.response_logprobs, out.response_mask) if m == 1]
+    assert lps == pytest.approx([-0.001 * i for i in range(len(server.emitted))])
+    assert all(lp == 0.0 for lp, m in zip(out.response_logprobs, out.response_mask) if m == 0)
+    assert 0 in out.response_mask  # tool results and new questions are there, masked
+    # every generation saw the whole context so far: prompt + response up to that point
+    assert server.calls[0]["prompt_len"] == len(out.prompt_ids)
+
+
+async def test_truncated_episode_keeps_alignment_and_scores_partial(qwen_tok) -> None:
+    entry = load_entry("multi_turn_base_5")
+    texts = ground_truth_responses(entry, get_tool_parser("hermes"))
+    out, _ = await _run(qwen_tok, texts, entry.id, response_length=300)
+    assert len(out.response_ids) == len(out.response_mask) == len(out.response_logprobs) <= 300
+    info = out.extra_fields["reward_extra_info"]
+    assert info["truncated"] == 1.0 and info["acc"] == 0.0
+    assert out.reward_score == info["progress"] < 1.0

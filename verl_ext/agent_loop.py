@@ -1,0 +1,122 @@
+"""verl agent loop ``agent_tune``: builds the row's environment and plays it with agent-tune's runner.
+
+A dataset row names its loop (``agent_name: agent_tune``) and its environment
+(``extra_info.env = {name, kwargs}``). This loop adapts; it decides nothing: the environment comes
+from the registry, the episode from :func:`agent_tune.rollout.run_episode` (the same runner the
+standalone eval uses), generation from verl's ``server_manager.generate`` (token in, token out).
+
+Options live under ``agent_tune:`` in the trainer config (``config/base/agent_tune.yaml``):
+``template`` (chat template name, ``tokenizer`` = the model's own), ``chat_template_kwargs``,
+``tool_parser`` and ``reasoning_parser`` (given to environments that take them), ``max_turns``,
+``env_kwargs`` (per environment name, defaults under each row's kwargs), ``debug_drift``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from typing import Any, Mapping
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+
+from agent_tune.envs import get_env_class
+from agent_tune.rollout import ChatRenderer, GenerationOutput, RolloutLimits, run_episode
+
+LOOP_NAME = "agent_tune"
+
+# Episode metrics reported to verl for every sample (the same keys for every env, so verl can stack
+# them): they reach the step metrics and, on the validation split, per-data-source validation metrics.
+METRIC_KEYS = ("acc", "progress", "format_errors", "num_steps", "num_turns", "truncated")
+
+
+class VerlServerPolicy:
+    """agent-tune ``Policy`` over verl's ``server_manager`` (one request id per episode, for prefix caching)."""
+
+    def __init__(self, server_manager: Any, request_id: str) -> None:
+        self.server_manager = server_manager
+        self.request_id = request_id
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> GenerationOutput:
+        out = await self.server_manager.generate(
+            request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=dict(sampling_params)
+        )
+        return GenerationOutput(token_ids=out.token_ids, log_probs=out.log_probs, stop_reason=out.stop_reason)
+
+
+def env_kwargs_for(name: str, row_kwargs: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """Row kwargs over config defaults for that env; parser names go to envs whose constructor takes them."""
+    cls = get_env_class(name)
+    params = inspect.signature(cls.__init__).parameters
+    kwargs: dict[str, Any] = {}
+    for key in ("tool_parser", "reasoning_parser"):
+        if options.get(key) is not None and key in params:
+            kwargs[key] = options[key]
+    kwargs.update((options.get("env_kwargs") or {}).get(name) or {})
+    kwargs.update(row_kwargs)
+    return kwargs
+
+
+def episode_metrics(reward: float, info: Mapping[str, Any], num_turns: int, truncated: bool) -> dict[str, float]:
+    """The fixed set of per-sample metrics verl logs (``acc`` falls back to the reward)."""
+    return {
+        "acc": float(info.get("accuracy", reward)),
+        "progress": float(info.get("progress", reward)),
+        "format_errors": float(info.get("format_errors", 0)),
+        "num_steps": float(info.get("num_steps", num_turns)),
+        "num_turns": float(num_turns),
+        "truncated": float(truncated),
+    }
+
+
+@register(LOOP_NAME)
+class AgentTuneLoop(AgentLoopBase):
+    """Plays one row's environment with agent-tune's episode runner."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.pop("tools", None)  # verl's own tool list: agent-tune environments bring their tools
+        super().__init__(*args, **kwargs)
+        options = self.config.get("agent_tune", {}) or {}
+        self.options: dict[str, Any] = {k: options[k] for k in options}
+        self.renderer = ChatRenderer(
+            self.tokenizer,
+            template=self.options.get("template") or None,
+            chat_template_kwargs=dict(self.options.get("chat_template_kwargs") or {}),
+        )
+        self.limits = RolloutLimits(
+            max_prompt_length=int(self.rollout_config.prompt_length),
+            max_response_length=int(self.rollout_config.response_length),
+            max_turns=self.options.get("max_turns"),
+        )
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        extra = kwargs.get("extra_info") or {}
+        spec = extra.get("env")
+        if not spec or "name" not in spec:
+            raise ValueError(f"row {extra.get('index')!r} has no extra_info.env = {{name, kwargs}} for agent loop {LOOP_NAME!r}")
+        name = spec["name"]
+        env = get_env_class(name)(**env_kwargs_for(name, dict(spec.get("kwargs") or {}), self.options))
+        policy = VerlServerPolicy(self.server_manager, uuid.uuid4().hex)
+        try:
+            result = await run_episode(
+                env, policy, self.renderer, self.limits, sampling_params,
+                debug_drift=bool(self.options.get("debug_drift", False)),
+            )
+        finally:
+            env.close()
+        traj = result.trajectory
+        metrics = episode_metrics(result.reward, result.info, result.num_turns, result.truncated)
+        extra_fields: dict[str, Any] = {"reward_extra_info": metrics, "env_name": name}
+        if result.drift is not None:
+            extra_fields["drift"] = str(result.drift)
+        return AgentLoopOutput(
+            prompt_ids=list(traj.prompt_ids),
+            response_ids=list(traj.response_ids),
+            response_mask=list(traj.response_mask),
+            response_logprobs=list(traj.response_logprobs),
+            reward_score=float(result.reward),
+            num_turns=result.num_turns * 2 + 1,  # verl counts user, assistant and tool messages
+            metrics=AgentLoopMetrics(
+                generate_sequences=result.timings.get("generate", 0.0), tool_calls=result.timings.get("env", 0.0)
+            ),
+            extra_fields=extra_fields,
+        )
