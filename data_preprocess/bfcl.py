@@ -9,9 +9,11 @@ numbers: no scenario appears in two splits. With 200 scenarios x 4 categories:
     val         100 entries (25 scenarios)
     test        300 entries (75 scenarios)
 
-Each row carries the first user turn as ``prompt``, ``agent_name``, ``data_source``,
-``reward_model`` and ``extra_info.env = {name: "bfcl", kwargs: {test_id}}`` from which the agent loop
-builds the environment.
+Each row carries the first user turn as ``prompt``, ``agent_name``, ``data_source``
+(``bfcl/<category>``, so validation metrics come out per category), ``reward_model`` and
+``extra_info.env = {name: "bfcl", kwargs: {test_id, ...}}`` from which the agent loop builds the
+environment. Rows of ``val`` and ``test`` set ``eval_mode: true``: validation during training
+scores exactly as the leaderboard would.
 
     python data_preprocess/bfcl.py --out data/bfcl [--seed 42]
 """
@@ -30,6 +32,7 @@ import pandas as pd
 from agent_tune.envs.bfcl.data import SCORED_CATEGORIES, category_test_ids, load_entry
 
 SPLIT_SCENARIOS = {"train": 100, "val": 25, "test": 75}
+EVAL_SPLITS = ("val", "test")
 AGENT_NAME = "agent_tune"
 
 
@@ -70,7 +73,8 @@ def build_splits(seed: int) -> dict[str, list[dict[str, Any]]]:
     splits: dict[str, list[dict[str, Any]]] = {}
     for split, numbers in scenarios.items():
         ids = [f"{cat}_{n}" for n in numbers for cat in SCORED_CATEGORIES]
-        splits[split] = [make_row(t, i) for i, t in enumerate(ids)]
+        kwargs = {"eval_mode": True} if split in EVAL_SPLITS else None
+        splits[split] = [make_row(t, i, kwargs) for i, t in enumerate(ids)]
     splits["train_base"] = [
         make_row(f"multi_turn_base_{n}", i) for i, n in enumerate(scenarios["train"])
     ]
