@@ -24,10 +24,15 @@ def main(argv: list[str] | None = None) -> int:
         from verl_ext.train import main as train_main
 
         return int(train_main(argv[1:]) or 0)
+    if argv and argv[0] == "eval":
+        from agent_tune.eval.cli import main as eval_main
+
+        return int(eval_main(argv[1:]) or 0)
     parser = argparse.ArgumentParser(prog="agent-tune", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("envs", help="list registered environments").set_defaults(func=_cmd_envs)
-    sub.add_parser("train", help="GRPO training with verl (Hydra overrides follow)")
+    sub.add_parser("train", help="GRPO training with verl: agent-tune train --config-name NAME key=value ...")
+    sub.add_parser("eval", help="BFCL multi-turn evaluation against an OpenAI-compatible server (see agent-tune eval -h)")
     args = parser.parse_args(argv)
     return int(args.func(args))
 

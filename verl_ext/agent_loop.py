@@ -8,12 +8,15 @@ standalone eval uses), generation from verl's ``server_manager.generate`` (token
 Options live under ``agent_tune:`` in the trainer config (``config/base/agent_tune.yaml``):
 ``template`` (chat template name, ``tokenizer`` = the model's own), ``chat_template_kwargs``,
 ``tool_parser`` and ``reasoning_parser`` (given to environments that take them), ``max_turns``,
-``env_kwargs`` (per environment name, defaults under each row's kwargs), ``debug_drift``.
+``env_kwargs`` (per environment name, defaults under each row's kwargs), ``debug_drift``, and
+``dump_rollouts_dir``: every episode appended, mask shown, to ``<dir>/rollouts-<pid>.jsonl`` (one file
+per agent-loop worker). With ``trainer.val_only=true`` that is a rollout-only debug run: no update.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 import uuid
 from typing import Any, Mapping
 
@@ -21,6 +24,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from agent_tune.envs import get_env_class
 from agent_tune.rollout import ChatRenderer, GenerationOutput, RolloutLimits, run_episode
+from agent_tune.rollout.dump import append_jsonl, trajectory_record
 
 LOOP_NAME = "agent_tune"
 
@@ -108,6 +112,11 @@ class AgentTuneLoop(AgentLoopBase):
         extra_fields: dict[str, Any] = {"reward_extra_info": metrics, "env_name": name}
         if result.drift is not None:
             extra_fields["drift"] = str(result.drift)
+        dump_dir = self.options.get("dump_rollouts_dir")
+        if dump_dir:
+            record = trajectory_record(traj, self.renderer.decode, result.reward, result.info,
+                                       env=name, index=extra.get("index"), termination=result.termination)
+            append_jsonl(os.path.join(str(dump_dir), f"rollouts-{os.getpid()}.jsonl"), [record])
         return AgentLoopOutput(
             prompt_ids=list(traj.prompt_ids),
             response_ids=list(traj.response_ids),

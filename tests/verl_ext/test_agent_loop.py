@@ -33,19 +33,19 @@ class ScriptedServerManager:
         return TokenOutput(token_ids=ids, log_probs=[-0.001 * (start + i) for i in range(len(ids))], stop_reason="completed")
 
 
-def _config(response_length: int = 6000):
+def _config(response_length: int = 6000, dump_dir=None):
     return OmegaConf.create(
         {
             "actor_rollout_ref": {"rollout": {"prompt_length": 12000, "response_length": response_length}},
             "data": {},
             "agent_tune": {"template": "tokenizer", "tool_parser": "hermes", "reasoning_parser": "none",
-                           "env_kwargs": {"bfcl": {"reward": "progress"}}},
+                           "env_kwargs": {"bfcl": {"reward": "progress"}}, "dump_rollouts_dir": dump_dir},
         }
     )
 
 
-async def _run(tokenizer, texts, test_id, response_length=6000):
-    cfg = _config(response_length)
+async def _run(tokenizer, texts, test_id, response_length=6000, dump_dir=None):
+    cfg = _config(response_length, dump_dir)
     server = ScriptedServerManager(tokenizer, texts, "<|im_end|>")
     loop = AgentTuneLoop(
         trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=tokenizer, processor=None,
@@ -88,3 +88,17 @@ async def test_truncated_episode_keeps_alignment_and_scores_partial(qwen_tok) ->
     info = out.extra_fields["reward_extra_info"]
     assert info["truncated"] == 1.0 and info["acc"] == 0.0
     assert out.reward_score == info["progress"] < 1.0
+
+
+async def test_rollout_dump_shows_the_mask(qwen_tok, tmp_path) -> None:
+    import json
+
+    entry = load_entry("multi_turn_base_5")
+    texts = ground_truth_responses(entry, get_tool_parser("hermes"))
+    out, server = await _run(qwen_tok, texts, entry.id, dump_dir=str(tmp_path))
+    [dump] = list(tmp_path.glob("rollouts-*.jsonl"))
+    record = json.loads(dump.read_text().splitlines()[0])
+    policy_text = "".join(s["text"] for s in record["segments"] if s["who"] == "policy")
+    assert policy_text == qwen_tok.decode(server.emitted)
+    assert record["policy_tokens"] == len(server.emitted) and record["reward"] == 1.0
+    assert any(s["who"] == "env" and "<tool_response>" in s["text"] for s in record["segments"])
