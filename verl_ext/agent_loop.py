@@ -2,7 +2,7 @@
 
 A dataset row names its loop (``agent_name: agent_tune``) and its environment
 (``extra_info.env = {name, kwargs}``). This loop adapts; it decides nothing: the environment comes
-from the registry, the episode from :func:`agent_tune.rollout.run_episode` (the same runner the
+from the registry and is reset with the row's ``extra_info`` as the task, the episode from :func:`agent_tune.rollout.run_episode` (the same runner the
 standalone eval uses), generation from verl's ``server_manager.generate`` (token in, token out).
 
 Options live under ``agent_tune:`` in the trainer config (``config/base/agent_tune.yaml``):
@@ -102,7 +102,7 @@ class AgentTuneLoop(AgentLoopBase):
         policy = VerlServerPolicy(self.server_manager, uuid.uuid4().hex)
         try:
             result = await run_episode(
-                env, policy, self.renderer, self.limits, sampling_params,
+                env, policy, self.renderer, self.limits, sampling_params, task=extra,
                 debug_drift=bool(self.options.get("debug_drift", False)),
             )
         finally:

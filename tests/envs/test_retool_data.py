@@ -28,7 +28,7 @@ def test_cli_writes_parquet_and_jsonl(tmp_path):
     assert row["agent_name"] == "agent_tune" and row["data_source"] == "retool/math_small"
     assert row["reward_model"]["style"] == "rule"
     info = row["extra_info"]
-    assert info["env"] == {"name": "retool", "kwargs": {"max_tool_calls": 4, "max_tool_response_chars": 2048}}
+    assert info["env"] == {"name": "retool", "kwargs": {"max_tool_calls": 4}}
     assert info["ground_truth"] == row["reward_model"]["ground_truth"]
     assert [m["role"] for m in row["prompt"]] == ["system", "user"] and row["prompt"][1]["content"] == info["question"]
     assert sorted(r["extra_info"]["index"] for r in jsonl) == list(range(7))
@@ -36,6 +36,12 @@ def test_cli_writes_parquet_and_jsonl(tmp_path):
     assert "21" in answers  # the GSM8K-style "#### 21" answer was cleaned
     questions = set(train.extra_info.map(lambda e: e["question"]))
     assert not questions & set(val.extra_info.map(lambda e: e["question"]))  # no leak between splits
+
+
+def test_rows_without_overrides_write_to_parquet(tmp_path):
+    assert prep.main(["--input", str(FIXTURE), "--out", str(tmp_path)]) == 0
+    row = pd.read_parquet(tmp_path / "train.parquet").iloc[0]
+    assert row.extra_info["env"] == {"name": "retool", "kwargs": None}
 
 
 def test_same_rows_from_json_and_parquet(tmp_path):
@@ -68,7 +74,8 @@ def test_row_drives_an_episode():
     env_spec = row["extra_info"]["env"]
     box = LocalSandbox(limits=ExecutionLimits(wall_seconds=5))
     try:
-        env = make_env(env_spec["name"], sandbox=box, **env_spec["kwargs"])
+        assert env_spec == {"name": "retool", "kwargs": None}  # nothing overridden per row
+        env = make_env(env_spec["name"], sandbox=box, **(env_spec["kwargs"] or {}))
         obs = env.reset(**row["extra_info"])
         assert obs.messages == row["prompt"]
         r = env.step("<code>print(3/4 - 1/4)</code>")

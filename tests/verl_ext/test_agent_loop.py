@@ -102,3 +102,28 @@ async def test_rollout_dump_shows_the_mask(qwen_tok, tmp_path) -> None:
     assert policy_text == qwen_tok.decode(server.emitted)
     assert record["policy_tokens"] == len(server.emitted) and record["reward"] == 1.0
     assert any(s["who"] == "env" and "<tool_response>" in s["text"] for s in record["segments"])
+
+
+class _TextServer(ScriptedServerManager):
+    """Segments end on the env's stop string (no end-of-turn token) except the last one."""
+
+    def __init__(self, tokenizer, texts: list[str]) -> None:
+        self.replies = [tokenizer.encode(t, add_special_tokens=False) for t in texts[:-1]]
+        self.replies.append(tokenizer.encode(texts[-1], add_special_tokens=False) + tokenizer.encode("<|im_end|>", add_special_tokens=False))
+        self.calls, self.emitted = [], []
+
+
+async def test_retool_episode_through_verl_loop(qwen_tok) -> None:
+    cfg = _config()
+    texts = ["I will compute it.\n<code>\nprint(sum(range(1, 101)))\n</code>", "\nSo the answer is \\boxed{5050}."]
+    server = _TextServer(qwen_tok, texts)
+    loop = AgentTuneLoop(trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=qwen_tok,
+                         processor=None, dataset_cls=None, data_config=DictConfigWrap(cfg.data))
+    row = {"raw_prompt": [], "extra_info": {"index": 0, "question": "Sum of 1..100?", "ground_truth": "5050",
+                                             "env": {"name": "retool", "kwargs": None}}}
+    out = await loop.run({"temperature": 1.0, "logprobs": True}, **row)
+    assert "</code>" in server.calls[0]["params"]["stop"]  # the env's stop string reached the sampler
+    assert out.reward_score == 1.0
+    env_text = qwen_tok.decode([t for t, m in zip(out.response_ids, out.response_mask) if m == 0])
+    assert "<interpreter>\n5050\n</interpreter>" in env_text
+    assert [t for t, m in zip(out.response_ids, out.response_mask) if m == 1] == server.emitted
