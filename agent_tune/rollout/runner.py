@@ -1,0 +1,324 @@
+"""The episode runner: one async loop that plays a policy against an environment, token in, token out.
+
+The same loop serves training (verl's ``server_manager.generate`` behind a :class:`Policy`) and
+evaluation (an inference server behind a :class:`Policy`). It never imports verl or vLLM.
+
+One episode::
+
+    prompt_ids = template(initial messages, tools) + generation prompt        (must fit max_prompt_length)
+    loop:
+        tokens, log-probs = policy.generate(prompt_ids + response_ids, max_tokens = budget left)
+        append tokens (mask 1)                        -- exactly as sampled, end-of-turn token included
+        text = decode(tokens without the end-of-turn token);  step = await env.astep(text)
+        done -> stop
+        chat env:  append (mask 0) [end-of-turn token if the policy stopped without it]
+                                   + template delta of the new messages (+ next generation prompt)
+        text env:  append (mask 0) the observation text verbatim
+
+Decisions (documented here because the trainer and the evaluator rely on them):
+
+* After the policy's end-of-turn token the template's own separator (``"\\n"`` after ``<|im_end|>``) is
+  an environment token: the policy never wrote it.
+* A chat turn that ends without the end-of-turn token (a stop string, a per-turn ``max_tokens`` cap, an
+  EOS other than the template's end-of-turn) is closed by the runner: the end-of-turn token is appended
+  with mask 0, so the context stays well-formed and equals a full re-render. Raw-text envs (ReTool) get
+  their observation appended right after the stop string, with nothing added.
+* The tools the initial prompt rendered are never re-rendered: if an observation carries a longer tool
+  list (BFCL miss_func), the env announces the new functions in its messages; the runner only records the
+  latest list in ``EpisodeResult.tools``.
+* Truncation: ``max_tokens`` of every generation is the response budget left (capped by the caller's own
+  ``max_tokens`` if any). A generation that fills the budget ends the episode (``truncated=True``) without
+  stepping the env on the partial text; an observation that would not fit, leaving at least one token for
+  the policy, is not appended and ends the episode the same way. A policy returning more tokens than asked
+  is cut to its ``max_tokens``. Masks and log-probs stay aligned in every case.
+* Reward: the sum of the step rewards the env returned (BFCL returns 0 until ``done``). An episode that
+  ends before the env said ``done`` (truncated, ``max_turns``, aborted, empty generation) is scored by
+  ``env.finalize(reason)`` (``BaseToolEnv.finalize``: reward 0 by default, BFCL scores the turns played;
+  sync or async), whose reward is added and whose info becomes the episode's info, with
+  ``info["unfinished"] = reason``. An env object without ``finalize`` keeps the rewards so far.
+* Reasoning: the trajectory keeps the ``<think>`` tokens the policy generated; templates that drop earlier
+  reasoning on re-render (Qwen3) make :func:`check_drift` report a difference there, by design.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+from agent_tune.envs.base import BaseToolEnv, Observation, StepResult
+from agent_tune.rollout.chat_render import ChatRenderer, DriftReport, check_drift
+from agent_tune.rollout.policy import GenerationOutput, Policy
+from agent_tune.rollout.trajectory import Trajectory
+
+Termination = Literal["done", "truncated", "max_turns", "aborted", "empty_generation"]
+
+
+class PromptTooLongError(ValueError):
+    """The rendered initial prompt does not fit ``max_prompt_length``."""
+
+
+@dataclass(frozen=True)
+class RolloutLimits:
+    """Token and turn budgets of one episode.
+
+    ``max_prompt_length`` bounds the rendered initial prompt; ``max_response_length`` bounds everything
+    after it (policy and env tokens); ``max_turns`` bounds the number of generations (``None``: no bound)."""
+
+    max_prompt_length: int
+    max_response_length: int
+    max_turns: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_prompt_length <= 0 or self.max_response_length <= 0:
+            raise ValueError(
+                f"max_prompt_length and max_response_length must be positive, got "
+                f"{self.max_prompt_length} and {self.max_response_length}"
+            )
+        if self.max_turns is not None and self.max_turns <= 0:
+            raise ValueError(f"max_turns must be positive or None, got {self.max_turns}")
+
+
+@dataclass
+class EpisodeResult:
+    """What one episode produced: the trajectory, its reward and what the env reported."""
+
+    trajectory: Trajectory
+    reward: float
+    info: dict[str, Any]
+    num_turns: int  # policy generations
+    messages: list[dict[str, Any]]  # the conversation as the policy saw it (assistant text as generated)
+    tools: list[dict[str, Any]] | None  # the latest tool list the env announced
+    stop_reasons: list[str]  # per generation: "stop" | "length" | "abort"
+    termination: Termination
+    step_infos: list[dict[str, Any]] = field(default_factory=list)
+    drift: DriftReport | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # seconds: prompt, generate, decode, env, delta
+
+    @property
+    def truncated(self) -> bool:
+        return self.termination == "truncated"
+
+
+async def run_episode(
+    env: BaseToolEnv,
+    policy: Policy,
+    renderer: ChatRenderer,
+    limits: RolloutLimits,
+    sampling_params: Mapping[str, Any] | None = None,
+    task: Mapping[str, Any] | None = None,
+    *,
+    debug_drift: bool = False,
+    stop_on_end_of_turn: bool = True,
+) -> EpisodeResult:
+    """Play one episode of ``env`` (reset with ``task``) with ``policy``; return its trajectory and reward.
+
+    ``sampling_params`` use vLLM's names; the env's stop strings are added to ``stop`` and the template's
+    end-of-turn token to ``stop_token_ids`` (unless ``stop_on_end_of_turn=False``); ``max_tokens`` is set
+    per generation to the budget left. ``debug_drift`` re-renders the whole conversation at the end and
+    stores a :class:`DriftReport` (chat envs only). The env is not closed here: its owner closes it.
+    """
+    timings = {"prompt": 0.0, "generate": 0.0, "decode": 0.0, "env": 0.0, "delta": 0.0}
+    hints = env.sampler_hints
+    obs = env.reset(**dict(task or {}))
+    if not isinstance(obs, Observation):
+        raise TypeError(f"{type(env).__name__}.reset() returned {type(obs).__name__}, not Observation")
+    initial_tools = list(obs.tools) if obs.tools else None
+    messages: list[dict[str, Any]] = [dict(m) for m in obs.messages]
+
+    t0 = time.perf_counter()
+    prompt_ids = renderer.render_prompt(messages, initial_tools)
+    if len(prompt_ids) > limits.max_prompt_length:
+        raise PromptTooLongError(
+            f"initial prompt has {len(prompt_ids)} tokens, max_prompt_length is {limits.max_prompt_length}"
+        )
+    traj = Trajectory(prompt_ids)
+    text_mode = hints.observation_kind == "text"
+    if obs.text:
+        traj.append_env(renderer.encode(obs.text))
+        if text_mode:
+            messages.append({"role": "assistant", "content": obs.text})
+    timings["prompt"] += time.perf_counter() - t0
+
+    base_params = _sampling_params(sampling_params, hints.stop, hints.include_stop_str_in_output,
+                                   renderer.end_of_turn_id if stop_on_end_of_turn else None)
+    per_turn_cap = base_params.pop("max_tokens", None)
+
+    tools = initial_tools
+    reward = 0.0
+    final_info: dict[str, Any] = {}
+    step_infos: list[dict[str, Any]] = []
+    stop_reasons: list[str] = []
+    num_turns = 0
+    termination: Termination | None = None
+    eot = renderer.end_of_turn_id
+
+    while termination is None:
+        remaining = limits.max_response_length - len(traj)
+        if remaining <= 0:
+            termination = "truncated"
+            break
+        if limits.max_turns is not None and num_turns >= limits.max_turns:
+            termination = "max_turns"
+            break
+        max_tokens = remaining if per_turn_cap is None else max(1, min(remaining, int(per_turn_cap)))
+        t0 = time.perf_counter()
+        out = await policy.generate(traj.all_ids, {**base_params, "max_tokens": max_tokens})
+        timings["generate"] += time.perf_counter() - t0
+        if not isinstance(out, GenerationOutput):
+            raise TypeError(f"policy.generate returned {type(out).__name__}, not GenerationOutput")
+        num_turns += 1
+        ids, lps = out.token_ids, out.log_probs
+        if len(ids) > max_tokens:  # a policy that ignored max_tokens: cut at the limit it was given
+            ids, lps = ids[:max_tokens], (lps[:max_tokens] if lps is not None else None)
+        traj.append_policy(ids, lps)
+        reason = _classify(out.stop_reason, ids, max_tokens, eot)
+        stop_reasons.append(reason)
+
+        t0 = time.perf_counter()
+        closed = bool(ids) and ids[-1] == eot
+        text = renderer.decode(ids[:-1] if closed else ids)
+        timings["decode"] += time.perf_counter() - t0
+        if ids:  # the transcript shows what was generated, even when the episode ends here
+            if text_mode:
+                _append_assistant_text(messages, text)
+            else:
+                messages.append({"role": "assistant", "content": text})
+        if reason == "abort":
+            termination = "aborted"
+            break
+        if not ids:
+            termination = "empty_generation"
+            break
+        if len(traj) >= limits.max_response_length and not closed:
+            termination = "truncated"  # the budget ran out mid-turn: the text is unfinished
+            break
+
+        t0 = time.perf_counter()
+        step = await env.astep(text)
+        timings["env"] += time.perf_counter() - t0
+        if not isinstance(step, StepResult):
+            raise TypeError(f"{type(env).__name__}.astep() returned {type(step).__name__}, not StepResult")
+        reward += float(step.reward)
+        step_infos.append(dict(step.info))
+        if step.observation.tools is not None:
+            tools = list(step.observation.tools)
+        if step.done:
+            final_info = dict(step.info)
+            termination = "done"
+            break
+
+        t0 = time.perf_counter()
+        env_ids, new_messages, new_text = _observation_tokens(renderer, step.observation, text_mode, closed)
+        timings["delta"] += time.perf_counter() - t0
+        if len(traj) + len(env_ids) >= limits.max_response_length:
+            termination = "truncated"  # no room left for the policy after this observation
+            break
+        traj.append_env(env_ids)
+        messages.extend(new_messages)
+        if new_text is not None:
+            _append_assistant_text(messages, new_text)
+
+    if termination != "done":
+        t0 = time.perf_counter()
+        fin = await _finalize(env, termination)
+        timings["env"] += time.perf_counter() - t0
+        if fin is None:  # no finalize(): the rewards so far stand, the last step's info is kept
+            final_info = {**(step_infos[-1] if step_infos else {}), "unfinished": termination}
+        else:
+            reward += fin[0]
+            final_info = fin[1]
+    if termination == "truncated":
+        traj.truncated = True
+
+    drift = None
+    if debug_drift and not text_mode:
+        t0 = time.perf_counter()
+        drift = check_drift(renderer, traj.all_ids, messages, initial_tools, allow_prefix=traj.truncated)
+        timings["drift_check"] = time.perf_counter() - t0
+
+    return EpisodeResult(
+        trajectory=traj,
+        reward=reward,
+        info=final_info,
+        num_turns=num_turns,
+        messages=messages,
+        tools=tools,
+        stop_reasons=stop_reasons,
+        termination=termination,
+        step_infos=step_infos,
+        drift=drift,
+        timings=timings,
+    )
+
+
+# --------------------------------------------------------------------------- helpers
+def _sampling_params(
+    given: Mapping[str, Any] | None,
+    env_stop: tuple[str, ...],
+    include_stop: bool,
+    end_of_turn_id: int | None,
+) -> dict[str, Any]:
+    params = dict(given or {})
+    stop = params.get("stop") or []
+    stop = [stop] if isinstance(stop, str) else list(stop)
+    for s in env_stop:
+        if s not in stop:
+            stop.append(s)
+    if stop:
+        params["stop"] = stop
+        if env_stop:
+            params.setdefault("include_stop_str_in_output", include_stop)
+    if end_of_turn_id is not None:
+        ids = list(params.get("stop_token_ids") or [])
+        if end_of_turn_id not in ids:
+            ids.append(end_of_turn_id)
+        params["stop_token_ids"] = ids
+    return params
+
+
+def _classify(reported: str, ids: list[int], max_tokens: int, eot: int) -> str:
+    """The effective stop reason: samplers such as verl report "completed" for both stop and length."""
+    if reported == "abort":
+        return "abort"
+    if ids and ids[-1] == eot:
+        return "stop"
+    if reported == "length" or len(ids) >= max_tokens:
+        return "length"
+    return "stop"
+
+
+def _observation_tokens(
+    renderer: ChatRenderer, obs: Observation, text_mode: bool, closed: bool
+) -> tuple[list[int], list[dict[str, Any]], str | None]:
+    """Env tokens for an observation, the messages it adds to the transcript and its raw text (if any)."""
+    if text_mode and obs.text is not None:
+        return renderer.encode(obs.text), [], obs.text
+    if obs.text is not None and not obs.messages:
+        raise ValueError("a chat env (observation_kind='messages') returned a raw-text observation")
+    new = [dict(m) for m in obs.messages]
+    ids = [] if closed else renderer.close_turn_ids()
+    ids += renderer.render_delta(new)
+    return ids, new, None
+
+
+def _append_assistant_text(messages: list[dict[str, Any]], text: str) -> None:
+    """Raw-text episodes keep one running assistant message (policy text and observations interleaved)."""
+    if messages and messages[-1].get("role") == "assistant":
+        messages[-1]["content"] += text
+    else:
+        messages.append({"role": "assistant", "content": text})
+
+
+async def _finalize(env: BaseToolEnv, reason: str) -> tuple[float, dict[str, Any]] | None:
+    """Call ``env.finalize(reason)`` if the env has one (sync or async); ``None`` if it has none."""
+    fin = getattr(env, "finalize", None)
+    if fin is None:
+        return None
+    result = fin(reason)
+    if inspect.isawaitable(result):
+        result = await result
+    if not isinstance(result, StepResult):
+        raise TypeError(f"{type(env).__name__}.finalize() returned {type(result).__name__}, not StepResult")
+    return float(result.reward), {**result.info, "unfinished": reason}
