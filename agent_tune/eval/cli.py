@@ -1,0 +1,181 @@
+"""``agent-tune eval``: BFCL multi-turn evaluation against an OpenAI-compatible server, and its reports.
+
+    agent-tune eval --base-url http://127.0.0.1:8000/v1 --model NAME --split test [options]
+    agent-tune eval report a.jsonl [b.jsonl ...] [--json out.json] [--png out.png] [--bfcl-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from agent_tune.eval.bfcl_format import DEFAULT_REGISTRY_NAME, FORMATS, write_bfcl_results
+
+
+def _json_dict(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("expected a JSON object")
+    return value
+
+
+def run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="agent-tune eval",
+        description="Evaluate a served model on BFCL v4 multi-turn with the training episode runner "
+        "(leaderboard rules). `agent-tune eval report FILE...` re-prints/plots results.",
+    )
+    srv = p.add_argument_group("server")
+    srv.add_argument("--base-url", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+    srv.add_argument("--model", required=True, help="served model name (as /v1/models lists it)")
+    srv.add_argument("--api-key", default=None, help="bearer token, if the server wants one")
+    srv.add_argument("--mode", choices=("tokens", "chat"), default="tokens",
+                     help="tokens: token ids to /completions, exactly as training (default); "
+                     "chat: /chat/completions with tools= (not token-exact)")
+    srv.add_argument("--concurrency", type=int, default=16, help="episodes in flight at once")
+    srv.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
+    srv.add_argument("--retries", type=int, default=5, help="retries per request on 5xx/429/connection errors")
+    sel = p.add_argument_group("entries")
+    sel.add_argument("--split", choices=("train", "train_base", "val", "test"), default=None,
+                     help="a split of data_preprocess/bfcl.py (same seed = same entries as training's)")
+    sel.add_argument("--split-seed", type=int, default=42)
+    sel.add_argument("--categories", nargs="+", default=None,
+                     help="categories (base miss_func miss_param long_context composite, or full names)")
+    sel.add_argument("--ids", nargs="+", default=None, help="explicit test ids, e.g. multi_turn_base_12")
+    sel.add_argument("--limit", type=int, default=None, help="first N entries per category")
+    mdl = p.add_argument_group("model format")
+    mdl.add_argument("--tokenizer", default=None, help="local HF tokenizer folder (default: --model if it is a folder)")
+    mdl.add_argument("--template", default="tokenizer", help="chat template name or .jinja path (default: the tokenizer's)")
+    mdl.add_argument("--tool-parser", default="hermes")
+    mdl.add_argument("--reasoning-parser", default="none")
+    mdl.add_argument("--chat-template-kwargs", type=_json_dict, default={}, help='JSON, e.g. \'{"enable_thinking": false}\'')
+    mdl.add_argument("--env-kwargs", type=_json_dict, default={}, help="extra BFCL env kwargs as JSON (e.g. system_prompt)")
+    smp = p.add_argument_group("sampling")
+    smp.add_argument("--n", type=int, default=1, help="samples per entry (pass@k for k <= n)")
+    smp.add_argument("--temperature", type=float, default=0.0)
+    smp.add_argument("--top-p", type=float, default=1.0)
+    smp.add_argument("--seed", type=int, default=None, help="per-request seed (sample i uses seed+i)")
+    smp.add_argument("--max-tokens", type=int, default=2048, help="max new tokens per generation")
+    smp.add_argument("--max-model-len", type=int, default=None, help="context length (default: what the server reports)")
+    out = p.add_argument_group("output")
+    out.add_argument("--output", default="bfcl_eval.jsonl", help="results jsonl (appended; rerun resumes)")
+    out.add_argument("--report-json", default=None, help="report JSON (default: OUTPUT stem + .report.json)")
+    out.add_argument("--png", default=None, help="accuracy chart (default: OUTPUT stem + .png)")
+    out.add_argument("--bfcl-dir", default=None, help="BFCL result files for `bfcl evaluate` (default: OUTPUT stem + _bfcl)")
+    out.add_argument("--bfcl-model", default=DEFAULT_REGISTRY_NAME, help="bfcl-eval registry name the files are filed under")
+    out.add_argument("--bfcl-format", choices=FORMATS, default="canonical")
+    out.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def report_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="agent-tune eval report", description="Report one or several results files.")
+    p.add_argument("results", nargs="+", help="results jsonl files")
+    p.add_argument("--labels", nargs="+", default=None, help="chart labels, one per file")
+    p.add_argument("--json", dest="json_out", default=None, help="write the report(s) as JSON")
+    p.add_argument("--png", default=None, help="draw per-category accuracy (side by side for several files)")
+    p.add_argument("--bfcl-dir", default=None, help="also write BFCL result files (first results file only)")
+    p.add_argument("--bfcl-model", default=DEFAULT_REGISTRY_NAME)
+    p.add_argument("--bfcl-format", choices=FORMATS, default="canonical")
+    return p
+
+
+def _stem(path: Path) -> Path:
+    return path.with_suffix("") if path.suffix else path
+
+
+def _write_outputs(summaries, records, meta, png, json_out, bfcl_dir, bfcl_model, bfcl_format, labels=None) -> None:
+    from agent_tune.eval.report import format_table, plot_accuracy, write_json
+    from agent_tune.parsing import get_reasoning_parser
+
+    for s in summaries:
+        print(f"\n== {s['source']} ==")
+        print(format_table(s))
+    if json_out:
+        print(f"report: {write_json(summaries, json_out)}")
+    if png:
+        print(f"chart: {plot_accuracy(summaries, png, labels)}")
+    if bfcl_dir and records is not None:
+        rp = get_reasoning_parser((meta or {}).get("reasoning_parser") or "none")
+        files = write_bfcl_results(records, bfcl_dir, bfcl_model, bfcl_format, rp)
+        print(f"BFCL result files ({bfcl_format}, for `bfcl evaluate --model {bfcl_model} --result-dir {bfcl_dir}"
+              f" --partial-eval` on subsets): {', '.join(map(str, files))}")
+
+
+def report_main(argv: Sequence[str]) -> int:
+    from agent_tune.eval.report import report_file
+    from agent_tune.eval.store import read_results
+
+    args = report_parser().parse_args(list(argv))
+    if args.labels and len(args.labels) != len(args.results):
+        print("error: --labels needs one label per results file", file=sys.stderr)
+        return 2
+    try:
+        summaries = [report_file(p) for p in args.results]
+        meta, records = read_results(args.results[0])
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    _write_outputs(summaries, records, meta, args.png, args.json_out, args.bfcl_dir, args.bfcl_model,
+                   args.bfcl_format, args.labels)
+    return 0
+
+
+def run_main(argv: Sequence[str], tokenizer=None) -> int:
+    from agent_tune.eval.client import ServerError
+    from agent_tune.eval.evaluate import EvalAbortedError, EvalSettings, evaluate
+    from agent_tune.eval.metrics import summarize
+    from agent_tune.eval.report import wall_time
+    from agent_tune.eval.selection import select_test_ids
+    from agent_tune.eval.store import ResultsFileError
+
+    args = run_parser().parse_args(list(argv))
+    try:
+        settings = EvalSettings(
+            base_url=args.base_url, model=args.model, mode=args.mode, tokenizer=args.tokenizer,
+            template=args.template, tool_parser=args.tool_parser, reasoning_parser=args.reasoning_parser,
+            concurrency=args.concurrency, n=args.n, temperature=args.temperature, top_p=args.top_p,
+            max_tokens=args.max_tokens, max_model_len=args.max_model_len, seed=args.seed, timeout=args.timeout,
+            max_retries=args.retries, api_key=args.api_key, env_kwargs=args.env_kwargs,
+            chat_template_kwargs=args.chat_template_kwargs, progress=not args.no_progress,
+        )
+        test_ids = select_test_ids(args.split, args.categories, args.ids, args.split_seed, args.limit)
+        if args.n > 1 and args.temperature == 0:
+            print("warning: --n > 1 with --temperature 0: samples will be (nearly) identical", file=sys.stderr)
+        outcome = evaluate(settings, test_ids, args.output, tokenizer)
+    except (ServerError, EvalAbortedError, ResultsFileError, FileNotFoundError, ValueError, RuntimeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    wanted = {(t, k) for t in test_ids for k in range(args.n)}
+    records = [r for r in outcome.records if (r["test_id"], int(r.get("sample", 0))) in wanted]
+    print(f"ran {outcome.ran} episodes, {outcome.skipped} already in {args.output}, {len(outcome.failed)} failed")
+    for test_id, sample, err in outcome.failed[:10]:
+        print(f"  failed {test_id} sample {sample}: {err}", file=sys.stderr)
+    if not records:
+        return 1 if outcome.failed else 0
+    summary = summarize(records, wall_time(records))
+    summary["source"] = str(args.output)
+    summary["settings"] = settings.meta()
+    stem = _stem(Path(args.output))
+    _write_outputs([summary], records, settings.meta(), args.png or f"{stem}.png",
+                   args.report_json or f"{stem}.report.json", args.bfcl_dir or f"{stem}_bfcl", args.bfcl_model,
+                   args.bfcl_format)
+    return 1 if outcome.failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``agent-tune eval ...`` (``argv`` excludes ``eval``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "report":
+        return report_main(argv[1:])
+    return run_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

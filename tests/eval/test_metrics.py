@@ -1,0 +1,79 @@
+"""pass@k and the report's aggregation rules."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from agent_tune.eval.metrics import k_values_for, pass_at_k, summarize
+
+
+def brute_pass_at_k(n: int, c: int, k: int) -> float:
+    """Fraction of k-subsets of n samples (c correct) holding at least one correct sample."""
+    samples = [1] * c + [0] * (n - c)
+    subsets = list(itertools.combinations(range(n), k))
+    return sum(any(samples[i] for i in s) for s in subsets) / len(subsets)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8])
+def test_pass_at_k_matches_enumeration(n):
+    for c in range(n + 1):
+        for k in range(1, n + 1):
+            assert pass_at_k(n, c, k) == pytest.approx(brute_pass_at_k(n, c, k), abs=1e-12)
+
+
+def test_pass_at_k_known_values():
+    assert pass_at_k(10, 0, 5) == 0.0
+    assert pass_at_k(10, 10, 1) == 1.0
+    assert pass_at_k(10, 3, 1) == pytest.approx(0.3)
+    assert pass_at_k(10, 3, 5) == pytest.approx(1 - math.comb(7, 5) / math.comb(10, 5))
+    # stable for large n where the binomials would overflow floats
+    assert 0.0 < pass_at_k(2000, 1, 10) < 1.0
+    assert pass_at_k(2000, 1, 10) == pytest.approx(10 / 2000)
+
+
+def test_pass_at_k_rejects_bad_input():
+    with pytest.raises(ValueError):
+        pass_at_k(3, 4, 1)
+    with pytest.raises(ValueError):
+        pass_at_k(3, 1, 4)
+    with pytest.raises(ValueError):
+        pass_at_k(0, 0, 1)
+
+
+def rec(test_id, acc, sample=0, **kw):
+    cat = test_id.rsplit("_", 1)[0]
+    base = {"test_id": test_id, "category": cat, "sample": sample, "accuracy": acc, "progress": acc,
+            "format_errors": 0, "num_steps": 2, "turns_completed": 1, "tokens_generated": 10}
+    base.update(kw)
+    return base
+
+
+def test_overall_is_unweighted_mean_of_categories():
+    records = [rec("multi_turn_base_0", 1.0), rec("multi_turn_base_1", 1.0), rec("multi_turn_base_2", 0.0),
+               rec("multi_turn_miss_func_0", 0.0),
+               rec("multi_turn_miss_param_0", 1.0),
+               rec("multi_turn_long_context_0", 0.0), rec("multi_turn_long_context_1", 1.0)]
+    s = summarize(records)
+    cats = s["categories"]
+    assert cats["multi_turn_base"]["accuracy"] == pytest.approx(2 / 3)
+    assert s["overall"]["multi_turn_accuracy"] == pytest.approx((2 / 3 + 0 + 1 + 0.5) / 4)
+    assert s["overall"]["accuracy"] == pytest.approx(4 / 7)  # entry-weighted, reported separately
+    assert s["overall"]["complete_leaderboard"] is True
+    assert list(cats) == ["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context"]
+
+
+def test_samples_give_pass_at_k_and_format_rates():
+    records = [rec("multi_turn_base_0", a, sample=i, format_errors=f) for i, (a, f) in enumerate([(1.0, 0), (0.0, 2), (0.0, 0), (0.0, 0)])]
+    records += [rec("multi_turn_base_1", 0.0, sample=i) for i in range(4)]
+    s = summarize(records)
+    base = s["categories"]["multi_turn_base"]
+    assert s["k"] == [1, 2, 4] == k_values_for(4)
+    assert base["pass@1"] == pytest.approx((0.25 + 0) / 2)
+    assert base["pass@2"] == pytest.approx((pass_at_k(4, 1, 2) + 0) / 2)
+    assert base["pass@4"] == pytest.approx(0.5)
+    assert base["format_error_rate"] == pytest.approx(2 / 16)
+    assert base["episodes_with_format_errors"] == pytest.approx(1 / 8)
+    assert s["overall"]["complete_leaderboard"] is False
