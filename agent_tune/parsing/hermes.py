@@ -73,3 +73,29 @@ def _checked(obj: object, raw: str) -> ToolCall | str:
         return _json.call_from_object(obj, raw)
     except _json.DecodeFailure as exc:
         return exc.reason
+
+
+_STRICT_BLOCK = re.compile(rf"{re.escape(OPEN)}\n(.*?)\n{re.escape(CLOSE)}", re.DOTALL)
+
+
+@register_tool_parser("hermes_bfcl")
+class StrictHermesToolParser(HermesToolParser):
+    """Hermes blocks exactly as bfcl-eval's Qwen FC handler reads them, for leaderboard parity.
+
+    Only ``<tool_call>\\n...\\n</tool_call>`` (newlines required) is a call block; anything else, a
+    compact ``<tool_call>{...}</tool_call>`` included, is plain content, as the handler ignores it.
+    ``format_calls`` is hermes's (canonical Qwen form).
+    """
+
+    def parse(self, text: str) -> ParsedResponse:
+        out = ParsedResponse(content=_STRICT_BLOCK.sub("", text).strip())
+        for i, match in enumerate(_STRICT_BLOCK.finditer(text)):
+            try:
+                result: ToolCall | str = _checked(_json.loads(match.group(1)), match.group(0))
+            except _json.DecodeFailure as exc:
+                result = exc.reason
+            if isinstance(result, ToolCall):
+                out.calls.append(result)
+            else:
+                out.errors.append(ToolCallError(i, match.group(0), result))
+        return out

@@ -400,3 +400,16 @@ def test_deep_nesting_is_an_error_not_a_crash(name: str) -> None:
     deep = parser.format_calls([ToolCall("f", {"a": 1})]).replace("1", "[" * 100_000 + "]" * 100_000)
     parsed = parser.parse(deep)
     assert parsed.calls == [] and parsed.errors
+
+
+def test_hermes_bfcl_reads_only_what_bfcl_eval_reads() -> None:
+    p = get_tool_parser("hermes_bfcl")
+    canonical = '<tool_call>\n{"name": "ls", "arguments": {"a": true}}\n</tool_call>'
+    compact = '<tool_call>{"name": "cd", "arguments": {"folder": "x"}}</tool_call>'
+    broken = '<tool_call>\n{"name": "cd", "arguments": {\n</tool_call>'
+    r = p.parse(f"hi\n{canonical}\n{compact}\n{broken}")
+    assert [c.name for c in r.calls] == ["ls"]
+    assert len(r.errors) == 1 and r.errors[0].index == 1
+    assert compact in r.content  # not a call for bfcl-eval's Qwen handler
+    assert get_tool_parser("hermes").parse(compact).calls  # the tolerant parser takes it
+    assert p.parse(p.format_calls(r.calls)).calls == r.calls
