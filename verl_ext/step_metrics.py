@@ -1,0 +1,118 @@
+"""Per-step training metrics as one jsonl, written while the run goes.
+
+verl logs its step metrics (reward, response length, step time, ...) through its ``file`` logger, and
+dumps every step's samples, with the agent loop's per-sample metrics (``acc``, ``progress``,
+``format_errors``, ...), to ``trainer.rollout_data_dir/<step>.jsonl``. verl does not put the latter in
+its step metrics, and its file logger starts over when a run resumes. :class:`StepMetricsWriter` joins
+both, one line per step, appending only steps not yet written, so the file survives resumes.
+A background thread polls while the trainer runs (:func:`follow`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+# verl metric -> our name
+VERL_KEYS = {
+    "critic/score/mean": "reward",
+    "response_length/mean": "response_length",
+    "timing_s/step": "step_time_s",
+    "timing_s/gen": "generate_time_s",
+    "actor/pg_loss": "pg_loss",
+    "actor/entropy": "entropy",
+}
+# per-sample keys of the agent loop (verl_ext.agent_loop.METRIC_KEYS) averaged per step
+SAMPLE_KEYS = ("acc", "progress", "format_errors", "num_steps", "num_turns", "truncated")
+
+
+def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    if not path.is_file():
+        return
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:  # a line being written right now
+                continue
+
+
+class StepMetricsWriter:
+    """Joins verl's file-logger lines and rollout dumps into ``out_path`` (one JSON object per step)."""
+
+    def __init__(self, verl_log: str | Path, rollout_dir: str | Path, out_path: str | Path) -> None:
+        self.verl_log = Path(verl_log)
+        self.rollout_dir = Path(rollout_dir)
+        self.out_path = Path(out_path)
+        self.written = {row["step"] for row in _read_jsonl(self.out_path) if "step" in row}
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Append every step that both sources now hold and that is not written yet; returns them."""
+        verl_steps = {row["step"]: row.get("data", {}) for row in _read_jsonl(self.verl_log) if "step" in row}
+        new = []
+        for step in sorted(verl_steps):
+            if step in self.written:
+                continue
+            dump = self.rollout_dir / f"{step}.jsonl"
+            samples = list(_read_jsonl(dump))
+            if not samples:
+                continue
+            row: dict[str, Any] = {"step": step, "samples": len(samples)}
+            for key, name in VERL_KEYS.items():
+                if key in verl_steps[step]:
+                    row[name] = verl_steps[step][key]
+            for key in SAMPLE_KEYS:
+                values = [float(s[key]) for s in samples if isinstance(s.get(key), (int, float))]
+                if values:
+                    row[key] = sum(values) / len(values)
+            new.append(row)
+        if new:
+            self.out_path.parent.mkdir(parents=True, exist_ok=True)
+            with self.out_path.open("a", encoding="utf-8") as f:
+                for row in new:
+                    f.write(json.dumps(row) + "\n")
+            self.written.update(r["step"] for r in new)
+            for row in new:
+                print(_progress_line(row), flush=True)
+        return new
+
+
+def _progress_line(row: dict[str, Any]) -> str:
+    parts = [f"[agent-tune] step {row['step']}"]
+    for key in ("reward", "acc", "progress", "format_errors", "response_length", "step_time_s"):
+        if key in row:
+            parts.append(f"{key}={row[key]:.3g}")
+    return " ".join(parts)
+
+
+def follow(writer: StepMetricsWriter, interval_s: float = 5.0) -> tuple[threading.Thread, threading.Event]:
+    """Poll ``writer`` every ``interval_s`` in a daemon thread until the returned event is set
+    (then one last poll). Errors while polling are printed, never raised into the trainer."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while True:
+            done = stop.wait(interval_s)
+            try:
+                writer.poll()
+            except Exception as exc:  # never take the training run down for a metrics line
+                print(f"[agent-tune] step metrics: {type(exc).__name__}: {exc}", flush=True)
+            if done:
+                return
+
+    thread = threading.Thread(target=loop, name="agent-tune-step-metrics", daemon=True)
+    thread.start()
+    return thread, stop
+
+
+def wait_stop(thread: threading.Thread, stop: threading.Event, timeout_s: float = 30.0) -> None:
+    """Stop a :func:`follow` thread after its final poll."""
+    stop.set()
+    thread.join(timeout_s)
+    time.sleep(0)  # let a print from the last poll flush
