@@ -20,6 +20,7 @@ import os
 import uuid
 from typing import Any, Mapping
 
+from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 from agent_tune.envs import get_env_class
@@ -79,8 +80,8 @@ class AgentTuneLoop(AgentLoopBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.pop("tools", None)  # verl's own tool list: agent-tune environments bring their tools
         super().__init__(*args, **kwargs)
-        options = self.config.get("agent_tune", {}) or {}
-        self.options: dict[str, Any] = {k: options[k] for k in options}
+        options = self.config.get("agent_tune", None)
+        self.options: dict[str, Any] = OmegaConf.to_container(options, resolve=True) if options is not None else {}
         self.renderer = ChatRenderer(
             self.tokenizer,
             template=self.options.get("template") or None,
