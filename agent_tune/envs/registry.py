@@ -20,6 +20,7 @@ ENTRY_POINT_GROUP = "agent_tune.envs"
 _BUILTIN: dict[str, str] = {
     "bfcl": "agent_tune.envs.bfcl.env:BFCLEnv",
     "retool": "agent_tune.envs.retool:ReToolEnv",
+    "toolcall": "agent_tune.envs.toolcall:ToolCallEnv",
 }
 
 _registered: dict[str, type[BaseToolEnv] | str] = dict(_BUILTIN)

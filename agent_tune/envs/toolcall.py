@@ -1,0 +1,117 @@
+"""Single-turn function calling scored with ToolRL's reward ("toolcall").
+
+One question, a set of tools, one response: the response's tool calls (decoded with the configured
+parser, reasoning stripped first) are compared with the ground-truth calls by ToolRL's reward
+(:mod:`agent_tune.rewards.toolrl`). Nothing is executed. The format reward is 1 when every call block
+decodes and names a tool that was offered, and, if ``require_reasoning`` is set, the response carries
+a reasoning block. ``reward_scale="unit"`` maps ToolRL's [-3, 4] onto [0, 1].
+
+A task is ``reset(question=..., tools=[...], ground_truth=[{"name", "arguments"}, ...])``
+(``messages`` may replace ``question``); ``data_preprocess/toolcall.py`` writes such rows.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Sequence
+
+from agent_tune.envs.base import BaseToolEnv, Observation, StepResult
+from agent_tune.envs.registry import register_env
+from agent_tune.parsing import ParsedResponse, ToolCall, get_reasoning_parser, get_tool_parser
+from agent_tune.rewards.toolrl import toolrl_score
+
+REWARD_SCALES = ("toolrl", "unit")
+
+
+def _as_call(item: Mapping[str, Any] | ToolCall) -> ToolCall:
+    if isinstance(item, ToolCall):
+        return item
+    args = item.get("arguments", item.get("parameters", {}))
+    if isinstance(args, str):
+        args = json.loads(args)
+    return ToolCall(name=str(item["name"]), arguments=dict(args or {}))
+
+
+def _as_tool(item: Mapping[str, Any]) -> dict[str, Any]:
+    """Accept OpenAI-style tools or bare function schemas."""
+    if item.get("type") == "function" and "function" in item:
+        return dict(item)
+    return {"type": "function", "function": dict(item)}
+
+
+@register_env("toolcall")
+class ToolCallEnv(BaseToolEnv):
+    """Single-turn function calling, rewarded by ToolRL's format + correctness reward."""
+
+    description = "single-turn function calling scored with ToolRL's reward (format + name/parameter matching)"
+
+    def __init__(
+        self,
+        tool_parser: str = "hermes",
+        reasoning_parser: str = "none",
+        require_reasoning: bool = False,
+        reward_scale: str = "toolrl",
+        system_prompt: str | None = None,
+    ) -> None:
+        if reward_scale not in REWARD_SCALES:
+            raise ValueError(f"toolcall env: reward_scale={reward_scale!r} is not one of {', '.join(REWARD_SCALES)}")
+        self.tool_parser = get_tool_parser(tool_parser)
+        self.reasoning_parser = get_reasoning_parser(reasoning_parser)
+        self.require_reasoning = require_reasoning
+        self.reward_scale = reward_scale
+        self.system_prompt = system_prompt
+        self._done = True
+
+    def reset(
+        self,
+        question: str | None = None,
+        tools: Sequence[Mapping[str, Any]] = (),
+        ground_truth: Sequence[Mapping[str, Any]] | str = (),
+        messages: Sequence[Mapping[str, Any]] | None = None,
+        **_: Any,
+    ) -> Observation:
+        if isinstance(ground_truth, str):  # a JSON string, as parquet rows may carry it
+            ground_truth = json.loads(ground_truth)
+        if messages is None:
+            if not question:
+                raise ValueError("toolcall env: reset() needs `question` or `messages`")
+            messages = [{"role": "user", "content": question}]
+        if isinstance(tools, str):
+            tools = json.loads(tools)
+        self.tools = [_as_tool(t) for t in tools]
+        self.ground_truth = [_as_call(c) for c in ground_truth]
+        self._done = False
+        first = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return Observation(messages=first + [dict(m) for m in messages], tools=self.tools)
+
+    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
+        _, content = self.reasoning_parser.parse(raw_response)
+        return self.tool_parser.parse(content)
+
+    def format_tool_response(self, results: Sequence[Any]) -> Observation:
+        return Observation()  # single turn: nothing is executed or shown
+
+    def step(self, raw_response: str) -> StepResult:
+        if self._done:
+            raise RuntimeError("toolcall env: step() after the episode ended; call reset()")
+        self._done = True
+        reasoning, _ = self.reasoning_parser.parse(raw_response)
+        parsed = self.extract_tool_calls(raw_response)
+        offered = {t["function"]["name"] for t in self.tools}
+        unknown = [c.name for c in parsed.calls if c.name not in offered]
+        format_ok = not parsed.errors and not unknown and (reasoning is not None or not self.require_reasoning)
+        score = toolrl_score(parsed.calls, self.ground_truth, format_ok)
+        reward = score.reward if self.reward_scale == "toolrl" else (score.reward + 3.0) / 7.0
+        info = {
+            "accuracy": float(score.exact),
+            "progress": (score.correctness + 3.0) / 6.0,
+            "format_ok": float(format_ok),
+            "format_errors": len(parsed.errors) + len(unknown),
+            "num_steps": 1,
+            "num_calls": len(parsed.calls),
+            "name_match": score.name_match,
+            "param_name_match": score.param_name_match,
+            "param_value_match": score.param_value_match,
+            "toolrl_reward": score.reward,
+        }
+        return StepResult(Observation(), reward, True, info)

@@ -1,0 +1,109 @@
+"""Write verl rows for the single-turn function-calling env ("toolcall", ToolRL's reward).
+
+From a local jsonl of tasks, each ``{"question": ..., "tools": [...], "ground_truth": [{"name",
+"arguments"}, ...]}`` (tools as OpenAI tools or bare function schemas), or a synthetic arithmetic task
+(``--synthetic arith``: "What is 17 plus 25?" with add/subtract/multiply tools), the easy tool task the
+learning-signal benchmark trains on.
+
+    python data_preprocess/toolcall.py --input tasks.jsonl --out data/toolcall [--val-size 50]
+    python data_preprocess/toolcall.py --synthetic arith --n 256 --out data/arith [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+AGENT_NAME = "agent_tune"
+ENV_NAME = "toolcall"
+
+_OPS = {"add": ("plus", lambda a, b: a + b), "subtract": ("minus", lambda a, b: a - b), "multiply": ("times", lambda a, b: a * b)}
+
+
+def arith_tools() -> list[dict[str, Any]]:
+    """The three integer tools of the synthetic task."""
+    verbs = {"add": "Add two integers.", "subtract": "Subtract b from a.", "multiply": "Multiply two integers."}
+    return [
+        {"type": "function", "function": {
+            "name": name, "description": desc,
+            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]},
+        }}
+        for name, desc in verbs.items()
+    ]
+
+
+def arith_tasks(n: int, seed: int) -> list[dict[str, Any]]:
+    """``n`` tasks 'What is A <op> B? Use a tool.' with the matching ground-truth call."""
+    rng = random.Random(seed)
+    tools = arith_tools()
+    out = []
+    for _ in range(n):
+        name = rng.choice(sorted(_OPS))
+        a, b = rng.randint(2, 99), rng.randint(2, 99)
+        out.append({"question": f"What is {a} {_OPS[name][0]} {b}? Use a tool.", "tools": tools,
+                    "ground_truth": [{"name": name, "arguments": {"a": a, "b": b}}]})
+    return out
+
+
+def make_row(task: dict[str, Any], index: int, data_source: str) -> dict[str, Any]:
+    """One verl row; tools and ground truth are JSON strings (parquet-friendly), decoded by the env."""
+    for key in ("question", "tools", "ground_truth"):
+        if key not in task:
+            raise ValueError(f"task {index}: missing {key!r}")
+    gt = json.dumps(task["ground_truth"])
+    return {
+        "data_source": data_source,
+        "agent_name": AGENT_NAME,
+        "prompt": [{"role": "user", "content": task["question"]}],
+        "ability": "tool_use",
+        "reward_model": {"style": "rule", "ground_truth": gt},
+        "extra_info": {"index": index, "question": task["question"], "tools": json.dumps(task["tools"]),
+                       "ground_truth": gt, "env": {"name": ENV_NAME, "kwargs": None}},
+    }
+
+
+def write(out_dir: Path, name: str, rows: list[dict[str, Any]]) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_parquet(out_dir / f"{name}.parquet", index=False)
+    with open(out_dir / f"{name}.jsonl", "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--input", type=Path, help="jsonl of {question, tools, ground_truth}")
+    src.add_argument("--synthetic", choices=["arith"], help="generate a synthetic task")
+    ap.add_argument("--n", type=int, default=256, help="synthetic: number of tasks")
+    ap.add_argument("--val-size", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    if args.input:
+        tasks = [json.loads(l) for l in args.input.read_text(encoding="utf-8").splitlines() if l.strip()]
+        source = f"toolcall/{args.input.stem}"
+    else:
+        tasks = arith_tasks(args.n + args.val_size, args.seed)
+        source = "toolcall/arith"
+    if not 0 <= args.val_size < len(tasks):
+        raise SystemExit(f"--val-size {args.val_size} must be smaller than the {len(tasks)} tasks")
+    order = list(range(len(tasks)))
+    random.Random(args.seed).shuffle(order)
+    val_ids = set(order[: args.val_size])
+    train = [make_row(t, i, source) for i, t in enumerate(t for k, t in enumerate(tasks) if k not in val_ids)]
+    val = [make_row(t, i, source) for i, t in enumerate(t for k, t in enumerate(tasks) if k in val_ids)]
+    write(args.out, "train", train)
+    write(args.out, "val", val)
+    print(json.dumps({"train": len(train), "val": len(val)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""The single-turn function-calling env with ToolRL's reward."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent_tune.envs import make_env
+
+TOOLS = [{"name": "add", "description": "Add two integers.",
+          "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}]
+TASK = {"question": "What is 2 plus 3?", "tools": TOOLS, "ground_truth": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}
+
+
+def _call(name: str, **args) -> str:
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': args})}\n</tool_call>"
+
+
+def _play(text: str, **kwargs):
+    env = make_env("toolcall", **kwargs)
+    obs = env.reset(**TASK)
+    assert obs.tools[0]["function"]["name"] == "add" and obs.messages[-1]["content"] == TASK["question"]
+    return env.step(text)
+
+
+def test_exact_call_gets_full_reward() -> None:
+    r = _play(_call("add", a=2, b=3))
+    assert r.done and r.reward == pytest.approx(4.0) and r.info["accuracy"] == 1.0 and r.info["format_ok"] == 1.0
+
+
+def test_wrong_value_partial_and_malformed_loses_format() -> None:
+    partial = _play(_call("add", a=2, b=4))
+    assert 0.0 < partial.reward < 4.0 and partial.info["accuracy"] == 0.0
+    broken = _play("<tool_call>\n{oops\n</tool_call>")
+    assert broken.info["format_ok"] == 0.0 and broken.info["format_errors"] == 1 and broken.reward == pytest.approx(-3.0)
+    unknown = _play(_call("launch", a=1))
+    assert unknown.info["format_ok"] == 0.0
+
+
+def test_unit_scale_and_reasoning_requirement() -> None:
+    r = _play(_call("add", a=2, b=3), reward_scale="unit")
+    assert r.reward == pytest.approx(1.0)
+    r = _play(_call("add", a=2, b=3), reasoning_parser="qwen3", require_reasoning=True)
+    assert r.info["format_ok"] == 0.0
+    r = _play("<think>2+3</think>" + _call("add", a=2, b=3), reasoning_parser="qwen3", require_reasoning=True)
+    assert r.info["format_ok"] == 1.0 and r.reward == pytest.approx(4.0)
+    with pytest.raises(ValueError, match="reward_scale"):
+        make_env("toolcall", reward_scale="big")
