@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+from verl.experimental.agent_loop.tool_agent_loop import SPEC_DECODE_EXTRA_KEYS
 
 from agent_tune.envs import get_env_class
 from agent_tune.rollout import ChatRenderer, GenerationOutput, PromptTooLongError, RolloutLimits, run_episode
@@ -35,17 +36,40 @@ METRIC_KEYS = ("acc", "progress", "format_errors", "num_steps", "num_turns", "tr
 
 
 class VerlServerPolicy:
-    """agent-tune ``Policy`` over verl's ``server_manager`` (one request id per episode, for prefix caching)."""
+    """agent-tune ``Policy`` over verl's ``server_manager`` (one request id per episode, for prefix caching).
+
+    It also keeps what verl's trainer expects back from the episode's generations, merged as verl's own
+    loops merge them: the server's ``extra_fields`` (weight versions ``min_global_steps`` from the first
+    generation, the latest ``max_global_steps``; speculative-decoding counters summed) and the number of
+    preemptions.
+    """
 
     def __init__(self, server_manager: Any, request_id: str) -> None:
         self.server_manager = server_manager
         self.request_id = request_id
+        self.extra_fields: dict[str, Any] = {}
+        self.num_preempted = -1
 
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> GenerationOutput:
         out = await self.server_manager.generate(
             request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=dict(sampling_params)
         )
+        self._merge(dict(getattr(out, "extra_fields", None) or {}), getattr(out, "num_preempted", None))
         return GenerationOutput(token_ids=out.token_ids, log_probs=out.log_probs, stop_reason=out.stop_reason)
+
+    def _merge(self, fields: dict[str, Any], preempted: int | None) -> None:
+        if self.num_preempted < 0:
+            self.num_preempted = preempted if preempted is not None else -1
+        elif preempted:
+            self.num_preempted += preempted
+        if not self.extra_fields:
+            self.extra_fields = fields
+            return
+        if fields.get("max_global_steps"):
+            self.extra_fields["max_global_steps"] = fields["max_global_steps"]
+        for key in SPEC_DECODE_EXTRA_KEYS:
+            if key in fields and key in self.extra_fields:
+                self.extra_fields[key] = int(self.extra_fields[key]) + int(fields[key])
 
 
 def env_kwargs_for(name: str, row_kwargs: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,7 +139,7 @@ class AgentTuneLoop(AgentLoopBase):
             env.close()
         traj = result.trajectory
         metrics = episode_metrics(result.reward, result.info, result.num_turns, result.truncated)
-        extra_fields: dict[str, Any] = {"reward_extra_info": metrics, "env_name": name}
+        extra_fields: dict[str, Any] = {**policy.extra_fields, "reward_extra_info": metrics, "env_name": name}
         if result.drift is not None:
             extra_fields["drift"] = str(result.drift)
         dump_dir = self.options.get("dump_rollouts_dir")
@@ -131,7 +155,9 @@ class AgentTuneLoop(AgentLoopBase):
             reward_score=float(result.reward),
             num_turns=result.num_turns * 2 + 1,  # verl counts user, assistant and tool messages
             metrics=AgentLoopMetrics(
-                generate_sequences=result.timings.get("generate", 0.0), tool_calls=result.timings.get("env", 0.0)
+                generate_sequences=result.timings.get("generate", 0.0),
+                tool_calls=result.timings.get("env", 0.0),
+                num_preempted=policy.num_preempted,
             ),
             extra_fields=extra_fields,
         )

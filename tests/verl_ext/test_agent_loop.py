@@ -30,7 +30,9 @@ class ScriptedServerManager:
         ids = self.replies[len(self.calls) - 1]
         start = len(self.emitted)
         self.emitted.extend(ids)
-        return TokenOutput(token_ids=ids, log_probs=[-0.001 * (start + i) for i in range(len(ids))], stop_reason="completed")
+        step = len(self.calls)  # the server's weight version moves on between generations
+        return TokenOutput(token_ids=ids, log_probs=[-0.001 * (start + i) for i in range(len(ids))], stop_reason="completed",
+                           num_preempted=0, extra_fields={"min_global_steps": 3, "max_global_steps": 3 + step})
 
 
 def _config(response_length: int = 6000, dump_dir=None):
@@ -78,6 +80,9 @@ async def test_ground_truth_episode_through_verl_loop(qwen_tok) -> None:
     assert 0 in out.response_mask  # tool results and new questions are there, masked
     # every generation saw the whole context so far: prompt + response up to that point
     assert server.calls[0]["prompt_len"] == len(out.prompt_ids)
+    # verl's trainer needs the weight versions the episode was generated with (as its own loops report them)
+    assert out.extra_fields["min_global_steps"] == 3 and out.extra_fields["max_global_steps"] == 3 + len(texts)
+    assert out.metrics.num_preempted == 0
 
 
 async def test_truncated_episode_keeps_alignment_and_scores_partial(qwen_tok) -> None:
