@@ -35,8 +35,8 @@ EVAL_SPLITS = ("val", "test")
 AGENT_NAME = "agent_tune"
 
 
-def make_row(test_id: str, index: int, env_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One verl row for a BFCL entry."""
+def make_row(test_id: str, index: int, env_kwargs: dict[str, Any] | None = None, split: str = "train") -> dict[str, Any]:
+    """One verl row for a BFCL entry (``split`` is recorded so training metrics can leave validation out)."""
     entry = load_entry(test_id)
     return {
         "data_source": f"bfcl/{entry.category}",
@@ -46,6 +46,7 @@ def make_row(test_id: str, index: int, env_kwargs: dict[str, Any] | None = None)
         "reward_model": {"style": "rule", "ground_truth": json.dumps(entry.ground_truth)},
         "extra_info": {
             "index": index,
+            "split": split,
             "test_id": test_id,
             "category": entry.category,
             "env": {"name": "bfcl", "kwargs": {"test_id": test_id, **(env_kwargs or {})}},
@@ -58,7 +59,7 @@ def build_splits(seed: int) -> dict[str, list[dict[str, Any]]]:
     splits: dict[str, list[dict[str, Any]]] = {}
     for split in SPLITS:
         kwargs = {"eval_mode": True} if split in EVAL_SPLITS else None
-        splits[split] = [make_row(t, i, kwargs) for i, t in enumerate(split_test_ids(split, seed))]
+        splits[split] = [make_row(t, i, kwargs, split) for i, t in enumerate(split_test_ids(split, seed))]
     return splits
 
 

@@ -138,9 +138,10 @@ def split_rows(rows: list[dict[str, Any]], val_size: int, seed: int) -> dict[str
     splits = {"train": [r for i, r in enumerate(rows) if i not in val_ids]}
     if val_size:
         splits["val"] = [r for i, r in enumerate(rows) if i in val_ids]
-    for split_rows_ in splits.values():
+    for name, split_rows_ in splits.items():
         for i, row in enumerate(split_rows_):
             row["extra_info"]["index"] = i
+            row["extra_info"]["split"] = name
     return splits
 
 

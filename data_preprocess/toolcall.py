@@ -51,7 +51,7 @@ def arith_tasks(n: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def make_row(task: dict[str, Any], index: int, data_source: str) -> dict[str, Any]:
+def make_row(task: dict[str, Any], index: int, data_source: str, split: str = "train") -> dict[str, Any]:
     """One verl row; tools and ground truth are JSON strings (parquet-friendly), decoded by the env."""
     for key in ("question", "tools", "ground_truth"):
         if key not in task:
@@ -63,7 +63,7 @@ def make_row(task: dict[str, Any], index: int, data_source: str) -> dict[str, An
         "prompt": [{"role": "user", "content": task["question"]}],
         "ability": "tool_use",
         "reward_model": {"style": "rule", "ground_truth": gt},
-        "extra_info": {"index": index, "question": task["question"], "tools": json.dumps(task["tools"]),
+        "extra_info": {"index": index, "split": split, "question": task["question"], "tools": json.dumps(task["tools"]),
                        "ground_truth": gt, "env": {"name": ENV_NAME, "kwargs": None}},
     }
 
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     random.Random(args.seed).shuffle(order)
     val_ids = set(order[: args.val_size])
     train = [make_row(t, i, source) for i, t in enumerate(t for k, t in enumerate(tasks) if k not in val_ids)]
-    val = [make_row(t, i, source) for i, t in enumerate(t for k, t in enumerate(tasks) if k in val_ids)]
+    val = [make_row(t, i, source, "val") for i, t in enumerate(t for k, t in enumerate(tasks) if k in val_ids)]
     write(args.out, "train", train)
     write(args.out, "val", val)
     print(json.dumps({"train": len(train), "val": len(val)}))

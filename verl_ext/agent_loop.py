@@ -11,6 +11,9 @@ Options live under ``agent_tune:`` in the trainer config (``config/base/agent_tu
 ``env_kwargs`` (per environment name, defaults under each row's kwargs), ``debug_drift``, and
 ``dump_rollouts_dir``: every episode appended, mask shown, to ``<dir>/rollouts-<pid>.jsonl`` (one file
 per agent-loop worker). With ``trainer.val_only=true`` that is a rollout-only debug run: no update.
+``sample_metrics_dir`` (set by the launcher): every episode's metrics, with the trainer step that
+generated it and the row's ``extra_info.split``, appended to ``<dir>/samples-<pid>.jsonl``; the launcher
+turns them into per-step metrics (verl's own step metrics do not carry them).
 """
 
 from __future__ import annotations
@@ -142,6 +145,12 @@ class AgentTuneLoop(AgentLoopBase):
         extra_fields: dict[str, Any] = {**policy.extra_fields, "reward_extra_info": metrics, "env_name": name}
         if result.drift is not None:
             extra_fields["drift"] = str(result.drift)
+        samples_dir = self.options.get("sample_metrics_dir")
+        if samples_dir:
+            sample = {"global_steps": kwargs.get("global_steps"), "split": extra.get("split", "train"),
+                      "data_source": kwargs.get("data_source"), "reward": float(result.reward),
+                      "response_length": len(traj), **metrics}
+            append_jsonl(os.path.join(str(samples_dir), f"samples-{os.getpid()}.jsonl"), [sample])
         dump_dir = self.options.get("dump_rollouts_dir")
         if dump_dir:
             record = trajectory_record(traj, self.renderer.decode, result.reward, result.info,

@@ -1,10 +1,11 @@
 """Per-step training metrics as one jsonl, written while the run goes.
 
-verl logs its step metrics (reward, response length, step time, ...) through its ``file`` logger, and
-dumps every step's samples, with the agent loop's per-sample metrics (``acc``, ``progress``,
-``format_errors``, ...), to ``trainer.rollout_data_dir/<step>.jsonl``. verl does not put the latter in
-its step metrics, and its file logger starts over when a run resumes. :class:`StepMetricsWriter` joins
-both, one line per step, appending only steps not yet written, so the file survives resumes.
+verl logs its step metrics (reward, response length, step time, ...) through its ``file`` logger, but
+not the environments' per-episode metrics (``acc``, ``progress``, ``format_errors``, ...), and its file
+logger starts over when a run resumes. The agent loop appends one record per episode, with the trainer
+step that generated it, to ``samples-<pid>.jsonl`` files (``verl_ext.agent_loop``).
+:class:`StepMetricsWriter` joins both, one line per step (training rows only: records whose ``split`` is
+``val`` or ``test`` are left out), appending only steps not yet written, so the file survives resumes.
 A background thread polls while the trainer runs (:func:`follow`).
 """
 
@@ -27,6 +28,7 @@ VERL_KEYS = {
 }
 # per-sample keys of the agent loop (verl_ext.agent_loop.METRIC_KEYS) averaged per step
 SAMPLE_KEYS = ("acc", "progress", "format_errors", "num_steps", "num_turns", "truncated")
+EVAL_SPLITS = ("val", "test")
 
 
 def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -46,21 +48,25 @@ def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 class StepMetricsWriter:
     """Joins verl's file-logger lines and rollout dumps into ``out_path`` (one JSON object per step)."""
 
-    def __init__(self, verl_log: str | Path, rollout_dir: str | Path, out_path: str | Path) -> None:
+    def __init__(self, verl_log: str | Path, samples_dir: str | Path, out_path: str | Path) -> None:
         self.verl_log = Path(verl_log)
-        self.rollout_dir = Path(rollout_dir)
+        self.samples_dir = Path(samples_dir)
         self.out_path = Path(out_path)
         self.written = {row["step"] for row in _read_jsonl(self.out_path) if "step" in row}
 
     def poll(self) -> list[dict[str, Any]]:
         """Append every step that both sources now hold and that is not written yet; returns them."""
         verl_steps = {row["step"]: row.get("data", {}) for row in _read_jsonl(self.verl_log) if "step" in row}
+        by_step: dict[Any, list[dict[str, Any]]] = {}
+        for path in sorted(self.samples_dir.glob("samples-*.jsonl")):
+            for rec in _read_jsonl(path):
+                if rec.get("split") not in EVAL_SPLITS:
+                    by_step.setdefault(rec.get("global_steps"), []).append(rec)
         new = []
         for step in sorted(verl_steps):
             if step in self.written:
                 continue
-            dump = self.rollout_dir / f"{step}.jsonl"
-            samples = list(_read_jsonl(dump))
+            samples = by_step.get(step)
             if not samples:
                 continue
             row: dict[str, Any] = {"step": step, "samples": len(samples)}

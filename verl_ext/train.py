@@ -165,8 +165,9 @@ def prepare_outputs(config: DictConfig) -> tuple[Path, Path, Path]:
     - ``actor_rollout_ref.rollout.agent.agent_loop_config_path``: agent-tune's loops (``agent_tune``),
       unless the config names another file;
     - ``trainer.rollout_data_dir``: ``<trainer.default_local_dir>/rollouts`` (verl dumps every step's
-      samples there, with the agent loop's per-sample metrics);
+      samples there);
     - ``trainer.logger`` gains verl's ``file`` logger, written to ``<default_local_dir>/verl_metrics.jsonl``;
+    - ``agent_tune.sample_metrics_dir``: ``<default_local_dir>/samples`` (the agent loop's per-episode records);
     - ``agent_tune.metrics_file``: ``<default_local_dir>/metrics.jsonl`` (see :mod:`verl_ext.step_metrics`).
     """
     out = Path(str(OmegaConf.select(config, "trainer.default_local_dir"))).expanduser().resolve()
@@ -179,6 +180,8 @@ def prepare_outputs(config: DictConfig) -> tuple[Path, Path, Path]:
         loggers = [loggers] if isinstance(loggers, str) else list(loggers or [])
         if "file" not in loggers:
             OmegaConf.update(config, "trainer.logger", loggers + ["file"], merge=False)
+        if not OmegaConf.select(config, "agent_tune.sample_metrics_dir", default=None):
+            OmegaConf.update(config, "agent_tune.sample_metrics_dir", str(out / "samples"), force_add=True)
         if not OmegaConf.select(config, "agent_tune.metrics_file", default=None):
             OmegaConf.update(config, "agent_tune.metrics_file", str(out / "metrics.jsonl"), force_add=True)
         verl_log = out / "verl_metrics.jsonl"
@@ -188,7 +191,7 @@ def prepare_outputs(config: DictConfig) -> tuple[Path, Path, Path]:
         env_vars["VERL_FILE_LOGGER_PATH"] = str(verl_log)
         OmegaConf.update(config, "ray_kwargs.ray_init.runtime_env.env_vars", env_vars, force_add=True, merge=False)
     out.mkdir(parents=True, exist_ok=True)
-    return verl_log, Path(config.trainer.rollout_data_dir), Path(config.agent_tune.metrics_file)
+    return verl_log, Path(config.agent_tune.sample_metrics_dir), Path(config.agent_tune.metrics_file)
 
 
 def run(config: DictConfig) -> None:
@@ -196,7 +199,7 @@ def run(config: DictConfig) -> None:
     from verl_ext.step_metrics import StepMetricsWriter, follow, wait_stop
 
     on_cpu = OmegaConf.select(config, "trainer.device") == "cpu"
-    verl_log, rollout_dir, metrics_file = prepare_outputs(config)
+    verl_log, samples_dir, metrics_file = prepare_outputs(config)
     snapshot = None
     if on_cpu:
         from verl_ext.cpu.launch import enable_cpu_support
@@ -212,7 +215,7 @@ def run(config: DictConfig) -> None:
 
     auto_set_device(config)
     validate(config)
-    thread, stop = follow(StepMetricsWriter(verl_log, rollout_dir, metrics_file))
+    thread, stop = follow(StepMetricsWriter(verl_log, samples_dir, metrics_file))
     print(f"[agent-tune] per-step metrics: {metrics_file}", flush=True)
     try:
         if config.trainer.use_v1:

@@ -47,9 +47,12 @@ def test_bfcl_grpo_on_cpu_then_resume(tmp_path: Path) -> None:
         # BFCL metrics from the env reached the step metrics, next to verl's own
         assert {"reward", "acc", "progress", "format_errors", "response_length", "step_time_s"} <= set(r)
         assert 0.0 <= r["progress"] <= 1.0 and r["samples"] == 4
-    # every step's rollouts dumped (verl's rollout_data_dir) with the env's metrics per sample
-    sample = json.loads((ckpt / "rollouts" / "1.jsonl").read_text().splitlines()[0])
-    assert {"acc", "progress", "format_errors", "num_steps"} <= set(sample)
+    # every episode's record (agent loop) carries the env's metrics and the step that generated it
+    records = [json.loads(l) for p in (ckpt / "samples").glob("samples-*.jsonl") for l in p.read_text().splitlines()]
+    assert len(records) == 8 and {r["global_steps"] for r in records} == {1, 2}
+    assert all({"acc", "progress", "format_errors", "num_steps"} <= set(r) for r in records)
+    # verl also dumped each step's samples
+    assert (ckpt / "rollouts" / "1.jsonl").is_file()
 
     second = _run(work, "second", TOTAL_STEPS="3")
     assert f"Resuming from {ckpt / 'global_step_2'}" in second

@@ -1,4 +1,4 @@
-"""Per-step metrics jsonl: joins verl's file logger and rollout dumps, appends only new steps."""
+"""Per-step metrics jsonl: joins verl's file logger and the agent loop's episode records, appends only new steps."""
 
 from __future__ import annotations
 
@@ -14,32 +14,36 @@ def _write(path: Path, rows) -> None:
 
 
 def test_joins_sources_and_survives_resume(tmp_path: Path) -> None:
-    log, dumps, out = tmp_path / "verl.jsonl", tmp_path / "rollouts", tmp_path / "metrics.jsonl"
+    log, samples, out = tmp_path / "verl.jsonl", tmp_path / "samples", tmp_path / "metrics.jsonl"
     _write(log, [{"step": 1, "data": {"critic/score/mean": 0.25, "timing_s/step": 30.0, "response_length/mean": 100}}])
-    _write(dumps / "1.jsonl", [{"acc": 0.0, "progress": 0.5, "format_errors": 2}, {"acc": 1.0, "progress": 1.0, "format_errors": 0}])
-    w = StepMetricsWriter(log, dumps, out)
+    _write(samples / "samples-11.jsonl", [
+        {"global_steps": 1, "split": "train", "acc": 0.0, "progress": 0.5, "format_errors": 2},
+        {"global_steps": 1, "split": "val", "acc": 1.0, "progress": 1.0, "format_errors": 0},  # validation: left out
+    ])
+    _write(samples / "samples-12.jsonl", [{"global_steps": 1, "acc": 1.0, "progress": 1.0, "format_errors": 0}])
+    w = StepMetricsWriter(log, samples, out)
     [row] = w.poll()
     assert row == {"step": 1, "samples": 2, "reward": 0.25, "response_length": 100, "step_time_s": 30.0,
                    "acc": 0.5, "progress": 0.75, "format_errors": 1.0}
     assert w.poll() == []  # nothing new
-    # step 2 logged by verl but its dump not there yet: wait for it
+    # step 2 logged by verl but no episode records for it yet: wait for them
     _write(log, [{"step": 1, "data": {}}, {"step": 2, "data": {"critic/score/mean": 0.5}}])
     assert w.poll() == []
-    _write(dumps / "2.jsonl", [{"acc": 1.0}])
+    _write(samples / "samples-13.jsonl", [{"global_steps": 2, "acc": 1.0}])
     assert [r["step"] for r in w.poll()] == [2]
     # a resumed run: verl's file logger starts over; our file keeps steps 1-2 and adds 3 once
     _write(log, [{"step": 3, "data": {"critic/score/mean": 1.0}}])
-    _write(dumps / "3.jsonl", [{"acc": 1.0}])
-    w2 = StepMetricsWriter(log, dumps, out)
+    _write(samples / "samples-14.jsonl", [{"global_steps": 3, "acc": 1.0}])
+    w2 = StepMetricsWriter(log, samples, out)
     assert [r["step"] for r in w2.poll()] == [3]
     assert [json.loads(l)["step"] for l in out.read_text().splitlines()] == [1, 2, 3]
 
 
 def test_follow_thread_does_a_last_poll(tmp_path: Path) -> None:
-    log, dumps, out = tmp_path / "verl.jsonl", tmp_path / "rollouts", tmp_path / "metrics.jsonl"
-    thread, stop = follow(StepMetricsWriter(log, dumps, out), interval_s=60)
+    log, samples, out = tmp_path / "verl.jsonl", tmp_path / "samples", tmp_path / "metrics.jsonl"
+    thread, stop = follow(StepMetricsWriter(log, samples, out), interval_s=60)
     _write(log, [{"step": 1, "data": {"critic/score/mean": 0.0}}])
-    _write(dumps / "1.jsonl", [{"acc": 0.0}])
+    _write(samples / "samples-1.jsonl", [{"global_steps": 1, "acc": 0.0}])
     wait_stop(thread, stop)
     assert not thread.is_alive()
     assert json.loads(out.read_text())["step"] == 1
