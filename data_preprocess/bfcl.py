@@ -26,10 +26,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from agent_tune.envs.bfcl.data import load_entry
 from agent_tune.envs.bfcl.splits import SPLITS, scenario_split, split_test_ids
+from agent_tune.rows import write_rows
 
 EVAL_SPLITS = ("val", "test")
 AGENT_NAME = "agent_tune"
@@ -67,10 +66,7 @@ def write_splits(out_dir: Path, seed: int) -> dict[str, int]:
     out_dir.mkdir(parents=True, exist_ok=True)
     counts = {}
     for split, rows in build_splits(seed).items():
-        pd.DataFrame(rows).to_parquet(out_dir / f"{split}.parquet", index=False)
-        with (out_dir / f"{split}.jsonl").open("w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        write_rows(out_dir, split, rows)
         counts[split] = len(rows)
     (out_dir / "splits.json").write_text(json.dumps({"seed": seed, "scenarios": scenario_split(seed), "counts": counts}, indent=1))
     return counts

@@ -31,6 +31,7 @@ import pandas as pd
 
 from agent_tune.envs.retool import DEFAULT_SYSTEM_PROMPT, retool_prompt
 from agent_tune.rewards.math_answer import extract_boxed
+from agent_tune.rows import write_rows
 
 AGENT_NAME = "agent_tune"
 ENV_NAME = "retool"
@@ -143,15 +144,6 @@ def split_rows(rows: list[dict[str, Any]], val_size: int, seed: int) -> dict[str
             row["extra_info"]["index"] = i
             row["extra_info"]["split"] = name
     return splits
-
-
-def write_rows(out_dir: Path, name: str, rows: list[dict[str, Any]]) -> None:
-    """Write ``name.parquet`` and ``name.jsonl`` under ``out_dir``."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_parquet(out_dir / f"{name}.parquet", index=False)
-    with open(out_dir / f"{name}.jsonl", "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

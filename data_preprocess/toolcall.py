@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+from agent_tune.rows import write_rows
 
 AGENT_NAME = "agent_tune"
 ENV_NAME = "toolcall"
@@ -68,14 +68,6 @@ def make_row(task: dict[str, Any], index: int, data_source: str, split: str = "t
     }
 
 
-def write(out_dir: Path, name: str, rows: list[dict[str, Any]]) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_parquet(out_dir / f"{name}.parquet", index=False)
-    with open(out_dir / f"{name}.jsonl", "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = ap.add_mutually_exclusive_group(required=True)
@@ -99,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     val_ids = set(order[: args.val_size])
     train = [make_row(t, i, source) for i, t in enumerate(t for k, t in enumerate(tasks) if k not in val_ids)]
     val = [make_row(t, i, source, "val") for i, t in enumerate(t for k, t in enumerate(tasks) if k in val_ids)]
-    write(args.out, "train", train)
-    write(args.out, "val", val)
+    write_rows(args.out, "train", train)
+    write_rows(args.out, "val", val)
     print(json.dumps({"train": len(train), "val": len(val)}))
     return 0
 
