@@ -6,7 +6,10 @@ logger starts over when a run resumes. The agent loop appends one record per epi
 step that generated it, to ``samples-<pid>.jsonl`` files (``verl_ext.agent_loop``).
 :class:`StepMetricsWriter` joins both, one line per step (training rows only: records whose ``split`` is
 ``val`` or ``test`` are left out), appending only steps not yet written, so the file survives resumes.
-A background thread polls while the trainer runs (:func:`follow`).
+Validation rounds go to ``val_metrics.jsonl`` beside it: verl's per-data-source validation accuracy
+(``val-core/<data_source>/acc/mean@N``) and, for BFCL, the leaderboard's multi-turn overall (the
+unweighted mean of the four scored categories). A background thread polls while the trainer runs
+(:func:`follow`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,21 @@ VERL_KEYS = {
 # per-sample keys of the agent loop (verl_ext.agent_loop.METRIC_KEYS) averaged per step
 SAMPLE_KEYS = ("acc", "progress", "format_errors", "num_steps", "num_turns", "truncated")
 EVAL_SPLITS = ("val", "test")
+BFCL_SCORED = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
+
+
+def validation_summary(data: dict[str, Any]) -> dict[str, float]:
+    """Per-data-source validation accuracy from verl's step metrics, plus BFCL's multi-turn overall."""
+    out: dict[str, float] = {}
+    for key, value in data.items():
+        parts = key.split("/")
+        # val-core/<data_source...>/acc/mean@N
+        if parts[0] == "val-core" and len(parts) >= 4 and parts[-2] == "acc" and parts[-1].startswith("mean@"):
+            out["/".join(parts[1:-2])] = float(value)
+    bfcl = [out[f"bfcl/{c}"] for c in BFCL_SCORED if f"bfcl/{c}" in out]
+    if len(bfcl) == len(BFCL_SCORED):
+        out["bfcl/overall"] = sum(bfcl) / len(bfcl)
+    return out
 
 
 def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -53,6 +71,8 @@ class StepMetricsWriter:
         self.samples_dir = Path(samples_dir)
         self.out_path = Path(out_path)
         self.written = {row["step"] for row in _read_jsonl(self.out_path) if "step" in row}
+        self.val_path = self.out_path.with_name("val_metrics.jsonl")
+        self.val_written = {row["step"] for row in _read_jsonl(self.val_path) if "step" in row}
 
     def poll(self) -> list[dict[str, Any]]:
         """Append every step that both sources now hold and that is not written yet; returns them."""
@@ -78,6 +98,7 @@ class StepMetricsWriter:
                 if values:
                     row[key] = sum(values) / len(values)
             new.append(row)
+        self._poll_validation(verl_steps)
         if new:
             self.out_path.parent.mkdir(parents=True, exist_ok=True)
             with self.out_path.open("a", encoding="utf-8") as f:
@@ -87,6 +108,24 @@ class StepMetricsWriter:
             for row in new:
                 print(_progress_line(row), flush=True)
         return new
+
+
+    def _poll_validation(self, verl_steps: dict[Any, dict[str, Any]]) -> None:
+        rows = []
+        for step in sorted(verl_steps):
+            if step in self.val_written:
+                continue
+            summary = validation_summary(verl_steps[step])
+            if summary:
+                rows.append({"step": step, **summary})
+        if rows:
+            self.val_path.parent.mkdir(parents=True, exist_ok=True)
+            with self.val_path.open("a", encoding="utf-8") as f:
+                for row in rows:
+                    f.write(json.dumps(row) + "\n")
+                    print(f"[agent-tune] validation at step {row['step']}: "
+                          + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"), flush=True)
+            self.val_written.update(r["step"] for r in rows)
 
 
 def _progress_line(row: dict[str, Any]) -> str:
