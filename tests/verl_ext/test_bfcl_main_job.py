@@ -59,3 +59,13 @@ def test_bfcl_grpo_on_cpu_then_resume(tmp_path: Path) -> None:
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     rows = [json.loads(line) for line in (ckpt / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2, 3]
+
+    # the checkpoint exports to a Hugging Face folder that transformers loads
+    export = tmp_path / "hf"
+    proc = subprocess.run(["bash", str(REPO / "examples" / "export_hf.sh"), str(ckpt / "global_step_3"), str(export)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(export)
+    assert sum(p.numel() for p in model.parameters()) > 100_000_000
