@@ -2,8 +2,8 @@
 
 From a local jsonl of tasks, each ``{"question": ..., "tools": [...], "ground_truth": [{"name",
 "arguments"}, ...]}`` (tools as OpenAI tools or bare function schemas), or a synthetic arithmetic task
-(``--synthetic arith``: "What is 17 plus 25?" with add/subtract/multiply tools), the easy tool task the
-learning-signal benchmark trains on.
+(``--synthetic arith``: "What is 17 plus 25?" with add/subtract/multiply tools and an example of the call
+format), the easy tool task the learning-signal benchmark trains on.
 
     python data_preprocess/toolcall.py --input tasks.jsonl --out data/toolcall [--val-size 50]
     python data_preprocess/toolcall.py --synthetic arith --n 256 --out data/arith [--seed 0]
@@ -38,15 +38,18 @@ def arith_tools() -> list[dict[str, Any]]:
     ]
 
 
+FORMAT_HINT = ' Answer with one tool call, for example: <tool_call>{"name": "multiply", "arguments": {"a": 3, "b": 4}}</tool_call>'
+
+
 def arith_tasks(n: int, seed: int) -> list[dict[str, Any]]:
-    """``n`` tasks 'What is A <op> B? Use a tool.' with the matching ground-truth call."""
+    """``n`` tasks 'What is A <op> B?' (with a format example) and the matching ground-truth call."""
     rng = random.Random(seed)
     tools = arith_tools()
     out = []
     for _ in range(n):
         name = rng.choice(sorted(_OPS))
         a, b = rng.randint(2, 99), rng.randint(2, 99)
-        out.append({"question": f"What is {a} {_OPS[name][0]} {b}? Use a tool.", "tools": tools,
+        out.append({"question": f"What is {a} {_OPS[name][0]} {b}?{FORMAT_HINT}", "tools": tools,
                     "ground_truth": [{"name": name, "arguments": {"a": a, "b": b}}]})
     return out
 
