@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from agent_tune.envs.bfcl.splits import SPLITS
 from pathlib import Path
 from typing import Sequence
 
@@ -42,7 +43,7 @@ def run_parser() -> argparse.ArgumentParser:
     srv.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     srv.add_argument("--retries", type=int, default=5, help="retries per request on 5xx/429/connection errors")
     sel = p.add_argument_group("entries")
-    sel.add_argument("--split", choices=("train", "train_base", "val", "test"), default=None,
+    sel.add_argument("--split", choices=SPLITS, default=None,
                      help="a split of data_preprocess/bfcl.py (same seed = same entries as training's)")
     sel.add_argument("--split-seed", type=int, default=42)
     sel.add_argument("--categories", nargs="+", default=None,

@@ -14,7 +14,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from agent_tune.envs import make_env
 from agent_tune.envs.bfcl.data import category_of, load_entry

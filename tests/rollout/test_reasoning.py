@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agent_tune.envs.base import Observation
-from agent_tune.rollout import ChatRenderer, RolloutLimits, check_drift, run_episode
+from agent_tune.rollout import ChatRenderer, RolloutLimits, run_episode
 from tests.rollout.scripted import TOOLS, ScriptedEnv, ScriptedPolicy, step, tool_msgs, user_msg
 
 THINK = 151667
