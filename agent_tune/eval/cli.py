@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from agent_tune.envs.bfcl.splits import SPLITS
 from pathlib import Path
 from typing import Sequence
 
+from agent_tune.envs.bfcl.splits import SPLITS
 from agent_tune.eval.bfcl_format import DEFAULT_REGISTRY_NAME, FORMATS, write_bfcl_results
 
 
