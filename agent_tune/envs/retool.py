@@ -271,6 +271,11 @@ class ReToolEnv(BaseToolEnv):
         )
         return StepResult(Observation(), reward, True, info)
 
+    def finalize(self, reason: str = "truncated") -> StepResult:
+        """An episode cut short (token budget) is scored on the answer given so far, like any ending:
+        no answer earns ``incorrect_reward - no_answer_penalty``, never more than a finished wrong answer."""
+        return self._end(tool_limit=False, extra={"truncated": True, "finalize_reason": reason})
+
     def _info(self, executed: bool) -> dict[str, Any]:
         return {
             "num_tool_calls": self.num_tool_calls,

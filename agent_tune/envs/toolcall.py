@@ -115,3 +115,12 @@ class ToolCallEnv(BaseToolEnv):
             "toolrl_reward": score.reward,
         }
         return StepResult(Observation(), reward, True, info)
+
+    def finalize(self, reason: str = "truncated") -> StepResult:
+        """A response that never finished (token budget) scores as the worst answer: no format, no
+        correctness. (Any higher value would pay the policy for rambling past a wrong answer.)"""
+        self._done = True
+        worst = -3.0 if self.reward_scale == "toolrl" else 0.0
+        info = {"accuracy": 0.0, "progress": 0.0, "format_ok": 0.0, "format_errors": 1, "num_steps": 1,
+                "num_calls": 0, "truncated": True, "finalize_reason": reason}
+        return StepResult(Observation(), worst, True, info)

@@ -192,3 +192,12 @@ def test_render_result():
     assert r == "partial\nError: TimeoutError: x"
     r = ReToolEnv.render_result(ExecutionResult("", "", 3))
     assert r == "Error: the program exited with status 3"
+
+
+def test_unfinished_episode_scores_no_better_than_no_answer() -> None:
+    from agent_tune.envs import make_env
+
+    env = make_env("retool", no_answer_penalty=0.5)
+    env.reset(question="What is 2+2?", ground_truth="4")
+    r = env.finalize("truncated")
+    assert r.done and r.reward == -0.5 and r.info["truncated"] and r.info["accuracy"] == 0.0

@@ -47,3 +47,12 @@ def test_unit_scale_and_reasoning_requirement() -> None:
     assert r.info["format_ok"] == 1.0 and r.reward == pytest.approx(4.0)
     with pytest.raises(ValueError, match="reward_scale"):
         make_env("toolcall", reward_scale="big")
+
+
+def test_unfinished_response_scores_below_any_answer() -> None:
+    env = make_env("toolcall")
+    env.reset(**TASK)
+    unfinished = env.finalize("truncated").reward
+    env.reset(**TASK)
+    wrong = env.step("I do not know.").reward
+    assert unfinished < wrong and unfinished == pytest.approx(-3.0)
