@@ -67,5 +67,5 @@ def test_bfcl_grpo_on_cpu_then_resume(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(export)
+    model = AutoModelForCausalLM.from_pretrained(str(export))
     assert sum(p.numel() for p in model.parameters()) > 100_000_000
