@@ -95,8 +95,8 @@ class ToolCallEnv(BaseToolEnv):
         if self._done:
             raise RuntimeError("toolcall env: step() after the episode ended; call reset()")
         self._done = True
-        reasoning, _ = self.reasoning_parser.parse(raw_response)
-        parsed = self.extract_tool_calls(raw_response)
+        reasoning, content = self.reasoning_parser.parse(raw_response)
+        parsed = self.tool_parser.parse(content)  # what extract_tool_calls does, reusing the reasoning split
         offered = {t["function"]["name"] for t in self.tools}
         unknown = [c.name for c in parsed.calls if c.name not in offered]
         format_ok = not parsed.errors and not unknown and (reasoning is not None or not self.require_reasoning)

@@ -91,9 +91,6 @@ class BFCLBackend:
             for name in _public_method_names(type(instance), instance):
                 self._methods[name] = getattr(instance, name)
 
-    def has_method(self, name: str) -> bool:
-        return name in self._methods
-
     def param_names(self, name: str) -> list[str]:
         """Parameter names of a method in signature order (for positional ground-truth calls)."""
         return [p for p in inspect.signature(self._methods[name]).parameters]
