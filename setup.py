@@ -1,6 +1,12 @@
 """agent-tune: multi-turn tool-use RL for LLMs on verl, with executable environments."""
 
+import shutil
+from pathlib import Path
+
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+HERE = Path(__file__).resolve().parent
 
 CORE = [
     "jinja2>=3.1",
@@ -30,6 +36,25 @@ EXTRAS = {
     "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity"],
 }
 
+
+
+class BuildPyWithConfigs(build_py):
+    """Ship the Hydra configs (``config/``) inside the wheel as ``verl_ext/config``.
+
+    A source checkout reads ``config/`` in place; an installed wheel finds the copy next to ``verl_ext``
+    (:func:`verl_ext.train.default_config_dir`), so ``agent-tune train --config-name ...`` works without
+    ``--config-dir`` after a plain ``pip install``.
+    """
+
+    def run(self) -> None:
+        super().run()
+        source = HERE / "config"
+        target = Path(self.build_lib) / "verl_ext" / "config"
+        if source.is_dir():
+            shutil.rmtree(target, ignore_errors=True)  # an in-tree build/ must not keep deleted configs
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+
+
 setup(
     name="agent-tune",
     version="0.1.0",
@@ -40,6 +65,7 @@ setup(
     include_package_data=True,
     install_requires=CORE,
     extras_require=EXTRAS,
+    cmdclass={"build_py": BuildPyWithConfigs},
     entry_points={
         "console_scripts": ["agent-tune=agent_tune.cli:main"],
         # plugin packages add environments here: name = "package.module:Class"

@@ -3,9 +3,9 @@
     agent-tune train --config-name agent_tune_grpo_cpu data.train_files=... trainer.total_training_steps=2
 
 Command line: ``--config-name NAME`` (default ``agent_tune_grpo``), ``--config-dir DIR`` (default: the
-``config/`` folder next to this package), ``--cfg`` (print the composed config and exit), then Hydra
-overrides (``key=value``, ``+new_key=value``, ``~key``). The config is composed and validated before
-anything starts: an unknown key or a bad value fails at once, naming the key.
+checkout's ``config/`` folder, or the copy an installed wheel carries), ``--cfg`` (print the composed
+config and exit), then Hydra overrides (``key=value``, ``+new_key=value``, ``~key``). The config is
+composed and validated before anything starts: an unknown key or a bad value fails at once, naming the key.
 
 Before verl runs, the launcher
 
@@ -36,8 +36,10 @@ class ConfigError(ValueError):
 
 
 def default_config_dir() -> Path:
-    """The repository's ``config/`` folder (next to the ``verl_ext`` package)."""
-    return Path(__file__).resolve().parents[1] / "config"
+    """The configs: the checkout's ``config/`` folder, else the copy a wheel ships in ``verl_ext/config``."""
+    package = Path(__file__).resolve().parent
+    checkout = package.parent / "config"
+    return checkout if checkout.is_dir() else package / "config"
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
