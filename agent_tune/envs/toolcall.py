@@ -2,9 +2,12 @@
 
 One question, a set of tools, one response: the response's tool calls (decoded with the configured
 parser, reasoning stripped first) are compared with the ground-truth calls by ToolRL's reward
-(:mod:`agent_tune.rewards.toolrl`). Nothing is executed. The format reward is 1 when every call block
-decodes and names a tool that was offered, and, if ``require_reasoning`` is set, the response carries
-a reasoning block. ``reward_scale="unit"`` maps ToolRL's [-3, 4] onto [0, 1].
+(:mod:`agent_tune.rewards.toolrl`). Nothing is executed. The format reward is ToolRL's structural
+check: 1 when the response has the shape the task expects (at least one tool call when the ground
+truth calls tools, no call when it does not), every call block decodes and names a tool that was
+offered, and, if ``require_reasoning`` is set, the response carries a reasoning block. (A plain-text
+answer to a task that needs a call earns no format reward: otherwise "never try a call" would out-score
+every imperfect attempt.) ``reward_scale="unit"`` maps ToolRL's [-3, 4] onto [0, 1].
 
 A task is ``reset(question=..., tools=[...], ground_truth=[{"name", "arguments"}, ...])``
 (``messages`` may replace ``question``); ``data_preprocess/toolcall.py`` writes such rows.
@@ -99,7 +102,9 @@ class ToolCallEnv(BaseToolEnv):
         parsed = self.tool_parser.parse(content)  # what extract_tool_calls does, reusing the reasoning split
         offered = {t["function"]["name"] for t in self.tools}
         unknown = [c.name for c in parsed.calls if c.name not in offered]
-        format_ok = not parsed.errors and not unknown and (reasoning is not None or not self.require_reasoning)
+        right_shape = bool(parsed.calls) == bool(self.ground_truth)
+        format_ok = (right_shape and not parsed.errors and not unknown
+                     and (reasoning is not None or not self.require_reasoning))
         score = toolrl_score(parsed.calls, self.ground_truth, format_ok)
         reward = score.reward if self.reward_scale == "toolrl" else (score.reward + 3.0) / 7.0
         info = {

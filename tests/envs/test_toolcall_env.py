@@ -54,5 +54,20 @@ def test_unfinished_response_scores_below_any_answer() -> None:
     env.reset(**TASK)
     unfinished = env.finalize("truncated").reward
     env.reset(**TASK)
-    wrong = env.step("I do not know.").reward
-    assert unfinished < wrong and unfinished == pytest.approx(-3.0)
+    plain = env.step("I do not know.").reward
+    env.reset(**TASK)
+    wrong_call = env.step(_call("add", a=7, b=8)).reward
+    assert unfinished == pytest.approx(-3.0) and unfinished <= plain < wrong_call
+
+
+def test_format_follows_the_expected_shape() -> None:
+    """ToolRL's format check: a task that needs a call is not answered in the right format by plain text,
+    and a task that needs no call is not answered in the right format by a call."""
+    plain = _play("5")
+    assert plain.info["format_ok"] == 0.0 and plain.reward == pytest.approx(-3.0)
+    env = make_env("toolcall")
+    env.reset(question="Say hi.", tools=TOOLS, ground_truth=[])
+    assert env.step("hi").reward == pytest.approx(4.0)
+    env.reset(question="Say hi.", tools=TOOLS, ground_truth=[])
+    needless = env.step(_call("add", a=1, b=1))
+    assert needless.info["format_ok"] == 0.0 and needless.reward < 4.0
