@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Learning signal on CPU (not run in CI): ~20 GRPO steps of verl's real trainer with SmolLM2-135M on an
-# easy tool task (synthetic arithmetic function calling, ToolRL's format + correctness reward). Writes the
-# reward per step ($WORK_DIR/checkpoints/metrics.jsonl) and a PNG curve ($WORK_DIR/learning_signal.png).
+# easy tool task (synthetic arithmetic function calling with two worked examples in the prompt, ToolRL's
+# format + correctness reward). Writes the reward per step ($WORK_DIR/checkpoints/metrics.jsonl) and a PNG
+# curve ($WORK_DIR/learning_signal.png). SHOTS=0 drops the examples (then SmolLM2 almost never calls).
 # A rising curve is the evidence that advantages, masks and weight sync point the right way.
 #   bash benchmarks/learning_signal.sh [hydra overrides...]      (~80 s per step on 2 cores: 20 steps ~30 min)
 set -euo pipefail
@@ -12,7 +13,7 @@ WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/learning_signal}"
 STEPS="${STEPS:-20}"
 LR="${LR:-2e-5}"
 
-"$PYTHON" "$REPO_DIR/data_preprocess/toolcall.py" --synthetic arith --n 512 --val-size 16 --out "$WORK_DIR/data"
+"$PYTHON" "$REPO_DIR/data_preprocess/toolcall.py" --synthetic arith --n 512 --val-size 16 --shots "${SHOTS:-2}" --out "$WORK_DIR/data"
 cd "$REPO_DIR"
 "$PYTHON" -m verl_ext.train --config-name agent_tune_toolcall_cpu \
   data.train_files="$WORK_DIR/data/train.parquet" \

@@ -75,6 +75,8 @@ class ToolCallEnv(BaseToolEnv):
     ) -> Observation:
         if isinstance(ground_truth, str):  # a JSON string, as parquet rows may carry it
             ground_truth = json.loads(ground_truth)
+        if isinstance(messages, str):  # a JSON string, as parquet rows may carry it
+            messages = json.loads(messages)
         if messages is None:
             if not question:
                 raise ValueError("toolcall env: reset() needs `question` or `messages`")

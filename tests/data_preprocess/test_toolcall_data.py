@@ -26,3 +26,24 @@ def test_synthetic_rows_round_trip(tmp_path: Path) -> None:
     [gt] = json.loads(extra["ground_truth"])
     r = env.step(f"<tool_call>\n{json.dumps(gt)}\n</tool_call>")
     assert r.info["accuracy"] == 1.0 and r.reward == 4.0
+
+
+def test_worked_examples_precede_the_question(tmp_path: Path) -> None:
+    """--shots K: the env sees K demonstration turns, then the row's question; the demos never hold a
+    task's answer, and --shots 0 puts the format hint into the question instead."""
+    assert main(["--synthetic", "arith", "--n", "8", "--val-size", "2", "--shots", "2", "--out", str(tmp_path)]) == 0
+    rows = pd.read_parquet(tmp_path / "train.parquet")
+    for _, row in rows.iterrows():
+        extra = dict(row["extra_info"])
+        obs = make_env("toolcall").reset(**extra)
+        roles = [m["role"] for m in obs.messages]
+        assert roles == ["user", "assistant", "user", "assistant", "user"]
+        assert obs.messages[-1]["content"] == extra["question"] and "<tool_call>" not in extra["question"]
+        assert [dict(m) for m in row["prompt"]] == obs.messages
+        [gt] = json.loads(extra["ground_truth"])
+        assert json.dumps(gt["arguments"]) not in "".join(m["content"] for m in obs.messages[:-1])
+    assert main(["--synthetic", "arith", "--n", "4", "--val-size", "1", "--shots", "0", "--out", str(tmp_path / "z")]) == 0
+    extra = dict(pd.read_parquet(tmp_path / "z" / "train.parquet").iloc[0]["extra_info"])
+    assert "messages" not in extra or extra["messages"] is None
+    assert "<tool_call>" in extra["question"]
+    assert len(make_env("toolcall").reset(**extra).messages) == 1
