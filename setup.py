@@ -37,7 +37,6 @@ EXTRAS = {
 }
 
 
-
 class BuildPyWithConfigs(build_py):
     """Ship the Hydra configs (``config/``) inside the wheel as ``verl_ext/config``.
 

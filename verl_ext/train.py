@@ -38,8 +38,8 @@ class ConfigError(ValueError):
 def default_config_dir() -> Path:
     """The configs: the checkout's ``config/`` folder, else the copy a wheel ships in ``verl_ext/config``."""
     package = Path(__file__).resolve().parent
-    checkout = package.parent / "config"
-    return checkout if checkout.is_dir() else package / "config"
+    checkout = package.parent / "config"  # in site-packages this may be some other distribution's folder
+    return checkout if (checkout / "base" / "agent_tune.yaml").is_file() else package / "config"
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
