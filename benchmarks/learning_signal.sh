@@ -4,7 +4,7 @@
 # format + correctness reward). Writes the reward per step ($WORK_DIR/checkpoints/metrics.jsonl) and a PNG
 # curve ($WORK_DIR/learning_signal.png). SHOTS=0 drops the examples (then SmolLM2 almost never calls).
 # A rising curve is the evidence that advantages, masks and weight sync point the right way.
-#   bash benchmarks/learning_signal.sh [hydra overrides...]      (~80 s per step on 2 cores: 20 steps ~30 min)
+#   bash benchmarks/learning_signal.sh [hydra overrides...]      (~90 s per step on 2 cores: 20 steps ~34 min)
 set -euo pipefail
 
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,4 +22,5 @@ cd "$REPO_DIR"
   trainer.total_training_steps="$STEPS" \
   trainer.default_local_dir="$WORK_DIR/checkpoints" \
   "$@"
-"$PYTHON" "$REPO_DIR/benchmarks/plot_metrics.py" "$WORK_DIR/checkpoints/metrics.jsonl" --out "$WORK_DIR/learning_signal.png"
+"$PYTHON" "$REPO_DIR/benchmarks/plot_metrics.py" "$WORK_DIR/checkpoints/metrics.jsonl" --out "$WORK_DIR/learning_signal.png" \
+  --title "GRPO, SmolLM2-135M, synthetic tool calling (CPU)"

@@ -20,6 +20,7 @@ def main() -> None:
     ap.add_argument("metrics", type=Path)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--keys", nargs="+", default=["reward", "acc", "format_errors"])
+    ap.add_argument("--title", default=None, help="figure title (default: the metrics file's folder name)")
     args = ap.parse_args()
     rows = [json.loads(l) for l in args.metrics.read_text().splitlines() if l.strip()]
     if not rows:
@@ -32,7 +33,7 @@ def main() -> None:
         ax.set_ylabel(key)
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("GRPO step")
-    fig.suptitle(args.metrics.parent.name)
+    fig.suptitle(args.title or args.metrics.parent.name)
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
     half = max(1, len(rows) // 4)
