@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from agent_tune.envs.bfcl.data import SCORED_CATEGORIES
+
 # verl metric -> our name
 VERL_KEYS = {
     "critic/score/mean": "reward",
@@ -32,7 +34,6 @@ VERL_KEYS = {
 # per-sample keys of the agent loop (verl_ext.agent_loop.METRIC_KEYS) averaged per step
 SAMPLE_KEYS = ("acc", "progress", "format_errors", "num_steps", "num_turns", "truncated")
 EVAL_SPLITS = ("val", "test")
-BFCL_SCORED = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
 
 
 def validation_summary(data: dict[str, Any]) -> dict[str, float]:
@@ -43,8 +44,8 @@ def validation_summary(data: dict[str, Any]) -> dict[str, float]:
         # val-core/<data_source...>/acc/mean@N
         if parts[0] == "val-core" and len(parts) >= 4 and parts[-2] == "acc" and parts[-1].startswith("mean@"):
             out["/".join(parts[1:-2])] = float(value)
-    bfcl = [out[f"bfcl/{c}"] for c in BFCL_SCORED if f"bfcl/{c}" in out]
-    if len(bfcl) == len(BFCL_SCORED):
+    bfcl = [out[f"bfcl/{c}"] for c in SCORED_CATEGORIES if f"bfcl/{c}" in out]
+    if len(bfcl) == len(SCORED_CATEGORIES):
         out["bfcl/overall"] = sum(bfcl) / len(bfcl)
     return out
 
@@ -64,7 +65,13 @@ def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 
 class StepMetricsWriter:
-    """Joins verl's file-logger lines and rollout dumps into ``out_path`` (one JSON object per step)."""
+    """Joins verl's file-logger lines and the agent loop's episode records into ``out_path`` (one JSON
+    object per step).
+
+    verl's log (one line per step, truncated when a run starts) is re-read whole at each poll. The episode
+    files only grow, by one line per episode, so they are read from where the last poll stopped; records
+    are kept only until their step is written.
+    """
 
     def __init__(self, verl_log: str | Path, samples_dir: str | Path, out_path: str | Path) -> None:
         self.verl_log = Path(verl_log)
@@ -73,20 +80,36 @@ class StepMetricsWriter:
         self.written = {row["step"] for row in _read_jsonl(self.out_path) if "step" in row}
         self.val_path = self.out_path.with_name("val_metrics.jsonl")
         self.val_written = {row["step"] for row in _read_jsonl(self.val_path) if "step" in row}
+        self._offsets: dict[Path, int] = {}  # bytes of each episode file already read
+        self._pending: dict[Any, list[dict[str, Any]]] = {}  # training episode records of unwritten steps
+
+    def _read_new_samples(self) -> None:
+        """Add the complete lines appended to the episode files since the last poll to ``_pending``."""
+        for path in sorted(self.samples_dir.glob("samples-*.jsonl")):
+            start = self._offsets.get(path, 0)
+            with path.open("rb") as f:
+                f.seek(start)
+                chunk = f.read()
+            end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next poll
+            self._offsets[path] = start + end
+            for line in chunk[:end].splitlines():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                step = rec.get("global_steps")
+                if rec.get("split") not in EVAL_SPLITS and step not in self.written:
+                    self._pending.setdefault(step, []).append(rec)
 
     def poll(self) -> list[dict[str, Any]]:
         """Append every step that both sources now hold and that is not written yet; returns them."""
         verl_steps = {row["step"]: row.get("data", {}) for row in _read_jsonl(self.verl_log) if "step" in row}
-        by_step: dict[Any, list[dict[str, Any]]] = {}
-        for path in sorted(self.samples_dir.glob("samples-*.jsonl")):
-            for rec in _read_jsonl(path):
-                if rec.get("split") not in EVAL_SPLITS:
-                    by_step.setdefault(rec.get("global_steps"), []).append(rec)
+        self._read_new_samples()
         new = []
         for step in sorted(verl_steps):
             if step in self.written:
                 continue
-            samples = by_step.get(step)
+            samples = self._pending.pop(step, None)
             if not samples:
                 continue
             row: dict[str, Any] = {"step": step, "samples": len(samples)}
@@ -108,7 +131,6 @@ class StepMetricsWriter:
             for row in new:
                 print(_progress_line(row), flush=True)
         return new
-
 
     def _poll_validation(self, verl_steps: dict[Any, dict[str, Any]]) -> None:
         rows = []

@@ -7,6 +7,7 @@ from typing import Sequence
 from agent_tune.envs.bfcl.data import ALL_CATEGORIES, SCORED_CATEGORIES, category_of, category_test_ids
 from agent_tune.envs.bfcl.splits import split_test_ids
 
+
 def select_test_ids(
     split: str | None = None,
     categories: Sequence[str] | None = None,

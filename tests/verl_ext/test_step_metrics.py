@@ -61,3 +61,25 @@ def test_validation_rounds_with_bfcl_overall(tmp_path: Path) -> None:
     assert row["bfcl/overall"] == 0.25  # the leaderboard's unweighted mean of the four categories
     w.poll()  # written once
     assert len((tmp_path / "val_metrics.jsonl").read_text().splitlines()) == 1
+
+
+def test_episode_files_are_read_incrementally(tmp_path: Path) -> None:
+    """Each episode record is read once; a half-written last line waits for the next poll."""
+    log, samples, out = tmp_path / "verl.jsonl", tmp_path / "samples", tmp_path / "metrics.jsonl"
+    path = samples / "samples-7.jsonl"
+    _write(path, [{"global_steps": 1, "acc": 1.0}])
+    with path.open("a") as f:
+        f.write('{"global_steps": 1, "acc": 0')  # being written
+    w = StepMetricsWriter(log, samples, out)
+    assert w.poll() == []  # verl has not logged step 1 yet
+    with path.open("a") as f:
+        f.write('.0}\n')
+    _write(log, [{"step": 1, "data": {"critic/score/mean": 0.5}}])
+    [row] = w.poll()
+    assert row["samples"] == 2 and row["acc"] == 0.5
+    with path.open("a") as f:
+        f.write(json.dumps({"global_steps": 2, "acc": 1.0}) + "\n")
+    _write(log, [{"step": 1, "data": {}}, {"step": 2, "data": {"critic/score/mean": 1.0}}])
+    [row] = w.poll()
+    assert row["step"] == 2 and row["samples"] == 1  # step 1's records were not counted again
+    assert w._pending == {}
