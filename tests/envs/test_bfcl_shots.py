@@ -1,0 +1,101 @@
+"""BFCL worked examples (shots): other scenarios only, never the row's answer, visible tools only,
+real results, and a prompt that fits the CPU main job's max_prompt_length."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from agent_tune.envs.bfcl.backend import BFCLBackend
+from agent_tune.envs.bfcl.calls import parse_call_string
+from agent_tune.envs.bfcl.data import load_entry
+from agent_tune.envs.bfcl.schema import tool_name, validate_arguments
+from agent_tune.envs.bfcl.shots import CLOSING_TEXT, choose_shots, scenario_of, shot_messages
+from agent_tune.envs.bfcl.splits import split_test_ids
+from agent_tune.parsing import get_tool_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from data_preprocess.bfcl import build_splits  # noqa: E402
+
+SEED = 42
+K = 2
+
+
+@pytest.fixture(scope="module")
+def train_rows() -> list[dict]:
+    splits = build_splits(SEED, shots=K)
+    assert all("shots" not in (r["extra_info"]["env"]["kwargs"] or {}) for s in ("val", "test") for r in splits[s])
+    return splits["train_base"] + splits["train"]
+
+
+def _shot_calls(messages: list[dict]) -> list:
+    hermes = get_tool_parser("hermes")
+    return [c for m in messages if m["role"] == "assistant" for c in hermes.parse(m["content"]).calls]
+
+
+def test_every_training_row_gets_k_shots_from_other_train_scenarios(train_rows: list[dict]) -> None:
+    train_scenarios = {scenario_of(t) for t in split_test_ids("train", SEED)}
+    for row in train_rows:
+        test_id = row["extra_info"]["test_id"]
+        shots = row["extra_info"]["env"]["kwargs"]["shots"]
+        assert len(shots) == K, test_id
+        assert all(scenario_of(s) != scenario_of(test_id) for s in shots), (test_id, shots)
+        assert all(scenario_of(s) in train_scenarios for s in shots)  # never a val/test scenario
+
+
+def test_shots_never_show_the_rows_answer_and_use_visible_tools(train_rows: list[dict]) -> None:
+    for row in train_rows:
+        test_id = row["extra_info"]["test_id"]
+        entry = load_entry(test_id)
+        messages = shot_messages(row["extra_info"]["env"]["kwargs"]["shots"])
+        text = "\n".join(str(m["content"]) for m in messages)
+        backend = BFCLBackend.for_entry(test_id)
+        gt = [parse_call_string(s, backend.param_names) for turn in entry.ground_truth for s in turn]
+        calls = _shot_calls(messages)
+        assert calls
+        for call in calls:
+            assert all((call.name, call.arguments) != (g.name, g.arguments) for g in gt), (test_id, call)
+        for s in (s for turn in entry.ground_truth for s in turn):
+            assert s not in text
+        visible = {tool_name(t): t for t in entry.functions}
+        for call in calls:
+            assert call.name in visible and not validate_arguments(visible[call.name], call.arguments), (test_id, call)
+
+
+def test_shot_turns_are_real_ground_truth_results() -> None:
+    messages = shot_messages(["multi_turn_base_44"])
+    entry = load_entry("multi_turn_base_44")
+    assert messages[0] == entry.question[0][0]
+    assert [m["role"] for m in messages] == ["user", "assistant"] + ["tool"] * len(entry.ground_truth[0]) + ["assistant"]
+    assert messages[-1]["content"] == CLOSING_TEXT
+    # the results are what the scenario's own backend returns for the calls
+    backend = BFCLBackend.for_entry("multi_turn_base_44")
+    for call, msg in zip(_shot_calls(messages), [m for m in messages if m["role"] == "tool"]):
+        assert msg["name"] == call.name and msg["content"] == backend.execute(call.name, call.arguments)
+
+
+def test_choice_is_reproducible_and_seeded() -> None:
+    pool = split_test_ids("train_base", SEED)
+    a = [choose_shots(t, K, pool, SEED) for t in pool[:20]]
+    assert a == [choose_shots(t, K, pool, SEED) for t in pool[:20]]
+    assert a != [choose_shots(t, K, pool, SEED + 1) for t in pool[:20]]
+    assert choose_shots(pool[0], 0, pool, SEED) == []
+
+
+def test_prompt_with_shots_fits_the_cpu_config(train_rows: list[dict]) -> None:
+    from transformers import AutoTokenizer
+
+    from agent_tune.models.smollm2 import ensure_smollm2
+    from agent_tune.rollout import ChatRenderer
+
+    path = ensure_smollm2()
+    renderer = ChatRenderer(AutoTokenizer.from_pretrained(str(path)), template="smollm2_tools")
+    limit = OmegaConf.load(ROOT / "config" / "agent_tune_bfcl_cpu.yaml").data.max_prompt_length
+    base_rows = [r for r in train_rows if r["extra_info"]["category"] == "multi_turn_base"]
+    lengths = [len(renderer.render_prompt(r["prompt"], load_entry(r["extra_info"]["test_id"]).functions)) for r in base_rows]
+    assert max(lengths) <= limit, (max(lengths), limit)
