@@ -100,6 +100,34 @@ def episode_metrics(reward: float, info: Mapping[str, Any], num_turns: int, trun
     }
 
 
+def group_id(kwargs: Mapping[str, Any]) -> str:
+    """What identifies the sample's GRPO group: verl's ``uid`` (shared by the n samples of a prompt),
+    else the trainer step and the row's index."""
+    if kwargs.get("uid") is not None:
+        return str(kwargs["uid"])
+    extra = kwargs.get("extra_info") or {}
+    return f"{kwargs.get('global_steps')}:{extra.get('index', kwargs.get('index'))}"
+
+
+def collapse_fields(kwargs: Mapping[str, Any], info: Mapping[str, Any], step_infos: list[dict[str, Any]],
+                    num_generations: int, done: bool) -> dict[str, Any]:
+    """Per-episode fields for collapse monitoring (``verl_ext.step_metrics`` aggregates them per step):
+    the GRPO group, decoded tool calls, generations, and generations whose step reported a format error.
+
+    When the env ended the episode (``done``) the last step's info holds the episode's final metrics, so
+    its ``format_errors`` is the episode total (BFCL): that step's own count is the total minus the
+    earlier steps'."""
+    errors = [int(s.get("format_errors") or 0) for s in step_infos]
+    if done and errors:
+        errors[-1] -= sum(errors[:-1])
+    return {
+        "group": group_id(kwargs),
+        "tool_calls": int(info.get("num_calls", 0)),
+        "num_generations": int(num_generations),
+        "format_error_generations": sum(1 for e in errors if e > 0),
+    }
+
+
 @register(LOOP_NAME)
 class AgentTuneLoop(AgentLoopBase):
     """Plays one row's environment with agent-tune's episode runner."""
@@ -149,7 +177,9 @@ class AgentTuneLoop(AgentLoopBase):
         if samples_dir:
             sample = {"global_steps": kwargs.get("global_steps"), "split": extra.get("split", "train"),
                       "data_source": kwargs.get("data_source"), "reward": float(result.reward),
-                      "response_length": len(traj), **metrics}
+                      "response_length": len(traj), **metrics,
+                      **collapse_fields(kwargs, result.info, result.step_infos, result.num_turns,
+                                         result.termination == "done")}
             append_jsonl(os.path.join(str(samples_dir), f"samples-{os.getpid()}.jsonl"), [sample])
         dump_dir = self.options.get("dump_rollouts_dir")
         if dump_dir:

@@ -10,11 +10,18 @@ Validation rounds go to ``val_metrics.jsonl`` beside it: verl's per-data-source 
 (``val-core/<data_source>/acc/mean@N``) and, for BFCL, the leaderboard's multi-turn overall (the
 unweighted mean of the four scored categories). A background thread polls while the trainer runs
 (:func:`follow`).
+
+Collapse monitoring (:func:`collapse_metrics`), per step: tool calls per generation, generations per
+episode, the zero-call rate (episodes without a decoded call), the format-error rate (generations whose
+step reported a format error) and ``groups_with_signal``, the fraction of GRPO groups (the samples of
+one prompt) whose rewards are not all equal: only those carry a policy gradient. A step where no group
+does is logged as a warning.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from pathlib import Path
@@ -34,6 +41,34 @@ VERL_KEYS = {
 # per-sample keys of the agent loop (verl_ext.agent_loop.METRIC_KEYS) averaged per step
 SAMPLE_KEYS = ("acc", "progress", "format_errors", "num_steps", "num_turns", "truncated")
 EVAL_SPLITS = ("val", "test")
+
+logger = logging.getLogger(__name__)
+
+
+def collapse_metrics(samples: list[dict[str, Any]]) -> dict[str, float]:
+    """Collapse indicators of one step's training episodes (records of ``verl_ext.agent_loop``).
+
+    Episodes without the fields (an older agent loop) are left out; nothing is returned without any.
+    """
+    recs = [s for s in samples if isinstance(s.get("num_generations"), (int, float)) and "tool_calls" in s]
+    out: dict[str, float] = {}
+    if not recs:
+        return out
+    generations = sum(float(s["num_generations"]) for s in recs)
+    calls = sum(float(s["tool_calls"]) for s in recs)
+    out["tool_calls_per_generation"] = calls / generations if generations else 0.0
+    out["generations_per_episode"] = generations / len(recs)
+    out["zero_call_rate"] = sum(1 for s in recs if not s["tool_calls"]) / len(recs)
+    errors = sum(float(s.get("format_error_generations", 0)) for s in recs)
+    out["format_error_rate"] = errors / generations if generations else 0.0
+    groups: dict[Any, list[float]] = {}
+    for s in recs:
+        if "group" in s and isinstance(s.get("reward"), (int, float)):
+            groups.setdefault(s["group"], []).append(float(s["reward"]))
+    if groups:
+        out["groups"] = float(len(groups))
+        out["groups_with_signal"] = sum(1 for r in groups.values() if len(set(r)) > 1) / len(groups)
+    return out
 
 
 def validation_summary(data: dict[str, Any]) -> dict[str, float]:
@@ -120,6 +155,10 @@ class StepMetricsWriter:
                 values = [float(s[key]) for s in samples if isinstance(s.get(key), (int, float))]
                 if values:
                     row[key] = sum(values) / len(values)
+            row.update(collapse_metrics(samples))
+            if row.get("groups_with_signal") == 0.0:
+                logger.warning("step %s: no GRPO group carries gradient (all %d groups have equal rewards; "
+                               "reward %s); the update does nothing", step, int(row["groups"]), row.get("reward"))
             new.append(row)
         self._poll_validation(verl_steps)
         if new:
@@ -152,7 +191,8 @@ class StepMetricsWriter:
 
 def _progress_line(row: dict[str, Any]) -> str:
     parts = [f"[agent-tune] step {row['step']}"]
-    for key in ("reward", "acc", "progress", "format_errors", "response_length", "step_time_s"):
+    for key in ("reward", "acc", "progress", "format_errors", "groups_with_signal", "pg_loss", "response_length",
+                "step_time_s"):
         if key in row:
             parts.append(f"{key}={row[key]:.3g}")
     return " ".join(parts)

@@ -12,7 +12,7 @@ from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_
 from agent_tune.envs.bfcl.data import load_entry  # noqa: E402
 from agent_tune.envs.bfcl.replay import ground_truth_responses  # noqa: E402
 from agent_tune.parsing import get_tool_parser  # noqa: E402
-from verl_ext.agent_loop import LOOP_NAME, AgentTuneLoop  # noqa: E402
+from verl_ext.agent_loop import LOOP_NAME, AgentTuneLoop, collapse_fields, group_id  # noqa: E402
 
 
 class ScriptedServerManager:
@@ -132,3 +132,16 @@ async def test_retool_episode_through_verl_loop(qwen_tok) -> None:
     env_text = qwen_tok.decode([t for t, m in zip(out.response_ids, out.response_mask) if m == 0])
     assert "<interpreter>\n5050\n</interpreter>" in env_text
     assert [t for t, m in zip(out.response_ids, out.response_mask) if m == 1] == server.emitted
+
+
+def test_collapse_fields_group_and_format_error_generations() -> None:
+    assert group_id({"uid": "u1", "global_steps": 3, "extra_info": {"index": 7}}) == "u1"  # verl's group id
+    assert group_id({"global_steps": 3, "extra_info": {"index": 7}}) == "3:7"
+    # the env ended the episode: the last step's info carries the episode total (4), its own errors are 4 - 1 - 0 = 3
+    steps = [{"format_errors": 1}, {"format_errors": 0}, {"format_errors": 4}]
+    fields = collapse_fields({"uid": "u"}, {"num_calls": 5}, steps, num_generations=3, done=True)
+    assert fields == {"group": "u", "tool_calls": 5, "num_generations": 3, "format_error_generations": 2}
+    # the same total, no error in the last step itself
+    assert collapse_fields({}, {}, [{"format_errors": 1}, {"format_errors": 1}], 2, done=True)["format_error_generations"] == 1
+    # truncated (not done): step infos are per step
+    assert collapse_fields({}, {}, [{"format_errors": 1}, {"format_errors": 1}], 3, done=False)["format_error_generations"] == 2
