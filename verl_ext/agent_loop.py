@@ -112,7 +112,8 @@ def group_id(kwargs: Mapping[str, Any]) -> str:
 def collapse_fields(kwargs: Mapping[str, Any], info: Mapping[str, Any], step_infos: list[dict[str, Any]],
                     num_generations: int, done: bool) -> dict[str, Any]:
     """Per-episode fields for collapse monitoring (``verl_ext.step_metrics`` aggregates them per step):
-    the GRPO group, decoded tool calls, generations, and generations whose step reported a format error.
+    the GRPO group, decoded tool calls, those the env ran (``calls`` of its step infos: valid calls),
+    generations, and generations whose step reported a format error.
 
     When the env ended the episode (``done``) the last step's info holds the episode's final metrics, so
     its ``format_errors`` is the episode total (BFCL): that step's own count is the total minus the
@@ -123,6 +124,7 @@ def collapse_fields(kwargs: Mapping[str, Any], info: Mapping[str, Any], step_inf
     return {
         "group": group_id(kwargs),
         "tool_calls": int(info.get("num_calls", 0)),
+        "valid_calls": sum(len(s.get("calls") or []) for s in step_infos),
         "num_generations": int(num_generations),
         "format_error_generations": sum(1 for e in errors if e > 0),
     }

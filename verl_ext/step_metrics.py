@@ -11,8 +11,8 @@ Validation rounds go to ``val_metrics.jsonl`` beside it: verl's per-data-source 
 unweighted mean of the four scored categories). A background thread polls while the trainer runs
 (:func:`follow`).
 
-Collapse monitoring (:func:`collapse_metrics`), per step: tool calls per generation, generations per
-episode, the zero-call rate (episodes without a decoded call), the format-error rate (generations whose
+Collapse monitoring (:func:`collapse_metrics`), per step: tool calls per generation, the valid-call
+rate (calls the env ran / decoded calls), generations per episode, the zero-call rate (episodes without a decoded call), the format-error rate (generations whose
 step reported a format error) and ``groups_with_signal``, the fraction of GRPO groups (the samples of
 one prompt) whose rewards are not all equal: only those carry a policy gradient. A step where no group
 does is logged as a warning.
@@ -57,6 +57,7 @@ def collapse_metrics(samples: list[dict[str, Any]]) -> dict[str, float]:
     generations = sum(float(s["num_generations"]) for s in recs)
     calls = sum(float(s["tool_calls"]) for s in recs)
     out["tool_calls_per_generation"] = calls / generations if generations else 0.0
+    out["valid_call_rate"] = sum(float(s.get("valid_calls", 0)) for s in recs) / calls if calls else 0.0
     out["generations_per_episode"] = generations / len(recs)
     out["zero_call_rate"] = sum(1 for s in recs if not s["tool_calls"]) / len(recs)
     errors = sum(float(s.get("format_error_generations", 0)) for s in recs)

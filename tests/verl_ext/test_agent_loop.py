@@ -138,9 +138,10 @@ def test_collapse_fields_group_and_format_error_generations() -> None:
     assert group_id({"uid": "u1", "global_steps": 3, "extra_info": {"index": 7}}) == "u1"  # verl's group id
     assert group_id({"global_steps": 3, "extra_info": {"index": 7}}) == "3:7"
     # the env ended the episode: the last step's info carries the episode total (4), its own errors are 4 - 1 - 0 = 3
-    steps = [{"format_errors": 1}, {"format_errors": 0}, {"format_errors": 4}]
+    steps = [{"format_errors": 1, "calls": ["ls()"]}, {"format_errors": 0, "calls": ["cd(folder='a')", "pwd()"]},
+             {"format_errors": 4}]
     fields = collapse_fields({"uid": "u"}, {"num_calls": 5}, steps, num_generations=3, done=True)
-    assert fields == {"group": "u", "tool_calls": 5, "num_generations": 3, "format_error_generations": 2}
+    assert fields == {"group": "u", "tool_calls": 5, "valid_calls": 3, "num_generations": 3, "format_error_generations": 2}
     # the same total, no error in the last step itself
     assert collapse_fields({}, {}, [{"format_errors": 1}, {"format_errors": 1}], 2, done=True)["format_error_generations"] == 1
     # truncated (not done): step infos are per step

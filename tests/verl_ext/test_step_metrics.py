@@ -85,21 +85,22 @@ def test_episode_files_are_read_incrementally(tmp_path: Path) -> None:
     assert w._pending == {}
 
 
-def _episode(group: str, reward: float, calls: int, gens: int, err_gens: int = 0) -> dict:
-    return {"global_steps": 1, "group": group, "reward": reward, "tool_calls": calls, "num_generations": gens,
-            "format_error_generations": err_gens}
+def _episode(group: str, reward: float, calls: int, gens: int, err_gens: int = 0, valid: int = 0) -> dict:
+    return {"global_steps": 1, "group": group, "reward": reward, "tool_calls": calls, "valid_calls": valid,
+            "num_generations": gens, "format_error_generations": err_gens}
 
 
 def test_collapse_metrics_per_step(tmp_path: Path, caplog) -> None:
     log, samples, out = tmp_path / "verl.jsonl", tmp_path / "samples", tmp_path / "metrics.jsonl"
     # two groups of 2: "a" differs (0.25 vs 0), "b" does not (0 and 0)
-    _write(samples / "samples-1.jsonl", [_episode("a", 0.25, 2, 4, 1), _episode("a", 0.0, 0, 2),
+    _write(samples / "samples-1.jsonl", [_episode("a", 0.25, 2, 4, 1, valid=1), _episode("a", 0.0, 0, 2),
                                          _episode("b", 0.0, 0, 1), _episode("b", 0.0, 1, 1, 1)])
     _write(log, [{"step": 1, "data": {"critic/score/mean": 0.0625, "actor/pg_loss": -0.01}}])
     [row] = StepMetricsWriter(log, samples, out).poll()
     assert row["groups"] == 2 and row["groups_with_signal"] == 0.5
     assert row["tool_calls_per_generation"] == 3 / 8  # 3 calls over 4 + 2 + 1 + 1 generations
     assert row["generations_per_episode"] == 2.0
+    assert row["valid_call_rate"] == 1 / 3  # 1 of the 3 decoded calls ran
     assert row["zero_call_rate"] == 0.5
     assert row["format_error_rate"] == 2 / 8
     assert row["pg_loss"] == -0.01
