@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from agent_tune.envs.bfcl.data import SCORED_CATEGORIES
+from agent_tune.rollout.episode_metrics import METRIC_KEYS
 
 # verl metric -> our name
 VERL_KEYS = {
@@ -31,8 +32,8 @@ VERL_KEYS = {
     "actor/pg_loss": "pg_loss",
     "actor/entropy": "entropy",
 }
-# per-sample keys of the agent loop (verl_ext.agent_loop.METRIC_KEYS) averaged per step
-SAMPLE_KEYS = ("acc", "progress", "format_errors", "num_steps", "num_turns", "truncated")
+# per-sample keys of the agent loop averaged per step
+SAMPLE_KEYS = METRIC_KEYS
 EVAL_SPLITS = ("val", "test")
 
 

@@ -18,9 +18,9 @@ ENTRY_POINT_GROUP = "agent_tune.envs"
 
 # Built-in environments: name -> "module:Class", imported on first use.
 _BUILTIN: dict[str, str] = {
-    "bfcl": "agent_tune.envs.bfcl.env:BFCLEnv",
-    "retool": "agent_tune.envs.retool:ReToolEnv",
-    "toolcall": "agent_tune.envs.toolcall:ToolCallEnv",
+    "bfcl": "agent_tune.envs.bfcl.env:BFCLToolEnv",
+    "retool": "agent_tune.envs.retool:ReToolToolEnv",
+    "toolcall": "agent_tune.envs.toolcall:ToolCallToolEnv",
 }
 
 _registered: dict[str, type[BaseToolEnv] | str] = dict(_BUILTIN)

@@ -10,7 +10,7 @@ import pytest
 
 from agent_tune.envs import BaseToolEnv, Observation, StepResult, UnknownEnvError, env_names, make_env, register_env
 from agent_tune.envs import registry
-from agent_tune.envs.bfcl.env import BFCLEnv
+from agent_tune.envs.bfcl.env import BFCLToolEnv
 
 
 class _EchoEnv(BaseToolEnv):
@@ -36,7 +36,7 @@ class _EchoEnv(BaseToolEnv):
 
 def test_builtin_names_resolve() -> None:
     assert {"bfcl", "retool"} <= set(env_names())
-    assert isinstance(make_env("bfcl", test_id="multi_turn_base_1"), BFCLEnv)
+    assert isinstance(make_env("bfcl", test_id="multi_turn_base_1"), BFCLToolEnv)
 
 
 def test_register_decorator_and_dotted_path() -> None:
@@ -45,7 +45,7 @@ def test_register_decorator_and_dotted_path() -> None:
     env = make_env(f"{__name__}:_EchoEnv")
     assert isinstance(env, _EchoEnv)
     with pytest.raises(ValueError, match="already registered"):
-        register_env("echo_test")(BFCLEnv)
+        register_env("echo_test")(BFCLToolEnv)
     with pytest.raises(TypeError):
         register_env("not_an_env")(object)
 

@@ -1,4 +1,4 @@
-"""The BFCL multi-turn environment ("bfcl").
+"""The BFCL multi-turn environment ("bfcl", :class:`BFCLToolEnv`).
 
 One instance plays one entry of BFCL v4 multi-turn (base, miss_func, miss_param, long_context, and
 the unscored composite) against the executable backends bfcl-eval ships, and scores it with
@@ -6,8 +6,11 @@ BFCL's own rule (``scoring.py``).
 
 Protocol, per user turn: the policy answers; if the answer holds tool calls they run and their
 results come back as ``tool`` messages, and the policy answers again; an answer with no tool call
-ends the turn, which is then scored, and the next user question (or the announcement of held-back
-functions, in miss_func) is shown.
+(:meth:`BFCLToolEnv.stop`) ends the turn, which is then scored, and the next user question (or the
+announcement of held-back functions, in miss_func) is shown. A step is the contract's three moves:
+``extract_tool_calls`` (reasoning stripped, then the tool-call parser), the calls run on the episode's
+backend (or are rejected, in training mode), ``format_tool_response`` renders one ``tool`` message per
+result.
 
 Two modes:
 
@@ -29,7 +32,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, StepResult
+from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, StepResult, ToolResult
 from agent_tune.envs.bfcl.backend import BFCLBackend
 from agent_tune.envs.bfcl.calls import to_call_string
 from agent_tune.envs.bfcl.data import BFCLEntry, ensure_bfcl_project_root, load_entry
@@ -37,7 +40,8 @@ from agent_tune.envs.bfcl.ground_truth import ground_truth_trace
 from agent_tune.envs.bfcl.schema import tool_name, validate_arguments
 from agent_tune.envs.bfcl.scoring import TurnVerdict, score_turn
 from agent_tune.envs.registry import register_env
-from agent_tune.parsing import ParsedResponse, ToolCall, get_reasoning_parser, get_tool_parser
+from agent_tune.parsing import ParsedResponse, ToolCall
+from agent_tune.parsing.response import ResponseParser
 
 # bfcl-eval's user message when held-back functions become available (FC mode).
 ADDITIONAL_FUNCTION_PROMPT = "I have updated some more functions you can choose from. What about now?"
@@ -45,15 +49,8 @@ ADDITIONAL_FUNCTION_PROMPT = "I have updated some more functions you can choose 
 REWARD_KINDS = ("progress", "accuracy", "progress_format")
 
 
-def _tool_message(content: str, name: str | None = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": "tool", "content": content}
-    if name is not None:
-        msg["name"] = name
-    return msg
-
-
 @register_env("bfcl")
-class BFCLEnv(BaseToolEnv):
+class BFCLToolEnv(BaseToolEnv):
     """BFCL v4 multi-turn function calling, executed on bfcl-eval's backends and scored like the leaderboard."""
 
     description = "BFCL v4 multi-turn function calling on bfcl-eval's executable backends, scored as BFCL scores it"
@@ -81,8 +78,7 @@ class BFCLEnv(BaseToolEnv):
         ensure_bfcl_project_root()
         self.test_id = test_id
         self.eval_mode = eval_mode
-        self.tool_parser = get_tool_parser(tool_parser)
-        self.reasoning_parser = get_reasoning_parser(reasoning_parser)
+        self.parser = ResponseParser(tool_parser, reasoning_parser)
         self.max_steps_per_turn = max_steps_per_turn
         self.max_steps_per_episode = max_steps_per_episode
         self.reward_kind = reward
@@ -146,13 +142,26 @@ class BFCLEnv(BaseToolEnv):
 
     # ------------------------------------------------------------------ parsing
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        """Strip reasoning with the reasoning parser, then decode calls with the tool-call parser."""
-        _, content = self.reasoning_parser.parse(raw_response)
-        return self.tool_parser.parse(content)
+        """Strip reasoning with the reasoning parser, then decode calls with the tool-call parser.
+        """
+        return self.parser.parse(raw_response)[1]
 
-    def format_tool_response(self, results: Sequence[Any]) -> Observation:
-        """One ``tool`` message per result, in call order (as bfcl-eval's FC handlers send them)."""
-        return Observation(messages=[_tool_message(str(r)) for r in results], tools=self.tools)
+    def stop(self, raw_response: str) -> bool:
+        """True if the answer ends the user turn: no decodable call in eval mode (BFCL drops malformed
+        blocks silently), no call block at all in training mode (a malformed block is answered)."""
+        parsed = self.extract_tool_calls(raw_response)
+        return not parsed.calls if self.eval_mode else not parsed.has_tool_call_attempt
+
+    def format_tool_response(self, results: Sequence[ToolResult]) -> Observation:
+        """One ``tool`` message per result, in call order (as bfcl-eval's FC handlers send them),
+        named after the function when there is one."""
+        messages = []
+        for r in results:
+            msg: dict[str, Any] = {"role": "tool", "content": r.content}
+            if r.name is not None:
+                msg["name"] = r.name
+            messages.append(msg)
+        return Observation(messages=messages, tools=self.tools)
 
     def _reject_reason(self, call: ToolCall) -> str | None:
         tool = self._tools.get(call.name)
@@ -164,37 +173,22 @@ class BFCLEnv(BaseToolEnv):
     # ------------------------------------------------------------------ stepping
     def step(self, raw_response: str) -> StepResult:
         if self._done:
-            raise RuntimeError("bfcl env: step() after the episode ended; call reset()")
+            raise EnvStateError("bfcl env: step() with no episode running; call reset() first")
         self._num_steps += 1
         parsed = self.extract_tool_calls(raw_response)
         step_format_errors = len(parsed.errors)
-        if not parsed.calls and (not parsed.errors or self.eval_mode):
-            # No decodable call: the policy has finished this user turn.
+        if self.stop(raw_response):  # the policy has finished this user turn
             self._format_errors += step_format_errors
             return self._end_turn(forced=False, pending=[], step_info={"format_errors": step_format_errors})
 
         self._steps_in_turn += 1
-        messages: list[dict[str, Any]] = []
-        executed: list[str] = []
-        for call in parsed.calls:
-            self._num_calls += 1
-            reason = self._reject_reason(call)
-            if reason is not None:
-                step_format_errors += 1
-                if not self.eval_mode:  # strict: nothing runs, the model is told why
-                    messages.append(_tool_message(f"Error: {reason}", call.name))
-                    continue
-            result = self._model.execute(call.name, call.arguments)
-            self._all_model_results.append(result)
-            executed.append(to_call_string(call))
-            messages.append(_tool_message(result, call.name))
-        if not self.eval_mode:
-            for err in parsed.errors:
-                messages.append(_tool_message(f"Error: tool call #{err.index + 1} could not be parsed: {err.reason}"))
+        results, executed, rejected = self._run_calls(parsed)
+        step_format_errors += rejected
         self._format_errors += step_format_errors
         if executed:
             self._turn_acted = True
             self._decoded[self._turn].append(executed)
+        messages = self.format_tool_response(results).messages
         step_info = {"format_errors": step_format_errors, "calls": executed}
 
         if self._steps_in_turn > self.max_steps_per_turn:
@@ -205,6 +199,33 @@ class BFCLEnv(BaseToolEnv):
         if self.max_steps_per_episode is not None and self._num_steps >= self.max_steps_per_episode:
             return self._finish(messages, step_info, reason="max_steps_per_episode")
         return StepResult(Observation(messages=messages, tools=self.tools), 0.0, False, {"turn": self._turn, **step_info})
+
+    def _run_calls(self, parsed: ParsedResponse) -> tuple[list[ToolResult], list[str], int]:
+        """Run the decoded calls on the backend: (results in call order, BFCL call strings run, rejected).
+
+        Training mode is strict: a call to an invisible function or with schema-breaking arguments
+        does not run, and the model is told why; an undecodable block is answered too. Eval mode runs
+        every decoded call as bfcl-eval's engine does and drops undecodable blocks silently.
+        """
+        results: list[ToolResult] = []
+        executed: list[str] = []
+        rejected = 0
+        for call in parsed.calls:
+            self._num_calls += 1
+            reason = self._reject_reason(call)
+            if reason is not None:
+                rejected += 1
+                if not self.eval_mode:
+                    results.append(ToolResult(f"Error: {reason}", call.name, error=True))
+                    continue
+            result = self._model.execute(call.name, call.arguments)
+            self._all_model_results.append(result)
+            executed.append(to_call_string(call))
+            results.append(ToolResult(result, call.name))
+        if not self.eval_mode:
+            for err in parsed.errors:
+                results.append(ToolResult(f"Error: tool call #{err.index + 1} could not be parsed: {err.reason}", error=True))
+        return results, executed, rejected
 
     def _end_turn(self, forced: bool, pending: list[dict[str, Any]], step_info: dict[str, Any]) -> StepResult:
         """Score the current turn, then show the next question or finish the episode."""
@@ -243,7 +264,7 @@ class BFCLEnv(BaseToolEnv):
     def finalize(self, reason: str = "truncated") -> StepResult:
         """End the episode now (e.g. the token budget ran out); unfinished turns count as failed."""
         if self._done:
-            raise RuntimeError("bfcl env: finalize() after the episode ended")
+            raise EnvStateError("bfcl env: finalize() with no episode running")
         return self._finish([], {}, reason=reason)
 
     # ------------------------------------------------------------------ results
