@@ -70,6 +70,8 @@ class Llama3JsonToolParser(ToolCallParser):
         out.content = "".join(content).strip()
         if out.content:
             whole_response_only(out, f"the response holds text besides the calls; write only the calls: {FORM}")
+        elif out.errors:
+            whole_response_only(out, f"another call in the response is malformed, so none is read; write {FORM}")
         return out
 
     def format_calls(self, calls: list[ToolCall], content: str = "") -> str:

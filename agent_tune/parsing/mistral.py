@@ -37,6 +37,8 @@ class MistralToolParser(ToolCallParser):
         out.content = "".join(content).strip()
         if out.content:
             whole_response_only(out, f"the response holds text besides the calls; write only {FORM}")
+        elif out.errors:
+            whole_response_only(out, f"another call in the response is malformed, so none is read; write {FORM}")
         return out
 
     def format_calls(self, calls: list[ToolCall], content: str = "") -> str:
@@ -88,7 +90,7 @@ def _parse_segment(seg: str, out: ParsedResponse) -> str:
         pos = _json.skip_ws(seg, end)
         if seg[pos : pos + 1] == ",":
             pos = _json.skip_ws(seg, pos + 1)
-        elif seg[pos : pos + 1] != "]":
+        elif pos < len(seg) and seg[pos : pos + 1] != "]":
             fail(seg[pos:], "expected ',' or ']' between tool calls in the array")
             return ""
     return seg[pos + 1 :]
