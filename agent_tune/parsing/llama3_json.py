@@ -1,10 +1,13 @@
 """Llama 3.1 / 3.2 JSON tool calls: ``{"name": ..., "parameters": {...}}``.
 
-An optional ``<|python_tag|>`` may precede the calls; several calls are separated by ``;`` or newlines.
-A ``{`` at the start of the response (or of what follows the tag), of a line, or after ``;`` opens a
-candidate. A candidate that decodes to an object with a ``"name"`` is a call (``"arguments"`` is
-accepted for ``"parameters"``); one that fails to decode is an error only if it starts like a call
-(``{"name"``); anything else, JSON or not, is content.
+Accepted (what bfcl-eval's Llama 3.1 handler reads): a response that is only the calls, JSON objects
+with a string ``"name"`` and an object ``"parameters"``, separated by ``;``, optionally after a leading
+``<|python_tag|>`` and before ``<|eom_id|>``/``<|eot_id|>``. A ``{`` at the start of the response, of a
+line, or after ``;`` opens a candidate; one that decodes to an object with a ``"name"``, or fails to
+decode but starts like a call (``{"name"``), is a call attempt; other JSON and text stay content.
+Rejected as errors: ``"arguments"`` instead of ``"parameters"``, ``parameters`` missing, null or a JSON
+string, calls not separated by ``;``, and, because the scorer decodes the whole response, every call
+of a response that also holds text or a malformed call. See docs/parsing.md.
 """
 
 from __future__ import annotations

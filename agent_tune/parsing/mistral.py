@@ -1,11 +1,14 @@
 """Mistral tool calls, in both forms the family uses.
 
-* v0.3 style: ``[TOOL_CALLS] [{"name": "f", "arguments": {...}}, ...]`` (a single object is accepted too);
-* newer tokenizers (v11+): ``[TOOL_CALLS]f[ARGS]{...}`` repeated per call, optionally with
-  ``[CALL_ID]id`` after the name (the id is ignored).
+* v0.3 style (scored by bfcl-eval's Mistral FC handler, which ``json.loads`` the whole response):
+  ``[TOOL_CALLS] [{"name": "f", "arguments": {...}}, ...]``;
+* newer tokenizers (v11+, no bfcl-eval scorer; vLLM's mistral parser reads it):
+  ``[TOOL_CALLS]f[ARGS]{...}`` repeated per call, optionally with ``[CALL_ID]id`` after the name.
 
-Text before the first ``[TOOL_CALLS]`` and after each decoded JSON value is content. In an array, the
-elements before a malformed one are kept; the malformed one and the rest become one error.
+Rejected as errors: a bare object instead of an array, ``arguments`` missing, null or a JSON string,
+an unterminated or malformed array, and, because the scorer reads the whole response as the calls,
+every call of a response that also holds text (before ``[TOOL_CALLS]`` or after the calls) or a
+malformed call. ``format_calls`` writes the array form alone. See docs/parsing.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
 """Pythonic tool calls: ``[f(a=1), g(b='x')]`` (Llama 3.2 / BFCL prompting style).
 
-The list may be surrounded by text or sit in a ```python fence; a response that is a single bare call
-``f(a=1)`` is accepted too. The text is parsed with ``ast`` and the syntax tree is read through a
-whitelist; nothing is ever evaluated. Allowed argument values: str/int/float/bool/None literals,
-``-``/``+`` on numbers, lists, tuples (become lists) and dicts of those. Positional arguments, nested
-calls, names, attribute calls (``a.b(...)``), ``**kwargs`` and every other expression are errors.
+Accepted (what bfcl-eval's ``default_decode_execute_prompting`` reads): a response that is only the call
+list, or bare calls ``f(a=1)`` / ``f(a=1), g(b=2)`` (the scorer adds the brackets), optionally in a
+plain triple-backtick fence or after ``<|python_tag|>``; dotted names (``math.factorial``) as the scorer joins
+them. The text is parsed with ``ast`` and read through a whitelist; nothing is ever evaluated. Allowed
+argument values: str/int/float/bool/None literals, ``-``/``+`` on numbers, lists, tuples (become lists)
+and dicts of those. Errors: positional arguments, nested calls, names, ``**kwargs`` and every other
+expression; a call list with text around it or in a triple-backtick ``python`` fence (the scorer then reads no
+call) makes every call of the response an error. See docs/parsing.md.
 """
 
 from __future__ import annotations
