@@ -48,10 +48,11 @@ _MISSING = re.compile(
 _TYPE_ERROR = re.compile(r"unexpected keyword argument|required positional argument|positional argument", re.I)
 _STOPWORDS = frozenset(
     "a an the to of in on for is are be been was were and or not no with by from at as it its this that these "
-    "there here please must need needs can cannot can't when before after all any user tool belongs which "
+    "there here please must need needs can cannot can't when before after all any tool belongs which "
     "provides allows used given current currently specified specific".split()
 )
 _GENERIC_PARAM_WORDS = frozenset({"id", "name", "number"})
+_TYPE_WORDS = {"number": ("number", "integer"), "integer": ("integer",), "list": ("array",), "string": ("string",)}
 _LISTER_WORDS = frozenset({"list", "ls", "all", "history"})
 _QUERY_PREFIXES = ("get", "list", "ls", "view", "display", "search", "find", "check", "estimate")
 
@@ -257,18 +258,21 @@ class HintBuilder:
             return None
         param = params[0]
         spec = self._params(name).get(param, {})
-        keywords = set(_words(param)) | set(_words(str(spec.get("description", "")))) | set(_words(message))
-        keywords -= {"id", "name"}
+        # The object's words: the parameter's, its doc's and the message's, less the failing
+        # function's own action words ("send_message" is not about messages to list).
+        param_words = set(_words(param))
+        keywords = param_words | set(_words(str(spec.get("description", "")))) | set(_words(message))
+        keywords -= _GENERIC_PARAM_WORDS | (self._tool_words(name)[0] - param_words)
         listers = []
         for cand in self._class_tools(name):
-            name_words, doc_words = self._tool_words(cand)
-            first = set(_words(_doc_text(self.tools[cand]).split(".")[0]))
-            if (name_words | first) & _LISTER_WORDS:
+            first = set(_raw_words(cand)) | set(_raw_words(_doc_text(self.tools[cand]).split(".")[0]))
+            if first & _LISTER_WORDS:
                 listers.append(cand)
-        producers = [
+        producers = [  # functions whose documented response returns this kind of value (not echoing it)
             t for t in self._class_tools(name)
-            if param in _response_fields(self._owner.get(t, "")).get(t, ()) and t not in listers
-        ] if self._owner.get(name) else []
+            if t not in listers and param not in self._params(t)
+            and param in _response_fields(self._owner[t]).get(t, ())
+        ] if name in self._owner else []
         lister = self._best(listers, keywords)
         if lister is None and not producers:
             return None
@@ -281,6 +285,10 @@ class HintBuilder:
 
     def _bad_value(self, name: str, arguments: Mapping[str, Any], message: str) -> Hint | None:
         params = self._implicated(name, arguments, message)
+        if not params:  # "Both inputs must be numbers", "... of an empty list": parameters of the named type
+            words = set(_raw_words(message))
+            types = {t for word, ts in _TYPE_WORDS.items() if word in words for t in ts}
+            params = [p for p, spec in self._params(name).items() if spec.get("type") in types]
         if not params:
             return None
         return Hint("bad_value", "Check " + "; ".join(self._describe(name, p) for p in params) + ".")
