@@ -301,3 +301,47 @@ def test_hints_never_leak_ground_truth_values() -> None:
     assert not leaks, "\n".join(leaks[:20])
     for kind in HINT_KINDS:
         assert kinds[kind] > 0, f"no {kind} hint produced: {dict(kinds)}"
+
+
+# ---------------------------------------------------------------------- plain observations unchanged
+def test_observations_match_bfcl_engine_while_hints_are_built() -> None:
+    """Building hints reads nothing it could change: the backend's results, hint or not, are
+    byte for byte what bfcl-eval's engine returns for the same calls, and ``with_hint(r, None) == r``."""
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
+
+    from agent_tune.envs.bfcl.calls import to_call_string
+    from agent_tune.parsing import ToolCall
+
+    hinted = 0
+    for n, test_id in enumerate(split_test_ids("train")[::10]):
+        entry = load_entry(test_id)
+        backend = BFCLBackend.for_entry(test_id)
+        visible_by_turn = tools_by_turn(entry.functions, entry.missed_function, entry.num_turns)
+        model_name = f"agent_tune_hints_check_{n}"
+        try:
+            for turn, strings in enumerate(entry.ground_truth):
+                tools = visible_by_turn[turn]
+                builder = HintBuilder(backend, tools)
+                calls = [parse_call_string(s, backend.param_names) for s in strings if syntax_error_text(s) is None]
+                played: list[tuple[str, dict[str, Any]]] = []
+                for i, call in enumerate(calls):
+                    for name, arguments in _perturbations(call, calls[i + 1:], [], tools) + [(call.name, call.arguments)]:
+                        if name in tools and not validate_arguments(tools[name], arguments):
+                            played.append((name, arguments))
+                ours = []
+                for name, arguments in played:
+                    result = backend.execute(name, arguments)
+                    hint = builder.for_result(name, arguments, result)
+                    hinted += hint is not None
+                    assert with_hint(result, None) == result
+                    ours.append(result)
+                theirs, _ = multi_turn_utils.execute_multi_turn_func_call(
+                    [to_call_string(ToolCall(name, arguments)) for name, arguments in played],
+                    entry.initial_config, entry.involved_classes, model_name, test_id, long_context=entry.long_context,
+                )
+                assert ours == theirs, test_id
+        finally:
+            module_globals = vars(multi_turn_utils)
+            for key in [k for k in module_globals if k.startswith(model_name)]:
+                del module_globals[key]
+    assert hinted > 0
