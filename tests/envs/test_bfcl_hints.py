@@ -24,7 +24,9 @@ from agent_tune.envs.bfcl.schema import tool_name, tools_by_turn, validate_argum
 from agent_tune.envs.bfcl.splits import split_test_ids
 
 
-def _episode(class_name: str, state_ok: Callable[[BFCLBackend], bool] = lambda b: True) -> tuple[BFCLBackend, HintBuilder]:
+def _episode(
+    class_name: str, state_ok: Callable[[BFCLBackend], bool] = lambda b: True
+) -> tuple[BFCLBackend, HintBuilder]:
     """A fresh backend and hint builder for the first base entry involving ``class_name`` whose
     initial state satisfies ``state_ok``."""
     for test_id in category_test_ids("multi_turn_base"):
@@ -295,7 +297,8 @@ def test_hints_never_leak_ground_truth_values() -> None:
                     visible = seen + json.dumps(arguments) + str(arguments) + result + name
                     for secret in secrets:
                         if _occurs(secret, hint.text) and not _occurs(secret, visible):
-                            leaks.append(f"{test_id} turn {turn}: {name}({arguments}) -> {hint.text!r} reveals {secret!r}")
+                            leaks.append(f"{test_id} turn {turn}: {name}({arguments}) -> {hint.text!r} "
+                                         f"reveals {secret!r}")
                 seen += backend.execute(call.name, call.arguments)
     print(f"\nhints over {len(split_test_ids('train'))} training entries, {calls_tried} perturbed calls: {dict(kinds)}")
     assert not leaks, "\n".join(leaks[:20])
@@ -337,7 +340,8 @@ def test_observations_match_bfcl_engine_while_hints_are_built() -> None:
                     ours.append(result)
                 theirs, _ = multi_turn_utils.execute_multi_turn_func_call(
                     [to_call_string(ToolCall(name, arguments)) for name, arguments in played],
-                    entry.initial_config, entry.involved_classes, model_name, test_id, long_context=entry.long_context,
+                    entry.initial_config, entry.involved_classes, model_name, test_id,
+                    long_context=entry.long_context,
                 )
                 assert ours == theirs, test_id
         finally:

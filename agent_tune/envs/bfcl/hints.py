@@ -16,6 +16,9 @@ entry or its ground truth:
 
 Hints only name functions visible now and quote the visible tool docs and the call's own
 arguments; they never read the backend's state, so they cannot reveal what the model has not seen.
+(Listing the current state, e.g. the directory's entries when short, was tried: over the 400
+training entries it revealed ground-truth values not yet in the conversation in 600 hints, 55
+entries, so a missing-object hint names the listing function instead.)
 Rendering (:func:`with_hint`): ``observation + "\\nHint: " + hint``; without a hint the
 observation is returned unchanged, byte for byte.
 """
@@ -237,7 +240,8 @@ class HintBuilder:
         fix = self._best(candidates, keywords)
         if fix is None:
             return None
-        return Hint("precondition", f"{name} needs a precondition first: call {fix} ({_doc_text(self.tools[fix]).rstrip('.')}), then retry {name}.")
+        doc = _doc_text(self.tools[fix]).rstrip(".")
+        return Hint("precondition", f"{name} needs a precondition first: call {fix} ({doc}), then retry {name}.")
 
     def _implicated(self, name: str, arguments: Mapping[str, Any], message: str) -> list[str]:
         """Parameters the message is about: their value is quoted in it, or all their name's words are
@@ -298,7 +302,8 @@ class HintBuilder:
         close = difflib.get_close_matches(name, visible, n=3, cutoff=0.6)
         if not close:
             lowered = {v.lower().replace("_", ""): v for v in visible}
-            close = [lowered[m] for m in difflib.get_close_matches(name.lower().replace("_", ""), lowered, n=3, cutoff=0.6)]
+            matches = difflib.get_close_matches(name.lower().replace("_", ""), lowered, n=3, cutoff=0.6)
+            close = [lowered[m] for m in matches]
         if not close:
             keywords = set(_words(name))
             best = self._best(visible, keywords) if keywords else None
@@ -320,10 +325,13 @@ class HintBuilder:
             if arg not in params:
                 close = difflib.get_close_matches(arg, list(params), n=1, cutoff=0.5)
                 parts.append(f"'{arg}' is not a parameter" + (f" (did you mean '{close[0]}'?)" if close else ""))
-        bad_types = sorted({e.split("'")[1].split(".")[0].split("[")[0] for e in validate_arguments(self.tools[name], dict(arguments))
-                            if " must be " in e})
+        tool = self.tools[name]
+        bad_types = [  # parameters whose value is off their declared type/enum
+            p for p in params if p in arguments
+            and any(e.startswith(f"argument '{p}") for e in validate_arguments(tool, {p: arguments[p]}))
+        ]
         if bad_types:
-            parts.append("expected " + "; ".join(self._describe(name, p) for p in bad_types if p in params))
+            parts.append("expected " + "; ".join(self._describe(name, p) for p in bad_types))
         if not parts:
             return None
         return Hint("schema", f"{name} takes {', '.join(params) or 'no parameters'}: " + ". ".join(parts) + ".")
