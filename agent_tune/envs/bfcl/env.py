@@ -24,7 +24,10 @@ Two modes:
   block is reported back and the turn goes on; a turn that runs out of steps scores 0 and the
   episode moves on to the next question; turns with empty ground truth are scored too (they pass iff
   the model made no call: the right behaviour when the request cannot be served) unless
-  ``score_empty_turns=False``. The reward is configurable (``progress`` by default).
+  ``score_empty_turns=False``. The reward is configurable (``progress`` by default). With
+  ``augment=True`` (Environment Tuning's actionable augmentation) a failed or rejected call's
+  observation ends with a hint saying what would fix it (:mod:`agent_tune.envs.bfcl.hints`); scoring
+  never sees hints, and eval mode never augments.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from agent_tune.envs.bfcl.backend import BFCLBackend
 from agent_tune.envs.bfcl.calls import to_call_string
 from agent_tune.envs.bfcl.data import BFCLEntry, ensure_bfcl_project_root, load_entry
 from agent_tune.envs.bfcl.ground_truth import ground_truth_trace
+from agent_tune.envs.bfcl.hints import HintBuilder, with_hint
 from agent_tune.envs.bfcl.schema import tool_name, validate_arguments
 from agent_tune.envs.bfcl.scoring import TurnVerdict, score_turn
 from agent_tune.envs.registry import register_env
@@ -68,6 +72,7 @@ class BFCLToolEnv(BaseToolEnv):
         max_penalized_format_errors: int = 5,
         score_empty_turns: bool | None = None,
         system_prompt: str | None = None,
+        augment: bool = False,
     ) -> None:
         if reward not in REWARD_KINDS:
             raise ValueError(f"bfcl env: reward={reward!r} is not one of {', '.join(REWARD_KINDS)}")
@@ -88,6 +93,7 @@ class BFCLToolEnv(BaseToolEnv):
         if eval_mode and self.score_empty_turns:
             raise ValueError("bfcl env: score_empty_turns=True contradicts eval_mode=True (BFCL does not score them)")
         self.system_prompt = system_prompt
+        self.augment = augment and not eval_mode
         self.entry: BFCLEntry | None = None
         self._done = True
 
@@ -106,6 +112,7 @@ class BFCLToolEnv(BaseToolEnv):
         self._model = BFCLBackend.for_entry(test_id)
         self._gt = ground_truth_trace(test_id)
         self._tools: dict[str, dict[str, Any]] = {tool_name(t): t for t in entry.functions}
+        self._hints = HintBuilder(self._model, self._tools) if self.augment else None
         self._turn = 0
         self._steps_in_turn = 0
         self._turn_acted = False
@@ -136,6 +143,8 @@ class BFCLToolEnv(BaseToolEnv):
         if new_tools:
             for tool in new_tools:
                 self._tools[tool_name(tool)] = tool
+            if self._hints is not None:
+                self._hints.tools = self._tools
             listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in new_tools)
             return [{"role": "user", "content": f"{listing}\n{ADDITIONAL_FUNCTION_PROMPT}"}]
         return [dict(m) for m in self.entry.question[turn]]
@@ -216,11 +225,16 @@ class BFCLToolEnv(BaseToolEnv):
             if reason is not None:
                 rejected += 1
                 if not self.eval_mode:
-                    results.append(ToolResult(f"Error: {reason}", call.name, error=True))
+                    text = f"Error: {reason}"
+                    if self._hints is not None:
+                        text = with_hint(text, self._hints.for_rejected_call(call.name, call.arguments, [reason]))
+                    results.append(ToolResult(text, call.name, error=True))
                     continue
             result = self._model.execute(call.name, call.arguments)
-            self._all_model_results.append(result)
+            self._all_model_results.append(result)  # scoring sees the backend's own text, never a hint
             executed.append(to_call_string(call))
+            if self._hints is not None:
+                result = with_hint(result, self._hints.for_result(call.name, call.arguments, result))
             results.append(ToolResult(result, call.name))
         if not self.eval_mode:
             for err in parsed.errors:
