@@ -27,6 +27,7 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from verl_ext.attention import check_attention
+from verl_ext.resolvers import resolve_own
 
 DEFAULT_CONFIG_NAME = "agent_tune_grpo"
 SMOLLM2_ALIAS = "smollm2"
@@ -81,7 +82,9 @@ def compose_config(config_name: str, overrides: Sequence[str] = (), config_dir: 
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir.resolve()), version_base=None):
-            return compose(config_name=config_name, overrides=list(overrides))
+            config = compose(config_name=config_name, overrides=list(overrides))
+            resolve_own(config)  # ${agent_tune_sum:...} values become numbers before verl's Ray actors see them
+            return config
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(_describe_config_error(exc)) from exc
     finally:

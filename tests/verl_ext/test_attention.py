@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import importlib.machinery
 import logging
 import sys
 import types
@@ -25,8 +26,10 @@ def no_flash_attn(monkeypatch):
 
 @pytest.fixture
 def with_flash_attn(monkeypatch):
-    """``import flash_attn`` succeeds (a stand-in module)."""
-    monkeypatch.setitem(sys.modules, "flash_attn", types.ModuleType("flash_attn"))
+    """``import flash_attn`` succeeds (a stand-in module with a spec, as transformers looks it up)."""
+    module = types.ModuleType("flash_attn")
+    module.__spec__ = importlib.machinery.ModuleSpec("flash_attn", None)
+    monkeypatch.setitem(sys.modules, "flash_attn", module)
 
 
 @pytest.fixture(scope="module")
