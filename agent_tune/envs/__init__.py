@@ -8,6 +8,7 @@ from agent_tune.envs.registry import (
     get_env_class,
     make_env,
     register_env,
+    unregister_env,
 )
 
 __all__ = [
@@ -21,4 +22,5 @@ __all__ = [
     "get_env_class",
     "make_env",
     "register_env",
+    "unregister_env",
 ]
