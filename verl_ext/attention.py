@@ -66,7 +66,7 @@ def check_attention(config: DictConfig) -> None:
     fallback = OmegaConf.select(config, "agent_tune.attention_fallback", default="error")
     if fallback not in FALLBACKS:
         raise ConfigError(f"config key 'agent_tune.attention_fallback': {fallback!r} is not one of {FALLBACKS}")
-    users = [(model, actor) for model, actor in _models(config) if attn_implementation(config, model) == FLASH_ATTENTION_2]
+    users = [(m, actor) for m, actor in _models(config) if attn_implementation(config, m) == FLASH_ATTENTION_2]
     if not users or flash_attn_importable():
         return
     for model_key, actor_key in users:

@@ -44,7 +44,8 @@ class SandboxConfig:
         if unknown:
             raise ValueError(f"unknown sandbox config keys {sorted(unknown)}; known: {sorted(known)}")
         kwargs: dict[str, Any] = {k: data[k] for k in ("backend", "max_concurrency") if k in data}
-        for key, typ in (("limits", ExecutionLimits), ("local", LocalSandboxConfig), ("sandbox_fusion", SandboxFusionConfig)):
+        sections = (("limits", ExecutionLimits), ("local", LocalSandboxConfig), ("sandbox_fusion", SandboxFusionConfig))
+        for key, typ in sections:
             if key in data and data[key] is not None:
                 value = data[key]
                 kwargs[key] = value if isinstance(value, typ) else typ(**dict(value))

@@ -8,8 +8,16 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from agent_tune.envs import BaseToolEnv, Observation, StepResult, UnknownEnvError, env_names, make_env, register_env
-from agent_tune.envs import registry
+from agent_tune.envs import (
+    BaseToolEnv,
+    Observation,
+    StepResult,
+    UnknownEnvError,
+    env_names,
+    make_env,
+    register_env,
+    registry,
+)
 from agent_tune.envs.bfcl.env import BFCLEnv
 
 
@@ -65,8 +73,10 @@ def test_entry_point_plugins_are_discovered(monkeypatch) -> None:
 
 
 def test_cli_lists_envs_with_descriptions() -> None:
-    out = subprocess.run([sys.executable, "-m", "agent_tune.cli", "envs"], capture_output=True, text=True, check=True).stdout
-    line = next(l for l in out.splitlines() if l.startswith("bfcl"))
+    out = subprocess.run(
+        [sys.executable, "-m", "agent_tune.cli", "envs"], capture_output=True, text=True, check=True
+    ).stdout
+    line = next(row for row in out.splitlines() if row.startswith("bfcl"))
     assert "BFCL" in line
 
 
