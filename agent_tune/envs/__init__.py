@@ -17,6 +17,7 @@ from agent_tune.envs.registry import (
     get_env_class,
     make_env,
     register_env,
+    unregister_env,
 )
 
 __all__ = [
@@ -35,4 +36,5 @@ __all__ = [
     "get_env_class",
     "make_env",
     "register_env",
+    "unregister_env",
 ]

@@ -51,6 +51,18 @@ def register_env(name: str) -> Callable[[E], E]:
     return deco
 
 
+def unregister_env(name: str) -> None:
+    """Remove ``name`` from the registry (a decorated class, a plugin's entry point or a built-in).
+
+    A removed built-in or entry point does not come back in this process. Raises UnknownEnvError for a
+    name that is not registered.
+    """
+    _load_entry_points()
+    if name not in _registered:
+        raise UnknownEnvError(f"unknown environment {name!r}; known: {', '.join(env_names())}")
+    del _registered[name]
+
+
 def _load_entry_points() -> None:
     global _entry_points_loaded
     if _entry_points_loaded:
