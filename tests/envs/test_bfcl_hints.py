@@ -14,8 +14,6 @@ import pickle
 import re
 from typing import Any, Callable
 
-import pytest
-
 from agent_tune.envs.bfcl.backend import BFCLBackend
 from agent_tune.envs.bfcl.calls import parse_call_string, syntax_error_text
 from agent_tune.envs.bfcl.data import category_test_ids, load_entry

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from agent_tune.envs import BaseToolEnv, get_env_class, make_env

@@ -23,7 +23,6 @@ from agent_tune.eval.evaluate import EvalSettings, Evaluator
 from agent_tune.parsing import get_tool_parser
 from tests.eval.scripted_server import ScriptedServer, garbage_script, oracle_script
 
-
 IDS = ["multi_turn_base_0", "multi_turn_base_7", "multi_turn_miss_func_1", "multi_turn_miss_func_9",
        "multi_turn_miss_param_2", "multi_turn_miss_param_11", "multi_turn_long_context_3",
        "multi_turn_long_context_13"]

@@ -7,7 +7,14 @@ import pytest
 from agent_tune.envs.base import Observation, SamplerHints
 from agent_tune.rollout import ChatRenderer, PromptTooLongError, RolloutLimits, run_episode
 from tests.rollout.scripted import (
-    TOOLS, FinalizingEnv, Reply, ScriptedEnv, ScriptedPolicy, step, tool_msgs, user_msg,
+    TOOLS,
+    FinalizingEnv,
+    Reply,
+    ScriptedEnv,
+    ScriptedPolicy,
+    step,
+    tool_msgs,
+    user_msg,
 )
 
 CALL = '<tool_call>\n{"name": "ls", "arguments": {"a": true}}\n</tool_call>'
