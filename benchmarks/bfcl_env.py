@@ -3,7 +3,7 @@
 Both paths replay the ground truth of the same entries. The official path runs bfcl-eval's
 inference-time engine (``execute_multi_turn_func_call``, eval of call strings, one global instance
 set per model name) for every step and then ``multi_turn_checker`` (which re-executes everything in
-fresh instances, plus the ground truth). agent-tune's path plays the episode through ``BFCLEnv`` in
+fresh instances, plus the ground truth). agent-tune's path plays the episode through ``BFCLToolEnv`` in
 eval mode from the model's *text* (hermes blocks), so it also pays for parsing; it executes each
 call once and scores turn by turn.
 

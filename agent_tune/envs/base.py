@@ -4,14 +4,24 @@ An environment owns one episode. ``reset(**task)`` starts it and returns the fir
 ``step(raw_response)`` takes the policy's raw text for one generation and returns what the
 environment answers. Environments never raise on model output: a malformed call becomes an
 observation the model can read and a counted format error.
+
+Every ``step`` is the same three moves, each a method of the contract:
+
+    parsed  = self.extract_tool_calls(raw_response)     # text -> calls (the configured parser)
+    results = <run the calls>                           # the env's own tools / backend
+    obs     = self.format_tool_response(results)        # results -> what the policy reads next
+
+and ``stop(raw_response)`` says whether the policy has finished acting (no call to run), which is
+where a turn ends. ``batch_step`` steps many episodes of one env class together: the episode runner
+sends every step through it (:mod:`agent_tune.rollout.step_batcher`), off the event loop, so an env
+with a parallel backend (ReTool's sandbox pool) runs concurrent episodes' tools in parallel.
 """
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Sequence
+from typing import Any, ClassVar, Literal, Sequence, TypedDict
 
 from agent_tune.parsing.types import ParsedResponse
 
@@ -49,6 +59,40 @@ class StepResult:
 
 
 @dataclass(frozen=True)
+class ToolResult:
+    """The outcome of one call, as :meth:`BaseToolEnv.format_tool_response` receives it.
+
+    ``content`` is the text the policy reads, ``name`` the function it answers (``None`` for a block
+    that could not be decoded), ``error`` whether the call failed or was rejected.
+    """
+
+    content: str
+    name: str | None = None
+    error: bool = False
+
+
+class EpisodeInfo(TypedDict, total=False):
+    """The ``info`` of the step that ends an episode (or of ``finalize``): the keys every env fills.
+
+    ``accuracy`` 1.0 iff the task is solved by the env's own criterion; ``progress`` the fraction of
+    it done, in [0, 1]; ``format_errors`` malformed or rejected call blocks; ``num_steps`` the env
+    steps (generations the env consumed); ``num_calls`` the tool calls decoded (run or rejected);
+    ``turns_completed`` the user turns the policy finished (a *turn* is always a user turn: one
+    question and every generation answering it); ``truncated`` / ``finalize_reason`` when the episode
+    was ended from outside (:meth:`BaseToolEnv.finalize`). Environments add their own keys.
+    """
+
+    accuracy: float
+    progress: float
+    format_errors: int
+    num_steps: int
+    num_calls: int
+    turns_completed: int
+    truncated: bool
+    finalize_reason: str
+
+
+@dataclass(frozen=True)
 class SamplerHints:
     """What the sampler must know about an environment.
 
@@ -62,11 +106,18 @@ class SamplerHints:
     observation_kind: ObservationKind = "messages"
 
 
+class EnvStateError(RuntimeError):
+    """A contract method called out of order (``step`` before ``reset`` or after the episode ended)."""
+
+
 class BaseToolEnv(ABC):
     """Base class of all tool environments (one instance = one episode).
 
-    Subclasses set ``description`` (one line, shown by ``agent-tune envs``) and implement
-    ``reset``, ``step``, ``extract_tool_calls`` and ``format_tool_response``.
+    Subclasses set ``description`` (one line, shown by ``agent-tune envs``) and implement ``reset``,
+    ``step`` (as ``extract_tool_calls`` -> run -> ``format_tool_response``), ``extract_tool_calls`` and
+    ``format_tool_response``; they may override ``stop``, ``batch_step``, ``finalize`` and ``close``.
+    ``step`` and ``finalize`` raise :class:`EnvStateError` when no episode is running. Check a new
+    environment with :func:`agent_tune.envs.check_env`.
     """
 
     description: ClassVar[str] = ""
@@ -89,26 +140,21 @@ class BaseToolEnv(ABC):
         """Turn tool results into the observation shown to the policy."""
 
     def stop(self, raw_response: str) -> bool:
-        """True if ``raw_response`` contains no tool call attempt (the policy has finished acting)."""
+        """True if ``raw_response`` has no call to run (the policy has finished acting): by default,
+        no tool-call block at all, valid or not."""
         return not self.extract_tool_calls(raw_response).has_tool_call_attempt
-
-    async def astep(self, raw_response: str) -> StepResult:
-        """Async ``step``. Cheap envs run inline; envs that block (code execution) override this."""
-        return self.step(raw_response)
 
     @classmethod
     def batch_step(cls, envs: Sequence["BaseToolEnv"], raw_responses: Sequence[str]) -> list[StepResult]:
         """Step many independent episodes at once (``envs[i]`` receives ``raw_responses[i]``).
 
-        The default steps them in order; environments with a parallel backend override it.
+        The default steps them in order; environments with a parallel backend override it. The
+        episode runner calls this (through :class:`agent_tune.rollout.step_batcher.StepBatcher`) in a
+        worker thread, so it may block.
         """
         if len(envs) != len(raw_responses):
             raise ValueError(f"batch_step got {len(envs)} envs and {len(raw_responses)} responses")
         return [env.step(r) for env, r in zip(envs, raw_responses)]
-
-    async def abatch_step(self, envs: Sequence["BaseToolEnv"], raw_responses: Sequence[str]) -> list[StepResult]:
-        """Async form of :meth:`batch_step`."""
-        return list(await asyncio.gather(*(e.astep(r) for e, r in zip(envs, raw_responses))))
 
     def finalize(self, reason: str = "truncated") -> StepResult:
         """End the episode now (the runner ran out of token budget) and return its final result.

@@ -18,9 +18,9 @@ ENTRY_POINT_GROUP = "agent_tune.envs"
 
 # Built-in environments: name -> "module:Class", imported on first use.
 _BUILTIN: dict[str, str] = {
-    "bfcl": "agent_tune.envs.bfcl.env:BFCLEnv",
-    "retool": "agent_tune.envs.retool:ReToolEnv",
-    "toolcall": "agent_tune.envs.toolcall:ToolCallEnv",
+    "bfcl": "agent_tune.envs.bfcl.env:BFCLToolEnv",
+    "retool": "agent_tune.envs.retool:ReToolToolEnv",
+    "toolcall": "agent_tune.envs.toolcall:ToolCallToolEnv",
 }
 
 _registered: dict[str, type[BaseToolEnv] | str] = dict(_BUILTIN)
@@ -49,6 +49,18 @@ def register_env(name: str) -> Callable[[E], E]:
         return cls
 
     return deco
+
+
+def unregister_env(name: str) -> None:
+    """Remove ``name`` from the registry (a decorated class, a plugin's entry point or a built-in).
+
+    A removed built-in or entry point does not come back in this process. Raises UnknownEnvError for a
+    name that is not registered.
+    """
+    _load_entry_points()
+    if name not in _registered:
+        raise UnknownEnvError(f"unknown environment {name!r}; known: {', '.join(env_names())}")
+    del _registered[name]
 
 
 def _load_entry_points() -> None:

@@ -1,4 +1,4 @@
-"""ReTool: math reasoning with a Python interpreter, in raw text.
+"""ReTool: math reasoning with a Python interpreter, in raw text ("retool", :class:`ReToolToolEnv`).
 
 Protocol (one episode): the policy writes reasoning and, when it wants to compute, a program between
 ``<code>`` and ``</code>`` (a ```` ```python ```` fenced block inside is accepted). Generation stops at
@@ -27,7 +27,7 @@ import re
 from collections import defaultdict
 from typing import Any, ClassVar, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, SamplerHints, StepResult
+from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, SamplerHints, StepResult
 from agent_tune.envs.registry import register_env
 from agent_tune.parsing.types import ParsedResponse, ToolCall, ToolCallError
 from agent_tune.rewards.math_answer import extract_boxed, math_equivalent
@@ -64,7 +64,7 @@ def retool_prompt(
 
 
 @register_env("retool")
-class ReToolEnv(BaseToolEnv):
+class ReToolToolEnv(BaseToolEnv):
     """Math with a sandboxed Python interpreter, ``<code>``/``<interpreter>`` raw-text protocol.
 
     Keyword arguments (all from the dataset row's ``env.kwargs`` or the trainer config):
@@ -108,6 +108,7 @@ class ReToolEnv(BaseToolEnv):
         self.user_template = user_template
         self._started = False
         self._done = False
+        self._last_parse: tuple[str, ParsedResponse] | None = None
         self.question = ""
         self.ground_truth = ""
         self.segments: list[str] = []
@@ -119,38 +120,33 @@ class ReToolEnv(BaseToolEnv):
     def reset(self, question: str = "", ground_truth: Any = "", **_: Any) -> Observation:
         """Start an episode on ``question``; ``ground_truth`` is the reference answer."""
         if not isinstance(question, str) or not question.strip():
-            raise ValueError("ReToolEnv.reset needs a non-empty `question`")
+            raise ValueError("retool env: reset() needs a non-empty `question`")
         if ground_truth is None or str(ground_truth).strip() == "":
-            raise ValueError("ReToolEnv.reset needs a non-empty `ground_truth`")
+            raise ValueError("retool env: reset() needs a non-empty `ground_truth`")
         self.question, self.ground_truth = question, str(ground_truth)
         self.segments, self.num_tool_calls, self.format_errors, self.num_steps = [], 0, 0, 0
         self._started, self._done = True, False
         return Observation(messages=retool_prompt(question, self.system_prompt, self.user_template))
 
     def step(self, raw_response: str) -> StepResult:
-        """Run the segment's code block (if any) and answer with its output, or end the episode."""
+        """Run the segment's code block (if any) in the calling thread and answer with its output, or
+        end the episode."""
         code, early = self._begin_step(raw_response)
         if early is not None:
             return early
         return self._finish_step(self.sandbox.run(code))
 
-    async def astep(self, raw_response: str) -> StepResult:
-        """Like :meth:`step`, with the program run in the sandbox pool off the event loop."""
-        code, early = self._begin_step(raw_response)
-        if early is not None:
-            return early
-        return self._finish_step(await self.sandbox.arun(code))
-
     @classmethod
     def batch_step(cls, envs: Sequence[BaseToolEnv], raw_responses: Sequence[str]) -> list[StepResult]:
-        """Step many episodes; their programs run in parallel in the sandbox pool(s)."""
+        """Step many episodes; their programs run in parallel in the sandbox pool(s) (the episode runner
+        steps every ReTool episode through here)."""
         if len(envs) != len(raw_responses):
             raise ValueError(f"batch_step got {len(envs)} envs and {len(raw_responses)} responses")
         results: list[StepResult | None] = [None] * len(envs)
         pending: dict[int, list[tuple[int, str]]] = defaultdict(list)  # id(sandbox) -> [(i, code)]
         boxes: dict[int, CodeSandbox] = {}
         for i, (env, raw) in enumerate(zip(envs, raw_responses)):
-            if not isinstance(env, ReToolEnv):
+            if not isinstance(env, ReToolToolEnv):
                 results[i] = env.step(raw)
                 continue
             code, early = env._begin_step(raw)
@@ -167,7 +163,15 @@ class ReToolEnv(BaseToolEnv):
 
     # -- parsing and formatting ------------------------------------------------------------------
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        """Decode ``<code>...</code>`` blocks into ``python`` calls; unterminated/empty ones are errors."""
+        """Decode ``<code>...</code>`` blocks into ``python`` calls; unterminated/empty ones are errors.
+
+        The last response's result is kept (``step`` asks ``stop``, then for the calls)."""
+        if self._last_parse is None or self._last_parse[0] != raw_response:
+            self._last_parse = (raw_response, self._parse_code_blocks(raw_response))
+        return self._last_parse[1]
+
+    @staticmethod
+    def _parse_code_blocks(raw_response: str) -> ParsedResponse:
         calls: list[ToolCall] = []
         errors: list[ToolCallError] = []
         content_parts: list[str] = []
@@ -216,17 +220,15 @@ class ReToolEnv(BaseToolEnv):
     # -- internals -------------------------------------------------------------------------------
     def _begin_step(self, raw_response: str) -> tuple[str, StepResult | None]:
         """Bookkeeping before execution; returns (code to run, None) or ("", final StepResult)."""
-        if not self._started:
-            raise RuntimeError("ReToolEnv.step called before reset")
-        if self._done:
-            raise RuntimeError("ReToolEnv.step called after the episode ended")
+        if not self._started or self._done:
+            raise EnvStateError("retool env: step() with no episode running; call reset() first")
         if not isinstance(raw_response, str):
             raise TypeError(f"raw_response must be a str, got {type(raw_response).__name__}")
         self.num_steps += 1
         self.segments.append(raw_response)
-        parsed = self.extract_tool_calls(raw_response)
-        if not parsed.has_tool_call_attempt:
+        if self.stop(raw_response):  # no code block: the policy has answered
             return "", self._end(tool_limit=False)
+        parsed = self.extract_tool_calls(raw_response)
         unterminated = [e for e in parsed.errors if e.reason.startswith("unterminated")]
         empty = [e for e in parsed.errors if e.reason.startswith("empty")]
         if unterminated and not parsed.calls:
@@ -264,6 +266,8 @@ class ReToolEnv(BaseToolEnv):
         info = self._info(executed=False)
         info.update(
             accuracy=1.0 if correct else 0.0,
+            progress=1.0 if correct else 0.0,
+            turns_completed=0 if extra and extra.get("truncated") else 1,
             answer=answer,
             has_answer=answer is not None,
             tool_call_limit_reached=tool_limit,
@@ -274,11 +278,14 @@ class ReToolEnv(BaseToolEnv):
     def finalize(self, reason: str = "truncated") -> StepResult:
         """An episode cut short (token budget) is scored on the answer given so far, like any ending:
         no answer earns ``incorrect_reward - no_answer_penalty``, never more than a finished wrong answer."""
+        if not self._started or self._done:
+            raise EnvStateError("retool env: finalize() with no episode running")
         return self._end(tool_limit=False, extra={"truncated": True, "finalize_reason": reason})
 
     def _info(self, executed: bool) -> dict[str, Any]:
         return {
             "num_tool_calls": self.num_tool_calls,
+            "num_calls": self.num_tool_calls,
             "format_errors": self.format_errors,
             "num_steps": self.num_steps,
             "executed": executed,

@@ -1,8 +1,10 @@
-"""Single-turn function calling scored with ToolRL's reward ("toolcall").
+"""Single-turn function calling scored with ToolRL's reward ("toolcall", :class:`ToolCallToolEnv`).
 
 One question, a set of tools, one response: the response's tool calls (decoded with the configured
 parser, reasoning stripped first) are compared with the ground-truth calls by ToolRL's reward
-(:mod:`agent_tune.rewards.toolrl`). Nothing is executed. The format reward is ToolRL's structural
+(:mod:`agent_tune.rewards.toolrl`). Nothing is executed: the step's final observation
+(``format_tool_response``) is the env's verdict on each call block (accepted, unknown function, not
+decodable), which the transcript and rollout dumps show; the episode ends there. The format reward is ToolRL's structural
 check: 1 when the response has the shape the task expects (at least one tool call when the ground
 truth calls tools, no call when it does not), every call block decodes and names a tool that was
 offered, and, if ``require_reasoning`` is set, the response carries a reasoning block. (A plain-text
@@ -18,9 +20,10 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, StepResult
+from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, StepResult, ToolResult
 from agent_tune.envs.registry import register_env
-from agent_tune.parsing import ParsedResponse, ToolCall, get_reasoning_parser, get_tool_parser
+from agent_tune.parsing import ParsedResponse, ToolCall
+from agent_tune.parsing.response import ResponseParser
 from agent_tune.rewards.toolrl import toolrl_score
 
 REWARD_SCALES = ("toolrl", "unit")
@@ -43,7 +46,7 @@ def _as_tool(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @register_env("toolcall")
-class ToolCallEnv(BaseToolEnv):
+class ToolCallToolEnv(BaseToolEnv):
     """Single-turn function calling, rewarded by ToolRL's format + correctness reward."""
 
     description = "single-turn function calling scored with ToolRL's reward (format + name/parameter matching)"
@@ -58,8 +61,7 @@ class ToolCallEnv(BaseToolEnv):
     ) -> None:
         if reward_scale not in REWARD_SCALES:
             raise ValueError(f"toolcall env: reward_scale={reward_scale!r} is not one of {', '.join(REWARD_SCALES)}")
-        self.tool_parser = get_tool_parser(tool_parser)
-        self.reasoning_parser = get_reasoning_parser(reasoning_parser)
+        self.parser = ResponseParser(tool_parser, reasoning_parser)
         self.require_reasoning = require_reasoning
         self.reward_scale = reward_scale
         self.system_prompt = system_prompt
@@ -90,21 +92,36 @@ class ToolCallEnv(BaseToolEnv):
         return Observation(messages=first + [dict(m) for m in messages], tools=self.tools)
 
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        _, content = self.reasoning_parser.parse(raw_response)
-        return self.tool_parser.parse(content)
+        """Strip reasoning with the reasoning parser, then decode calls with the tool-call parser."""
+        return self.parser.parse(raw_response)[1]
 
-    def format_tool_response(self, results: Sequence[Any]) -> Observation:
-        return Observation()  # single turn: nothing is executed or shown
+    def format_tool_response(self, results: Sequence[ToolResult]) -> Observation:
+        """The verdict on each call block as ``tool`` messages (the final observation)."""
+        messages = [{"role": "tool", "content": r.content, **({"name": r.name} if r.name else {})} for r in results]
+        return Observation(messages=messages, tools=self.tools)
+
+    def _judge_calls(self, parsed: ParsedResponse) -> list[ToolResult]:
+        """Per block: accepted (an offered function), unknown function, or not decodable."""
+        offered = [t["function"]["name"] for t in self.tools]
+        results = []
+        for call in parsed.calls:
+            if call.name in offered:
+                results.append(ToolResult("accepted", call.name))
+            else:
+                text = f"Error: unknown function '{call.name}'. Available functions: {', '.join(offered)}"
+                results.append(ToolResult(text, call.name, error=True))
+        for err in parsed.errors:
+            results.append(ToolResult(f"Error: tool call #{err.index + 1} could not be parsed: {err.reason}", error=True))
+        return results
 
     def step(self, raw_response: str) -> StepResult:
         if self._done:
-            raise RuntimeError("toolcall env: step() after the episode ended; call reset()")
+            raise EnvStateError("toolcall env: step() with no episode running; call reset() first")
         self._done = True
-        reasoning, content = self.reasoning_parser.parse(raw_response)
-        parsed = self.tool_parser.parse(content)  # what extract_tool_calls does, reusing the reasoning split
-        offered = {t["function"]["name"] for t in self.tools}
-        unknown = [c.name for c in parsed.calls if c.name not in offered]
-        right_shape = bool(parsed.calls) == bool(self.ground_truth)
+        reasoning, parsed = self.parser.parse(raw_response)
+        results = self._judge_calls(parsed)
+        unknown = sum(1 for r in results if r.error and r.name is not None)
+        right_shape = (not self.stop(raw_response)) == bool(self.ground_truth)
         format_ok = (right_shape and not parsed.errors and not unknown
                      and (reasoning is not None or not self.require_reasoning))
         score = toolrl_score(parsed.calls, self.ground_truth, format_ok)
@@ -113,21 +130,24 @@ class ToolCallEnv(BaseToolEnv):
             "accuracy": float(score.exact),
             "progress": (score.correctness + 3.0) / 6.0,
             "format_ok": float(format_ok),
-            "format_errors": len(parsed.errors) + len(unknown),
+            "format_errors": len(parsed.errors) + unknown,
             "num_steps": 1,
             "num_calls": len(parsed.calls),
+            "turns_completed": 1,
             "name_match": score.name_match,
             "param_name_match": score.param_name_match,
             "param_value_match": score.param_value_match,
             "toolrl_reward": score.reward,
         }
-        return StepResult(Observation(), reward, True, info)
+        return StepResult(self.format_tool_response(results), reward, True, info)
 
     def finalize(self, reason: str = "truncated") -> StepResult:
         """A response that never finished (token budget) scores as the worst answer: no format, no
         correctness. (Any higher value would pay the policy for rambling past a wrong answer.)"""
+        if self._done:
+            raise EnvStateError("toolcall env: finalize() with no episode running")
         self._done = True
         worst = -3.0 if self.reward_scale == "toolrl" else 0.0
         info = {"accuracy": 0.0, "progress": 0.0, "format_ok": 0.0, "format_errors": 1, "num_steps": 1,
-                "num_calls": 0, "truncated": True, "finalize_reason": reason}
+                "num_calls": 0, "turns_completed": 0, "truncated": True, "finalize_reason": reason}
         return StepResult(Observation(), worst, True, info)

@@ -15,9 +15,9 @@ Two forms of the step responses:
   Hermes blocks of exactly the calls it executed. Re-scoring then checks the very calls we scored, whatever
   parser and template the model used.
 * ``raw``: the policy's text of every step (reasoning removed), as bfcl-eval's own generation would store
-  it. The official handler then decodes the text itself, with its stricter regex; a block our tolerant
-  parser accepted but the handler's regex does not (no newline after ``<tool_call>``) shows up as a
-  difference.
+  it. The official handler then decodes the text itself; with the ``hermes`` parsers (which accept only
+  the blocks that handler decodes, ``docs/parsing.md``) both forms score alike, and any difference
+  points at a parser that accepts more than the handler.
 
 Episodes that did not finish (token budget or context limit) are written as an inference error string,
 which bfcl-eval fails, as it fails an entry whose generation raised. A force-terminated episode (more

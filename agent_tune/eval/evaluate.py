@@ -29,6 +29,7 @@ from agent_tune.eval.policies import (
 from agent_tune.eval.store import ResultStore
 from agent_tune.parsing import get_tool_parser
 from agent_tune.rollout import ChatRenderer, EpisodeResult, PromptTooLongError, RolloutLimits, run_episode
+from agent_tune.rollout.episode_metrics import METRIC_KEYS, episode_metrics
 
 MODES = ("tokens", "chat")
 # Without a known context length (a server that does not report one and no --max-model-len).
@@ -132,16 +133,14 @@ def episode_turns(result: EpisodeResult) -> list[list[str]]:
 def build_record(test_id: str, sample: int, result: EpisodeResult, tokens_generated: int | None = None) -> dict[str, Any]:
     """One results-file line for a finished episode."""
     info = result.info
-    keys = ("category", "accuracy", "progress", "format_errors", "num_steps", "num_calls", "num_turns",
-            "turns_completed", "force_terminated", "turn_scores", "turn_errors", "decoded_calls", "end_reason")
+    keys = ("category", "accuracy", "num_turns", "force_terminated", "turn_scores", "turn_errors", "decoded_calls",
+            "end_reason")
     rec: dict[str, Any] = {"test_id": test_id, "sample": sample}
     rec.update({k: info.get(k) for k in keys})
+    rec.update(episode_metrics(result))  # the keys training logs too (agent_tune.rollout.episode_metrics)
     rec["category"] = rec["category"] or category_of(test_id)
     rec["accuracy"] = float(rec["accuracy"] or 0.0)
-    rec["progress"] = float(rec["progress"] or 0.0)
     rec["termination"] = result.termination
-    rec["truncated"] = result.termination != "done"
-    rec["generations"] = result.num_turns
     rec["stop_reasons"] = list(result.stop_reasons)
     rec["prompt_tokens"] = len(result.trajectory.prompt_ids)
     rec["tokens_generated"] = int(tokens_generated if tokens_generated is not None else result.trajectory.num_policy_tokens)
@@ -155,10 +154,10 @@ def failed_record(test_id: str, sample: int, reason: str, detail: str) -> dict[s
     BFCL fails such an entry (an inference error)."""
     entry = load_entry(test_id)
     return {
-        "test_id": test_id, "sample": sample, "category": entry.category, "accuracy": 0.0, "progress": 0.0,
-        "format_errors": 0, "num_steps": 0, "num_calls": 0, "num_turns": entry.num_turns, "turns_completed": 0,
+        "test_id": test_id, "sample": sample, "category": entry.category, "accuracy": 0.0,
+        **{k: 0.0 for k in METRIC_KEYS}, "zero_call": 1.0, "truncated": 1.0, "num_turns": entry.num_turns,
         "force_terminated": False, "turn_scores": [], "turn_errors": [], "decoded_calls": [],
-        "end_reason": reason, "termination": reason, "truncated": True, "generations": 0, "stop_reasons": [],
+        "end_reason": reason, "termination": reason, "stop_reasons": [],
         "prompt_tokens": None, "tokens_generated": 0, "responses": [], "error": detail,
     }
 

@@ -18,9 +18,12 @@ class DecodeFailure(Exception):
         self.reason = reason
 
 
+_JSON_WS = " \t\n\r"
+
+
 def loads(text: str) -> Any:
-    """``json.loads`` raising ``DecodeFailure`` with a readable reason."""
-    text = text.strip()
+    """``json.loads`` raising ``DecodeFailure`` with a readable reason (JSON whitespace only around it)."""
+    text = text.strip(_JSON_WS)
     obj, end = raw_decode(text, 0)
     if end != len(text):
         raise DecodeFailure(f"invalid JSON at char {end}: extra data after the JSON value")
@@ -67,6 +70,31 @@ def call_from_object(obj: Any, raw: str, arg_keys: tuple[str, ...] = ("arguments
             raise DecodeFailure(f'"{key}" is a string that is not valid JSON ({exc.reason})') from None
     if not isinstance(args, dict):
         raise DecodeFailure(f'"{key}" must be a JSON object, got {_kind(args)}')
+    return ToolCall(name=name, arguments=args, raw=raw)
+
+
+def strict_call(obj: Any, raw: str, arg_key: str = "arguments") -> ToolCall:
+    """Build a ToolCall from ``{"name": "<non-empty string>", <arg_key>: {...}}`` and nothing looser.
+
+    Unlike ``call_from_object``, ``arg_key`` must be present and hold a JSON object: a missing or null
+    value, or a JSON string holding an object, is a ``DecodeFailure`` that names the accepted form.
+    Other keys are ignored (as the scorers ignore them).
+    """
+    if not isinstance(obj, dict):
+        raise DecodeFailure(f"a tool call must be a JSON object, got {_kind(obj)}")
+    name = obj.get("name")
+    if not isinstance(name, str) or not name.strip():
+        got = "missing" if "name" not in obj else f"got {_kind(name)}"
+        raise DecodeFailure(f'"name" must be a non-empty string ({got})')
+    if arg_key not in obj:
+        other = next((k for k in ("arguments", "parameters", "args") if k != arg_key and k in obj), None)
+        found = f'; found "{other}", but this format names it "{arg_key}"' if other else ""
+        raise DecodeFailure(f'missing "{arg_key}"{found}; write "{arg_key}": {{}} for a call without arguments')
+    args = obj[arg_key]
+    if isinstance(args, str):
+        raise DecodeFailure(f'"{arg_key}" must be a JSON object, not a string holding JSON; write "{arg_key}": {{...}}')
+    if not isinstance(args, dict):
+        raise DecodeFailure(f'"{arg_key}" must be a JSON object, got {_kind(args)}')
     return ToolCall(name=name, arguments=args, raw=raw)
 
 

@@ -1,12 +1,14 @@
 """Hermes-style tool calls, as Qwen2.5 and Qwen3 write them.
 
 Each call is a block ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>``; a response may
-hold several, with text around them (the content). Tolerated: missing newlines or extra whitespace,
-``arguments`` given as a JSON string holding an object, a ``</tool_call>`` inside a JSON string.
-
-A block without ``</tool_call>`` (e.g. the sampler stopped on that string) is accepted when it holds
-one complete JSON call object followed only by whitespace up to the next ``<tool_call>`` or the end of
-the response; otherwise it is an error that says it is unterminated.
+hold several, with text around them (the content). The accepted set is what bfcl-eval's Qwen FC handler
+(the leaderboard's scorer) reads: its regex ``<tool_call>\\n(.*?)\\n</tool_call>``, ``json.loads`` of
+the span, and a JSON object with a string ``"name"`` and an object ``"arguments"``. Whitespace inside
+the block around the JSON and a ``</tool_call>`` inside a JSON string are fine (the scorer reads them).
+Everything else that carries a ``<tool_call>``/``</tool_call>`` tag is a ``ToolCallError`` whose reason
+names the fault and the accepted form: no newline after ``<tool_call>`` or before ``</tool_call>``, an
+unterminated block, a block that runs into the next one, invalid JSON, ``arguments`` missing, null or a
+JSON string, a stray ``</tool_call>``. See docs/parsing.md.
 """
 
 from __future__ import annotations
@@ -19,25 +21,30 @@ from agent_tune.parsing.registry import register_tool_parser
 from agent_tune.parsing.types import ParsedResponse, ToolCall, ToolCallError
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
-_AFTER_JSON = re.compile(rf"\s*({re.escape(CLOSE)}|{re.escape(OPEN)}|$)")
+FORM = '<tool_call>\\n{"name": <function-name>, "arguments": <args-json-object>}\\n</tool_call>'
+_BLOCK = re.compile(rf"{re.escape(OPEN)}\n(.*?)\n{re.escape(CLOSE)}", re.DOTALL)  # bfcl-eval's regex
+_WS_CLOSE = re.compile(r"\s*" + re.escape(CLOSE))
+_TAG = re.compile(rf"{re.escape(OPEN)}|{re.escape(CLOSE)}")
 
 
 @register_tool_parser("hermes")
 class HermesToolParser(ToolCallParser):
-    """``<tool_call>{json}</tool_call>`` blocks (Qwen2.5 / Qwen3)."""
+    """``<tool_call>\\n{json}\\n</tool_call>`` blocks (Qwen2.5 / Qwen3), as the leaderboard reads them."""
 
     def parse(self, text: str) -> ParsedResponse:
         out = ParsedResponse(content="")
         content: list[str] = []
         pos = 0
-        while (start := text.find(OPEN, pos)) >= 0:
-            content.append(text[pos:start])
-            pos, result = _read_block(text, start)
+        for match in _BLOCK.finditer(text):
+            content.append(_scan_gap(text, pos, match.start(), out))
+            result = _decode_block(match.group(1))
+            raw = match.group(0)
             if isinstance(result, ToolCall):
-                out.calls.append(result)
+                out.calls.append(ToolCall(result.name, result.arguments, raw))
             else:
-                out.errors.append(ToolCallError(len(out.calls) + len(out.errors), text[start:pos], result))
-        content.append(text[pos:])
+                out.errors.append(ToolCallError(_next_index(out), raw, result))
+            pos = match.end()
+        content.append(_scan_gap(text, pos, len(text), out))
         out.content = "".join(content).strip()
         return out
 
@@ -46,29 +53,71 @@ class HermesToolParser(ToolCallParser):
         return "\n".join(([content] if content else []) + blocks)
 
 
-def _read_block(text: str, start: int) -> tuple[int, ToolCall | str]:
-    """Decode the block opening at ``start``: return where it ends and its call, or why it failed."""
-    body = start + len(OPEN)
-    try:  # JSON-aware end first, so a "</tool_call>" inside a string argument does not cut the block
-        obj, end = _json.raw_decode(text, _json.skip_ws(text, body))
-    except _json.DecodeFailure:
-        end = -1
-    if end >= 0 and (after := _AFTER_JSON.match(text, end)):  # closed, or unterminated but complete
-        stop = after.end() if after.group(1) == CLOSE else after.start(1)
-        return stop, _checked(obj, text[start:stop])
-    close, nxt = text.find(CLOSE, body), text.find(OPEN, body)
-    if nxt >= 0 and (close < 0 or nxt < close):  # unterminated: the block ends where the next one opens
-        close, stop = -1, nxt
-    else:
-        stop = len(text) if close < 0 else close + len(CLOSE)
+def _next_index(out: ParsedResponse) -> int:
+    return len(out.calls) + len(out.errors)
+
+
+def _decode_block(body: str) -> ToolCall | str:
+    """The call in the span the scorer's regex captured, or why the scorer would not take it."""
     try:
-        obj = _json.loads(text[body : stop if close < 0 else close])
+        obj = _json.loads(body)
     except _json.DecodeFailure as exc:
-        return stop, exc.reason if close >= 0 else f"unterminated {OPEN} block (no {CLOSE}): {exc.reason}"
-    return stop, _checked(obj, text[start:stop])
+        if CLOSE in body:
+            return (f"{CLOSE} must be on its own line: without a newline before it the block runs on to the "
+                    f"next \\n{CLOSE} and is unreadable (with the blocks in between); write {FORM}")
+        if OPEN in body:
+            return (f"unterminated {OPEN} block: another {OPEN} starts before its {CLOSE}, so both blocks "
+                    f"are unreadable; close every block, one per call: {FORM}")
+        return f"{exc.reason}; write {FORM}"
+    try:
+        return _json.strict_call(obj, "")
+    except _json.DecodeFailure as exc:
+        return exc.reason
+
+
+def _scan_gap(text: str, lo: int, hi: int, out: ParsedResponse) -> str:
+    """Record every tag in ``text[lo:hi]`` (outside accepted-form blocks) as an error; return the rest."""
+    content: list[str] = []
+    pos = lo
+    while (tag := _TAG.search(text, pos, hi)) is not None:
+        content.append(text[pos : tag.start()])
+        if tag.group(0) == CLOSE:
+            stop, reason = tag.end(), f"{CLOSE} without an opening {OPEN}; write {FORM}"
+        else:
+            stop, reason = _off_form_block(text, tag.start(), hi)
+        out.errors.append(ToolCallError(_next_index(out), text[tag.start() : stop], reason))
+        pos = stop
+    content.append(text[pos:hi])
+    return "".join(content)
+
+
+def _off_form_block(text: str, start: int, hi: int) -> tuple[int, str]:
+    """End and reason for a ``<tool_call>`` at ``start`` that the scorer's regex does not match."""
+    body = start + len(OPEN)
+    close, nxt = -1, text.find(OPEN, body, hi)
+    try:  # JSON-aware end first, so a "</tool_call>" inside a string does not cut the block
+        _, end = _json.raw_decode(text, _json.skip_ws(text, body))
+        if after := _WS_CLOSE.match(text, end, hi):
+            close = after.end() - len(CLOSE)
+    except _json.DecodeFailure:
+        pass
+    if close < 0 and (c := text.find(CLOSE, body, hi)) >= 0 and (nxt < 0 or c < nxt):
+        close = c
+    stop = close + len(CLOSE) if close >= 0 else (nxt if nxt >= 0 else hi)
+    faults = []
+    if not text.startswith("\n", body):
+        faults.append(f"no newline right after {OPEN}")
+    if close < 0:
+        faults.append(f"unterminated {OPEN} block (no {CLOSE})")
+    elif text[close - 1 : close] != "\n":
+        faults.append(f"no newline right before {CLOSE}")
+    if not faults:  # "<tool_call>\n</tool_call>": one newline, nothing between
+        faults.append("empty block")
+    return stop, f"{'; '.join(faults)}, so the block is not read as a call; write {FORM}"
 
 
 def _checked(obj: object, raw: str) -> ToolCall | str:
+    """``hermes_bfcl``'s per-block check (kept as it was: ``arguments`` may be missing or a JSON string)."""
     try:
         return _json.call_from_object(obj, raw)
     except _json.DecodeFailure as exc:

@@ -1,10 +1,13 @@
 """Llama 3.1 / 3.2 JSON tool calls: ``{"name": ..., "parameters": {...}}``.
 
-An optional ``<|python_tag|>`` may precede the calls; several calls are separated by ``;`` or newlines.
-A ``{`` at the start of the response (or of what follows the tag), of a line, or after ``;`` opens a
-candidate. A candidate that decodes to an object with a ``"name"`` is a call (``"arguments"`` is
-accepted for ``"parameters"``); one that fails to decode is an error only if it starts like a call
-(``{"name"``); anything else, JSON or not, is content.
+Accepted (what bfcl-eval's Llama 3.1 handler reads): a response that is only the calls, JSON objects
+with a string ``"name"`` and an object ``"parameters"``, separated by ``;``, optionally after a leading
+``<|python_tag|>`` and before ``<|eom_id|>``/``<|eot_id|>``. A ``{`` at the start of the response, of a
+line, or after ``;`` opens a candidate; one that decodes to an object with a ``"name"``, or fails to
+decode but starts like a call (``{"name"``), is a call attempt; other JSON and text stay content.
+Rejected as errors: ``"arguments"`` instead of ``"parameters"``, ``parameters`` missing, null or a JSON
+string, calls not separated by ``;``, and, because the scorer decodes the whole response, every call
+of a response that also holds text or a malformed call. See docs/parsing.md.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import re
 
 from agent_tune.parsing import _json
+from agent_tune.parsing._whole import whole_response_only
 from agent_tune.parsing.base import ToolCallParser
 from agent_tune.parsing.registry import register_tool_parser
 from agent_tune.parsing.types import ParsedResponse, ToolCall, ToolCallError
@@ -20,7 +24,7 @@ PYTHON_TAG = "<|python_tag|>"
 _END_TOKENS = re.compile(r"<\|(?:eom_id|eot_id)\|>")
 _CALL_START = re.compile(r'\{\s*"name"\s*:')
 _SEPARATOR = re.compile(r"\s*;")
-_ARG_KEYS = ("parameters", "arguments")
+FORM = '{"name": <function-name>, "parameters": <args-json-object>}; {...}'
 
 
 @register_tool_parser("llama3_json")
@@ -35,6 +39,7 @@ class Llama3JsonToolParser(ToolCallParser):
         content = [text[:tag]] if tag >= 0 else []
         text = text[body_start:]
         pos = scan = 0
+        separated = False
         while (start := text.find("{", scan)) >= 0:
             scan = start + 1
             if not _opens_line(text, start):
@@ -49,24 +54,34 @@ class Llama3JsonToolParser(ToolCallParser):
                 content.append(text[pos:start])
                 out.errors.append(ToolCallError(index, text[start:nxt].rstrip(), exc.reason))
                 pos = scan = nxt
+                separated = True  # the broken call is the error; do not blame the next one too
                 continue
             if not (isinstance(obj, dict) and "name" in obj):
                 scan = end  # plain JSON inside the text: content
                 continue
             content.append(text[pos:start])
             try:
-                out.calls.append(_json.call_from_object(obj, text[start:end], _ARG_KEYS))
+                if index > 0 and not separated:
+                    raise _json.DecodeFailure(f'calls must be separated by ";"; write {FORM}')
+                out.calls.append(_json.strict_call(obj, text[start:end], "parameters"))
             except _json.DecodeFailure as exc:
                 out.errors.append(ToolCallError(index, text[start:end], exc.reason))
             sep = _SEPARATOR.match(text, end)
             pos = scan = sep.end() if sep else end
+            separated = sep is not None
         content.append(text[pos:])
         out.content = "".join(content).strip()
+        if out.content:
+            whole_response_only(out, f"the response holds text besides the calls; write only the calls: {FORM}")
+        elif out.errors:
+            whole_response_only(out, f"another call in the response is malformed, so none is read; write {FORM}")
         return out
 
     def format_calls(self, calls: list[ToolCall], content: str = "") -> str:
-        body = "; ".join(f'{{"name": {_json.dumps(c.name)}, "parameters": {_json.dumps(c.arguments)}}}' for c in calls)
-        return "\n".join(part for part in (content, body) if part)
+        """The calls alone, ``; ``-separated (the scorer reads nothing else); ``content`` only without calls."""
+        if not calls:
+            return content
+        return "; ".join(f'{{"name": {_json.dumps(c.name)}, "parameters": {_json.dumps(c.arguments)}}}' for c in calls)
 
 
 def _opens_line(text: str, pos: int) -> bool:

@@ -1,10 +1,13 @@
 """Pythonic tool calls: ``[f(a=1), g(b='x')]`` (Llama 3.2 / BFCL prompting style).
 
-The list may be surrounded by text or sit in a ```python fence; a response that is a single bare call
-``f(a=1)`` is accepted too. The text is parsed with ``ast`` and the syntax tree is read through a
-whitelist; nothing is ever evaluated. Allowed argument values: str/int/float/bool/None literals,
-``-``/``+`` on numbers, lists, tuples (become lists) and dicts of those. Positional arguments, nested
-calls, names, attribute calls (``a.b(...)``), ``**kwargs`` and every other expression are errors.
+Accepted (what bfcl-eval's ``default_decode_execute_prompting`` reads): a response that is only the call
+list, or bare calls ``f(a=1)`` / ``f(a=1), g(b=2)`` (the scorer adds the brackets), optionally in a
+plain triple-backtick fence or after ``<|python_tag|>``; dotted names (``math.factorial``) as the scorer joins
+them. The text is parsed with ``ast`` and read through a whitelist; nothing is ever evaluated. Allowed
+argument values: str/int/float/bool/None literals, ``-``/``+`` on numbers, lists, tuples (become lists)
+and dicts of those. Errors: positional arguments, nested calls, names, ``**kwargs`` and every other
+expression; a call list with text around it or in a triple-backtick ``python`` fence (the scorer then reads no
+call) makes every call of the response an error. See docs/parsing.md.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import re
 import warnings
 from typing import Any
 
+from agent_tune.parsing._whole import whole_response_only
 from agent_tune.parsing.base import ToolCallParser
 from agent_tune.parsing.registry import register_tool_parser
 from agent_tune.parsing.types import ParsedResponse, ToolCall, ToolCallError
@@ -24,7 +28,9 @@ _BARE_CALL = re.compile(r"\s*[A-Za-z_][\w.]*\s*\(")
 _FENCE_OPEN = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n?[ \t]*$")
 _FENCE_CLOSE = re.compile(r"\s*```")
 _WHOLE_FENCE = re.compile(r"\s*```[ \t]*(?:python|py)?[ \t]*\n(.*?)```\s*", re.DOTALL)
+_FENCE_LANG = re.compile(r"py")
 _SCALARS = (str, int, float, bool, type(None))
+FORM = "[func_name(param=value, ...), ...]"
 
 
 class _Rejected(Exception):
@@ -41,16 +47,22 @@ class PythonicToolParser(ToolCallParser):
             start, end = m.start(), _match_bracket(text, m.start())
             tree = _try_parse(text[start:end]) if end else "unterminated list: no matching ']'"
             end = end or len(text)
-        else:  # a response that is one bare call, possibly fenced
+        else:  # a response that is bare calls "f(a=1)" or "f(a=1), g(b=2)", possibly fenced
             fence = _WHOLE_FENCE.fullmatch(text)
             lo, hi = fence.span(1) if fence else (0, len(text))
             start, end = hi - len(text[lo:hi].lstrip()), lo + len(text[lo:hi].rstrip())
             tree = _try_parse(text[start:end]) if _BARE_CALL.match(text, start) else None
-            if not isinstance(tree, ast.Call):
+            if isinstance(tree, ast.Tuple) and tree.elts and all(isinstance(e, ast.Call) for e in tree.elts):
+                tree = ast.List(elts=tree.elts)
+            if not isinstance(tree, (ast.Call, ast.List)):
                 return ParsedResponse(content=text.strip())
         src = text[start:end]
+        outside = "text outside the call list"
         if (fo := _FENCE_OPEN.search(text, 0, start)) and (fc := _FENCE_CLOSE.match(text, end)):
-            start, end = fo.start(), fc.end()
+            if _FENCE_LANG.search(fo.group(0)):
+                outside = "a ```python fence (a plain ``` fence is fine)"
+            else:
+                start, end = fo.start(), fc.end()
         out = ParsedResponse(content=(text[:start] + text[end:]).strip())
         if isinstance(tree, str) or not isinstance(tree, (ast.List, ast.Call)):
             reason = tree if isinstance(tree, str) else "expected a list of calls like [f(a=1), g(b='x')]"
@@ -62,22 +74,24 @@ class PythonicToolParser(ToolCallParser):
                 out.calls.append(_to_call(node, raw))
             except _Rejected as exc:
                 out.errors.append(ToolCallError(i, raw, str(exc)))
+        if out.content or outside != "text outside the call list":
+            whole_response_only(out, f"the response holds {outside}; write only the list: {FORM}")
         return out
 
     def format_calls(self, calls: list[ToolCall], content: str = "") -> str:
-        body = ", ".join(f"{c.name}({', '.join(f'{k}={_render(v)}' for k, v in c.arguments.items())})" for c in calls)
-        return "\n".join(part for part in (content, f"[{body}]" if calls else "") if part)
+        """The call list alone (the scorer reads nothing else); ``content`` only when there are no calls."""
+        if not calls:
+            return content
+        return "[" + ", ".join(f"{c.name}({', '.join(f'{k}={_render(v)}' for k, v in c.arguments.items())})" for c in calls) + "]"
 
 
 def _to_call(node: ast.expr, raw: str) -> ToolCall:
     """Read one ``name(k=v, ...)`` node through the whitelist."""
     if not isinstance(node, ast.Call):
         raise _Rejected("not a function call; write name(arg=value, ...)")
-    if isinstance(node.func, ast.Attribute):
-        raise _Rejected("attribute calls like a.b(...) are not allowed; call a tool by its plain name")
-    if not isinstance(node.func, ast.Name):
-        raise _Rejected("the called object must be a plain function name")
-    name = node.func.id
+    name = _dotted_name(node.func)
+    if name is None:
+        raise _Rejected("the called object must be a function name (dotted names like math.factorial are fine)")
     if node.args:
         raise _Rejected(f"positional arguments are not allowed in {name}(...); pass every argument as name=value")
     arguments: dict[str, Any] = {}
@@ -88,6 +102,15 @@ def _to_call(node: ast.expr, raw: str) -> ToolCall:
             raise _Rejected(f"argument {kw.arg!r} is given twice in {name}(...)")
         arguments[kw.arg] = _value(kw.value, f"argument {kw.arg!r} of {name}(...)")
     return ToolCall(name=name, arguments=arguments, raw=raw)
+
+
+def _dotted_name(func: ast.expr) -> str | None:
+    """``a.b.c`` for a chain of attributes over a plain name (as bfcl-eval's decoder joins it), else None."""
+    parts = []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    return ".".join([func.id, *reversed(parts)]) if isinstance(func, ast.Name) else None
 
 
 def _value(node: ast.expr, where: str) -> Any:

@@ -9,7 +9,7 @@ One episode::
     loop:
         tokens, log-probs = policy.generate(prompt_ids + response_ids, max_tokens = budget left)
         append tokens (mask 1)                        -- exactly as sampled, end-of-turn token included
-        text = decode(tokens without the end-of-turn token);  step = await env.astep(text)
+        text = decode(tokens without the end-of-turn token);  step = env.step(text) via the step batcher
         done -> stop
         chat env:  append (mask 0) [end-of-turn token if the policy stopped without it]
                                    + template delta of the new messages (+ next generation prompt)
@@ -31,11 +31,15 @@ Decisions (documented here because the trainer and the evaluator rely on them):
   stepping the env on the partial text; an observation that would not fit, leaving at least one token for
   the policy, is not appended and ends the episode the same way. A policy returning more tokens than asked
   is cut to its ``max_tokens``. Masks and log-probs stay aligned in every case.
+* Env steps go through the event loop's :class:`~agent_tune.rollout.step_batcher.StepBatcher`: steps of
+  concurrent episodes of one env class are run together by ``batch_step``, in a worker thread.
 * Reward: the sum of the step rewards the env returned (BFCL returns 0 until ``done``). An episode that
-  ends before the env said ``done`` (truncated, ``max_turns``, aborted, empty generation) is scored by
+  ends before the env said ``done`` (truncated, ``max_generations``, aborted, empty generation) is scored by
   ``env.finalize(reason)`` (``BaseToolEnv.finalize``: reward 0 by default, BFCL scores the turns played;
   sync or async), whose reward is added and whose info becomes the episode's info, with
   ``info["unfinished"] = reason``. An env object without ``finalize`` keeps the rewards so far.
+* Words: a *generation* is one call of the policy; a *turn* is a user turn (a question and every
+  generation answering it), counted by the env (``EpisodeInfo.turns_completed``).
 * Reasoning: the trajectory keeps the ``<think>`` tokens the policy generated; templates that drop earlier
   reasoning on re-render (Qwen3) make :func:`check_drift` report a difference there, by design.
 """
@@ -50,9 +54,10 @@ from typing import Any, Literal, Mapping
 from agent_tune.envs.base import BaseToolEnv, Observation, StepResult
 from agent_tune.rollout.chat_render import ChatRenderer, DriftReport, check_drift
 from agent_tune.rollout.policy import GenerationOutput, Policy
+from agent_tune.rollout.step_batcher import StepBatcher, loop_batcher
 from agent_tune.rollout.trajectory import Trajectory
 
-Termination = Literal["done", "truncated", "max_turns", "aborted", "empty_generation"]
+Termination = Literal["done", "truncated", "max_generations", "aborted", "empty_generation"]
 
 
 class PromptTooLongError(ValueError):
@@ -64,11 +69,12 @@ class RolloutLimits:
     """Token and turn budgets of one episode.
 
     ``max_prompt_length`` bounds the rendered initial prompt; ``max_response_length`` bounds everything
-    after it (policy and env tokens); ``max_turns`` bounds the number of generations (``None``: no bound)."""
+    after it (policy and env tokens); ``max_generations`` bounds the number of policy generations
+    (``None``: no bound)."""
 
     max_prompt_length: int
     max_response_length: int
-    max_turns: int | None = None
+    max_generations: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_prompt_length <= 0 or self.max_response_length <= 0:
@@ -76,8 +82,8 @@ class RolloutLimits:
                 f"max_prompt_length and max_response_length must be positive, got "
                 f"{self.max_prompt_length} and {self.max_response_length}"
             )
-        if self.max_turns is not None and self.max_turns <= 0:
-            raise ValueError(f"max_turns must be positive or None, got {self.max_turns}")
+        if self.max_generations is not None and self.max_generations <= 0:
+            raise ValueError(f"max_generations must be positive or None, got {self.max_generations}")
 
 
 @dataclass
@@ -87,12 +93,13 @@ class EpisodeResult:
     trajectory: Trajectory
     reward: float
     info: dict[str, Any]
-    num_turns: int  # policy generations
+    num_generations: int  # policy generations
     messages: list[dict[str, Any]]  # the conversation as the policy saw it (assistant text as generated)
     tools: list[dict[str, Any]] | None  # the latest tool list the env announced
     stop_reasons: list[str]  # per generation: "stop" | "length" | "abort"
     termination: Termination
     step_infos: list[dict[str, Any]] = field(default_factory=list)
+    final_observation: Observation | None = None  # what the env answered the last step (not in the tokens)
     drift: DriftReport | None = None
     timings: dict[str, float] = field(default_factory=dict)  # seconds: prompt, generate, decode, env, delta
 
@@ -111,14 +118,18 @@ async def run_episode(
     *,
     debug_drift: bool = False,
     stop_on_end_of_turn: bool = True,
+    step_batcher: StepBatcher | None = None,
 ) -> EpisodeResult:
     """Play one episode of ``env`` (reset with ``task``) with ``policy``; return its trajectory and reward.
 
     ``sampling_params`` use vLLM's names; the env's stop strings are added to ``stop`` and the template's
     end-of-turn token to ``stop_token_ids`` (unless ``stop_on_end_of_turn=False``); ``max_tokens`` is set
     per generation to the budget left. ``debug_drift`` re-renders the whole conversation at the end and
-    stores a :class:`DriftReport` (chat envs only). The env is not closed here: its owner closes it.
+    stores a :class:`DriftReport` (chat envs only). Steps go through ``step_batcher`` (default: the running
+    loop's, :func:`~agent_tune.rollout.step_batcher.loop_batcher`). The env is not closed here: its owner
+    closes it.
     """
+    batcher = step_batcher or loop_batcher()
     timings = {"prompt": 0.0, "generate": 0.0, "decode": 0.0, "env": 0.0, "delta": 0.0}
     hints = env.sampler_hints
     obs = env.reset(**dict(task or {}))
@@ -150,7 +161,8 @@ async def run_episode(
     final_info: dict[str, Any] = {}
     step_infos: list[dict[str, Any]] = []
     stop_reasons: list[str] = []
-    num_turns = 0
+    num_generations = 0
+    final_observation: Observation | None = None
     termination: Termination | None = None
     eot = renderer.end_of_turn_id
 
@@ -159,8 +171,8 @@ async def run_episode(
         if remaining <= 0:
             termination = "truncated"
             break
-        if limits.max_turns is not None and num_turns >= limits.max_turns:
-            termination = "max_turns"
+        if limits.max_generations is not None and num_generations >= limits.max_generations:
+            termination = "max_generations"
             break
         max_tokens = remaining if per_turn_cap is None else max(1, min(remaining, int(per_turn_cap)))
         t0 = time.perf_counter()
@@ -168,7 +180,7 @@ async def run_episode(
         timings["generate"] += time.perf_counter() - t0
         if not isinstance(out, GenerationOutput):
             raise TypeError(f"policy.generate returned {type(out).__name__}, not GenerationOutput")
-        num_turns += 1
+        num_generations += 1
         ids, lps = out.token_ids, out.log_probs
         if len(ids) > max_tokens:  # a policy that ignored max_tokens: cut at the limit it was given
             ids, lps = ids[:max_tokens], (lps[:max_tokens] if lps is not None else None)
@@ -196,16 +208,17 @@ async def run_episode(
             break
 
         t0 = time.perf_counter()
-        step = await env.astep(text)
+        step = await batcher.step(env, text)
         timings["env"] += time.perf_counter() - t0
         if not isinstance(step, StepResult):
-            raise TypeError(f"{type(env).__name__}.astep() returned {type(step).__name__}, not StepResult")
+            raise TypeError(f"{type(env).__name__}.step() returned {type(step).__name__}, not StepResult")
         reward += float(step.reward)
         step_infos.append(dict(step.info))
         if step.observation.tools is not None:
             tools = list(step.observation.tools)
         if step.done:
             final_info = dict(step.info)
+            final_observation = step.observation
             termination = "done"
             break
 
@@ -242,12 +255,13 @@ async def run_episode(
         trajectory=traj,
         reward=reward,
         info=final_info,
-        num_turns=num_turns,
+        num_generations=num_generations,
         messages=messages,
         tools=tools,
         stop_reasons=stop_reasons,
         termination=termination,
         step_infos=step_infos,
+        final_observation=final_observation,
         drift=drift,
         timings=timings,
     )

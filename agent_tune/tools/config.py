@@ -44,7 +44,8 @@ class SandboxConfig:
         if unknown:
             raise ValueError(f"unknown sandbox config keys {sorted(unknown)}; known: {sorted(known)}")
         kwargs: dict[str, Any] = {k: data[k] for k in ("backend", "max_concurrency") if k in data}
-        for key, typ in (("limits", ExecutionLimits), ("local", LocalSandboxConfig), ("sandbox_fusion", SandboxFusionConfig)):
+        sections = (("limits", ExecutionLimits), ("local", LocalSandboxConfig), ("sandbox_fusion", SandboxFusionConfig))
+        for key, typ in sections:
             if key in data and data[key] is not None:
                 value = data[key]
                 kwargs[key] = value if isinstance(value, typ) else typ(**dict(value))
@@ -66,8 +67,9 @@ _shared_lock = threading.Lock()
 def shared_sandbox(config: SandboxConfig | Mapping[str, Any] | None = None) -> CodeSandbox:
     """The process-wide sandbox for ``config``, built (and start-up checked) on first use.
 
-    Environments are one per episode; they share one sandbox, whose bounded pool is then the limit on
-    programs running at once across all episodes of this process.
+    Environments are one per episode; they share one sandbox, whose ``max_concurrency`` slots then bound
+    the programs running at once across all episodes of this process, whether an episode steps
+    synchronously (``run`` in its own thread) or asynchronously (``arun`` through the pool).
     """
     cfg = SandboxConfig.from_dict(config)
     with _shared_lock:

@@ -3,8 +3,9 @@
 A :class:`CodeSandbox` runs one Python program per call and never raises on what the program does:
 a crash, a timeout or an oversized output comes back as an :class:`ExecutionResult` whose ``error``
 says what happened. Backends implement :meth:`CodeSandbox._execute` (blocking); this class adds the
-batch and async forms on top of one bounded thread pool, so at most ``max_concurrency`` programs run
-at a time and a slow or crashing program never blocks or breaks another one or the caller.
+batch and async forms on top of one bounded thread pool. Every program, whether run in the caller's
+thread (:meth:`CodeSandbox.run`) or through the pool, takes one of ``max_concurrency`` slots, so at most
+that many run at a time; a slow or crashing program never breaks another one or the caller.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ class CodeSandbox(ABC):
         self.max_concurrency = max_concurrency
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(max_concurrency)  # shared by run() and the pool
         self._closed = False
 
     # -- backends implement this -------------------------------------------------------------
@@ -103,11 +105,12 @@ class CodeSandbox(ABC):
 
     # -- public API ----------------------------------------------------------------------------
     def run(self, code: str, limits: ExecutionLimits | None = None) -> ExecutionResult:
-        """Run one program in the calling thread (not counted against the pool)."""
+        """Run one program in the calling thread, once one of the ``max_concurrency`` slots is free."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, got {type(code).__name__}")
         self._check_open()
-        return self._execute(code, limits or self.limits)
+        with self._slots:
+            return self._execute(code, limits or self.limits)
 
     def run_batch(self, codes: Sequence[str], limits: ExecutionLimits | None = None) -> list[ExecutionResult]:
         """Run many programs in parallel through the pool; results are in input order."""

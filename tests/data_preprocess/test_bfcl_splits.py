@@ -11,9 +11,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from data_preprocess.bfcl import build_splits, write_splits  # noqa: E402
-
 from agent_tune.envs import make_env  # noqa: E402
+from data_preprocess.bfcl import build_splits, write_splits  # noqa: E402
 
 
 def _scenario(test_id: str) -> int:

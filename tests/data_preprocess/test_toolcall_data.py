@@ -9,9 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from data_preprocess.toolcall import main  # noqa: E402
-
 from agent_tune.envs import make_env  # noqa: E402
+from data_preprocess.toolcall import main  # noqa: E402
 
 
 def test_synthetic_rows_round_trip(tmp_path: Path) -> None:

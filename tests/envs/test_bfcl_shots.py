@@ -99,3 +99,28 @@ def test_prompt_with_shots_fits_the_cpu_config(train_rows: list[dict]) -> None:
     base_rows = [r for r in train_rows if r["extra_info"]["category"] == "multi_turn_base"]
     lengths = [len(renderer.render_prompt(r["prompt"], load_entry(r["extra_info"]["test_id"]).functions)) for r in base_rows]
     assert max(lengths) <= limit, (max(lengths), limit)
+
+
+def test_env_prepends_the_shots_and_the_row_prompt_matches(train_rows: list[dict]) -> None:
+    from agent_tune.envs import make_env
+
+    row = train_rows[0]
+    kwargs = dict(row["extra_info"]["env"]["kwargs"])
+    obs = make_env("bfcl", **kwargs).reset()
+    assert obs.messages == row["prompt"]
+    n_shot = len(shot_messages(kwargs["shots"]))
+    assert obs.messages[n_shot:] == load_entry(kwargs["test_id"]).question[0]
+
+
+def test_syntax_reward_through_the_env() -> None:
+    from agent_tune.envs import make_env
+
+    env = make_env("bfcl", test_id="multi_turn_base_0", reward="syntax")
+    env.reset()
+    steps = [env.step('<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>'),  # valid: 1.0
+             env.step('<tool_call>\n{"name": "ls", "arguments": {"a": 1}}\n</tool_call>'),  # schema broken: 0.75
+             env.step("<tool_call>\nls\n</tool_call>")]  # a block only: 0.25
+    assert [s.info["syntax_grade"] for s in steps] == [1.0, 0.75, 0.25]
+    end = env.finalize()
+    assert end.info["syntax_grades"] == [1.0, 0.75, 0.25]
+    assert end.reward == pytest.approx(2.0 / 3)

@@ -8,9 +8,17 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from agent_tune.envs import BaseToolEnv, Observation, StepResult, UnknownEnvError, env_names, make_env, register_env
-from agent_tune.envs import registry
-from agent_tune.envs.bfcl.env import BFCLEnv
+from agent_tune.envs import (
+    BaseToolEnv,
+    Observation,
+    StepResult,
+    UnknownEnvError,
+    env_names,
+    make_env,
+    register_env,
+    registry,
+)
+from agent_tune.envs.bfcl.env import BFCLToolEnv
 
 
 class _EchoEnv(BaseToolEnv):
@@ -36,7 +44,7 @@ class _EchoEnv(BaseToolEnv):
 
 def test_builtin_names_resolve() -> None:
     assert {"bfcl", "retool"} <= set(env_names())
-    assert isinstance(make_env("bfcl", test_id="multi_turn_base_1"), BFCLEnv)
+    assert isinstance(make_env("bfcl", test_id="multi_turn_base_1"), BFCLToolEnv)
 
 
 def test_register_decorator_and_dotted_path() -> None:
@@ -45,7 +53,7 @@ def test_register_decorator_and_dotted_path() -> None:
     env = make_env(f"{__name__}:_EchoEnv")
     assert isinstance(env, _EchoEnv)
     with pytest.raises(ValueError, match="already registered"):
-        register_env("echo_test")(BFCLEnv)
+        register_env("echo_test")(BFCLToolEnv)
     with pytest.raises(TypeError):
         register_env("not_an_env")(object)
 
@@ -65,6 +73,27 @@ def test_entry_point_plugins_are_discovered(monkeypatch) -> None:
 
 
 def test_cli_lists_envs_with_descriptions() -> None:
-    out = subprocess.run([sys.executable, "-m", "agent_tune.cli", "envs"], capture_output=True, text=True, check=True).stdout
-    line = next(l for l in out.splitlines() if l.startswith("bfcl"))
+    out = subprocess.run(
+        [sys.executable, "-m", "agent_tune.cli", "envs"], capture_output=True, text=True, check=True
+    ).stdout
+    line = next(row for row in out.splitlines() if row.startswith("bfcl"))
     assert "BFCL" in line
+
+
+def test_unregister_env() -> None:
+    register_env("echo_unregister")(_EchoEnv)
+    registry.unregister_env("echo_unregister")
+    assert "echo_unregister" not in env_names()
+    with pytest.raises(UnknownEnvError, match="echo_unregister"):
+        make_env("echo_unregister")
+    with pytest.raises(UnknownEnvError, match="never_registered"):
+        registry.unregister_env("never_registered")
+    register_env("echo_unregister")(_EchoEnv)  # the name is free again, for any class
+    assert isinstance(make_env("echo_unregister"), _EchoEnv)
+
+
+def test_registrations_do_not_leak_between_tests() -> None:
+    # the earlier tests registered echo_test, plugin_echo and echo_unregister; the fixture removed them
+    names = set(env_names())
+    assert not names & {"echo_test", "plugin_echo", "echo_unregister"}
+    assert {"bfcl", "retool", "toolcall"} <= names

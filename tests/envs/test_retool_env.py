@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from agent_tune.envs import BaseToolEnv, get_env_class, make_env
-from agent_tune.envs.retool import ReToolEnv
+from agent_tune.envs.base import EnvStateError
+from agent_tune.envs.retool import ReToolToolEnv
 from agent_tune.tools import ExecutionLimits, ExecutionResult, LocalSandbox
 
 
@@ -17,14 +17,14 @@ def sandbox():
     box.close()
 
 
-def new_env(sandbox, **kw) -> ReToolEnv:
-    env = ReToolEnv(sandbox=sandbox, **kw)
+def new_env(sandbox, **kw) -> ReToolToolEnv:
+    env = ReToolToolEnv(sandbox=sandbox, **kw)
     return env
 
 
 def test_registered_and_declares_sampler_hints(sandbox):
-    assert get_env_class("retool") is ReToolEnv
-    hints = ReToolEnv.sampler_hints
+    assert get_env_class("retool") is ReToolToolEnv
+    hints = ReToolToolEnv.sampler_hints
     assert hints.stop == ("</code>",) and hints.include_stop_str_in_output and hints.observation_kind == "text"
     env = make_env("retool", sandbox=sandbox)
     assert isinstance(env, BaseToolEnv)
@@ -57,7 +57,7 @@ def test_full_episode_code_then_boxed_answer(sandbox):
     assert r3.done and r3.reward == 1.0 and r3.observation.is_empty
     assert r3.info["accuracy"] == 1.0 and r3.info["answer"] == "\\frac{1}{2}"
     assert r3.info["num_tool_calls"] == 2 and r3.info["format_errors"] == 0 and r3.info["num_steps"] == 3
-    with pytest.raises(RuntimeError, match="after the episode ended"):
+    with pytest.raises(EnvStateError, match="no episode running"):
         env.step("more")
 
 
@@ -156,22 +156,32 @@ def test_batch_step_runs_in_parallel(sandbox):
     import time
 
     t0 = time.monotonic()
-    results = ReToolEnv.batch_step(envs, responses)
+    results = ReToolToolEnv.batch_step(envs, responses)
     assert time.monotonic() - t0 < 5 * 0.5  # four at a time, not one after another
     for i in range(5):
         assert results[i].observation.text == f"\n<interpreter>\n{i * 3}\n</interpreter>\n"
     assert results[5].done and results[5].reward == 1.0
     with pytest.raises(ValueError):
-        ReToolEnv.batch_step(envs, responses[:2])
+        ReToolToolEnv.batch_step(envs, responses[:2])
 
 
-async def test_astep_and_abatch_step(sandbox):
-    envs = [new_env(sandbox) for _ in range(3)]
+async def test_concurrent_steps_run_as_one_parallel_batch(sandbox):
+    """The runner's step batcher hands concurrent ReTool steps to batch_step: programs run in the pool."""
+    import asyncio
+    import time
+
+    from agent_tune.rollout.step_batcher import StepBatcher
+
+    envs = [new_env(sandbox) for _ in range(4)]
     for e in envs:
         e.reset(question="q", ground_truth="4")
-    results = await envs[0].abatch_step(envs, ["<code>print(2 + 2)</code>"] * 3)
+    batcher = StepBatcher()
+    t0 = time.monotonic()
+    results = await asyncio.gather(*(batcher.step(e, "<code>import time\ntime.sleep(0.5)\nprint(2 + 2)</code>") for e in envs))
+    assert time.monotonic() - t0 < 4 * 0.5  # in parallel, not one after another
+    assert batcher.batches == 1 and batcher.steps == 4
     assert all(r.observation.text == "\n<interpreter>\n4\n</interpreter>\n" for r in results)
-    r = await envs[0].astep("\\boxed{4}")
+    r = await batcher.step(envs[0], "\\boxed{4}")
     assert r.done and r.reward == 1.0
 
 
@@ -186,11 +196,11 @@ def test_two_episodes_independent(sandbox):
 
 
 def test_render_result():
-    r = ReToolEnv.render_result(ExecutionResult("", "", 0))
+    r = ReToolToolEnv.render_result(ExecutionResult("", "", 0))
     assert r == "(no output)"
-    r = ReToolEnv.render_result(ExecutionResult("partial\n", "", None, timed_out=True, error="TimeoutError: x"))
+    r = ReToolToolEnv.render_result(ExecutionResult("partial\n", "", None, timed_out=True, error="TimeoutError: x"))
     assert r == "partial\nError: TimeoutError: x"
-    r = ReToolEnv.render_result(ExecutionResult("", "", 3))
+    r = ReToolToolEnv.render_result(ExecutionResult("", "", 3))
     assert r == "Error: the program exited with status 3"
 
 

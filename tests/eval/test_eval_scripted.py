@@ -62,7 +62,7 @@ async def test_transient_errors_are_retried(qwen_tok, tmp_path):
         ev = Evaluator(s, qwen_tok)
         out = await ev.run(IDS[:1], tmp_path / "r.jsonl")
     assert out.records[0]["accuracy"] == 1.0
-    assert sum(1 for b in srv.requests if "prompt" in b) == out.records[0]["generations"] + 3
+    assert sum(1 for b in srv.requests if "prompt" in b) == out.records[0]["num_generations"] + 3
 
 
 async def test_rerun_skips_finished_entries(qwen_tok, tmp_path):
@@ -73,8 +73,8 @@ async def test_rerun_skips_finished_entries(qwen_tok, tmp_path):
         assert out.skipped == 2 and out.ran == len(IDS) - 2
         requests_second = len(srv.requests) - n_requests
     # nothing re-ran for the two finished entries
-    first_two = sum(r["generations"] for r in out.records if r["test_id"] in IDS[:2])
-    total = sum(r["generations"] for r in out.records)
+    first_two = sum(r["num_generations"] for r in out.records if r["test_id"] in IDS[:2])
+    total = sum(r["num_generations"] for r in out.records)
     assert requests_second == total - first_two
 
 

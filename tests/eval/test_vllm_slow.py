@@ -80,7 +80,7 @@ def test_eval_against_vllm(vllm_server, tmp_path, capsys):
     assert meta["max_model_len"] is None  # taken from the server at run time
     assert sorted(r["test_id"] for r in records) == sorted(IDS)
     for r in records:
-        assert r["tokens_generated"] > 0 and r["generations"] >= 1
+        assert r["tokens_generated"] > 0 and r["num_generations"] >= 1
         assert r["end_reason"] in ("completed", "force_terminated", "truncated", "empty_generation")
         assert len(r["responses"]) >= 1
     assert (tmp_path / "smol.report.json").is_file() and (tmp_path / "smol.png").is_file()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import keyword
 from pathlib import Path
 
@@ -75,16 +74,10 @@ def test_hermes_several_blocks_and_content() -> None:
     assert parsed.calls[1].raw.startswith("<tool_call>") and parsed.calls[1].raw.endswith("</tool_call>")
 
 
-def test_hermes_tolerates_missing_newlines_and_whitespace() -> None:
-    text = '<tool_call>{"name":"a","arguments":{"x":1}}</tool_call><tool_call>  \n\t{ "name" : "b" , "arguments" : {} }  </tool_call>'
+def test_hermes_whitespace_around_the_json_inside_the_block() -> None:
+    text = '<tool_call>\n{"name":"a","arguments":{"x":1}}\n</tool_call><tool_call>\n  \t{ "name" : "b" , "arguments" : {} }  \n</tool_call>'
     parsed = get_tool_parser("hermes").parse(text)
-    assert calls_of(parsed) == [("a", {"x": 1}), ("b", {})] and parsed.content == ""
-
-
-def test_hermes_arguments_as_json_string() -> None:
-    args = json.dumps({"path": "/tmp", "depth": [1, {"k": "é"}]})
-    parsed = get_tool_parser("hermes").parse(f'<tool_call>{{"name": "ls", "arguments": {json.dumps(args)}}}</tool_call>')
-    assert calls_of(parsed) == [("ls", {"path": "/tmp", "depth": [1, {"k": "é"}]})]
+    assert calls_of(parsed) == [("a", {"x": 1}), ("b", {})] and parsed.content == "" and parsed.errors == []
 
 
 @pytest.mark.parametrize(
@@ -96,8 +89,8 @@ def test_hermes_arguments_as_json_string() -> None:
         ('{"arguments": {}}', '"name" must be a non-empty string (missing)'),
         ('{"name": 7, "arguments": {}}', '"name" must be a non-empty string (got a number)'),
         ('{"name": "a", "arguments": [1]}', '"arguments" must be a JSON object, got an array'),
-        ('{"name": "a", "arguments": "{oops"}', '"arguments" is a string that is not valid JSON'),
-        ('{"name": "a", "arguments": "[1]"}', '"arguments" must be a JSON object, got an array'),
+        ('{"name": "a", "arguments": "{oops"}', '"arguments" must be a JSON object, not a string holding JSON'),
+        ('{"name": "a", "arguments": "[1]"}', '"arguments" must be a JSON object, not a string holding JSON'),
         ("", "invalid JSON at char 0: Expecting value"),
     ],
 )
@@ -113,27 +106,8 @@ def test_hermes_bad_block_among_valid_ones(block: str, reason_part: str) -> None
     assert parsed.content == "done" and parsed.has_tool_call_attempt
 
 
-def test_hermes_missing_arguments_means_empty() -> None:
-    parsed = get_tool_parser("hermes").parse('<tool_call>{"name": "list_all"}</tool_call>')
-    assert calls_of(parsed) == [("list_all", {})]
-
-
-def test_hermes_unterminated_block_complete_json_is_a_call() -> None:
-    parsed = get_tool_parser("hermes").parse('text <tool_call>\n{"name": "a", "arguments": {"x": 1}}\n')
-    assert calls_of(parsed) == [("a", {"x": 1})] and parsed.errors == [] and parsed.content == "text"
-
-
-def test_hermes_unterminated_block_incomplete_json_is_an_error() -> None:
-    text = '<tool_call>{"name": "a", "argu\n<tool_call>{"name": "b", "arguments": {}}</tool_call>'
-    parsed = get_tool_parser("hermes").parse(text)
-    assert calls_of(parsed) == [("b", {})]
-    assert [e.index for e in parsed.errors] == [0]
-    assert parsed.errors[0].reason.startswith("unterminated <tool_call> block")
-    assert parsed.errors[0].raw == '<tool_call>{"name": "a", "argu\n'
-
-
 def test_hermes_close_tag_inside_a_string_argument() -> None:
-    parsed = get_tool_parser("hermes").parse('<tool_call>{"name": "echo", "arguments": {"s": "</tool_call> x"}}</tool_call>')
+    parsed = get_tool_parser("hermes").parse('<tool_call>\n{"name": "echo", "arguments": {"s": "</tool_call> x"}}\n</tool_call>')
     assert calls_of(parsed) == [("echo", {"s": "</tool_call> x"})]
 
 
@@ -154,16 +128,11 @@ def test_hermes_format_is_qwen_canonical() -> None:
 # ----------------------------------------------------------------------------- llama3_json
 
 
-def test_llama3_python_tag_semicolons_and_alias() -> None:
-    text = 'Sure.\n<|python_tag|>{"name": "a", "parameters": {"x": 1}}; {"name": "b", "arguments": {"y": [2]}}<|eom_id|>'
+def test_llama3_python_tag_and_semicolons() -> None:
+    text = '<|python_tag|>{"name": "a", "parameters": {"x": 1}}; {"name": "b", "parameters": {"y": [2]}}<|eom_id|>'
     parsed = get_tool_parser("llama3_json").parse(text)
     assert calls_of(parsed) == [("a", {"x": 1}), ("b", {"y": [2]})]
-    assert parsed.content == "Sure." and parsed.errors == []
-
-
-def test_llama3_newline_separated_calls() -> None:
-    text = '{"name": "a", "parameters": {}}\n{"name": "b", "parameters": {"q": "x"}}'
-    assert calls_of(get_tool_parser("llama3_json").parse(text)) == [("a", {}), ("b", {"q": "x"})]
+    assert parsed.content == "" and parsed.errors == []
 
 
 def test_llama3_plain_text_and_json_data_are_content() -> None:
@@ -172,13 +141,14 @@ def test_llama3_plain_text_and_json_data_are_content() -> None:
     assert parsed.content == text and not parsed.has_tool_call_attempt
 
 
-def test_llama3_broken_call_is_an_error_valid_ones_kept() -> None:
-    text = '{"name": "a", "parameters": {}}\n{"name": "b", "parameters": {"x": }}\n{"name": "c", "parameters": {"z": 3}}'
+def test_llama3_broken_call_is_an_error_and_stops_the_others() -> None:
+    text = '{"name": "a", "parameters": {}};\n{"name": "b", "parameters": {"x": }}\n{"name": "c", "parameters": {"z": 3}}'
     parsed = get_tool_parser("llama3_json").parse(text)
-    assert calls_of(parsed) == [("a", {}), ("c", {"z": 3})]
-    assert [e.index for e in parsed.errors] == [1]
-    assert parsed.errors[0].raw == '{"name": "b", "parameters": {"x": }}'
-    assert "invalid JSON at char" in parsed.errors[0].reason
+    assert parsed.calls == []  # the scorer reads none of a response's calls when one is malformed
+    assert [e.index for e in parsed.errors] == [0, 1, 2]
+    assert parsed.errors[1].raw == '{"name": "b", "parameters": {"x": }}'
+    assert "invalid JSON at char" in parsed.errors[1].reason
+    assert all(parsed.errors[i].reason.startswith("not run: another call") for i in (0, 2))
 
 
 def test_llama3_bad_parameters_type_is_an_error() -> None:
@@ -197,10 +167,10 @@ def test_llama3_format() -> None:
 
 
 def test_mistral_array_form() -> None:
-    text = 'Let me check. [TOOL_CALLS] [{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": "{}"}]</s>'
+    text = '[TOOL_CALLS] [{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}]</s>'
     parsed = get_tool_parser("mistral").parse(text)
     assert calls_of(parsed) == [("a", {"x": 1}), ("b", {})]
-    assert parsed.content == "Let me check." and parsed.errors == []
+    assert parsed.content == "" and parsed.errors == []
 
 
 def test_mistral_name_args_form_with_call_id() -> None:
@@ -212,11 +182,12 @@ def test_mistral_name_args_form_with_call_id() -> None:
 def test_mistral_bad_elements() -> None:
     text = '[TOOL_CALLS] [{"name": "a", "arguments": {}}, {"name": ""}, {"name": "c", "arguments": {}}]'
     parsed = get_tool_parser("mistral").parse(text)
-    assert calls_of(parsed) == [("a", {}), ("c", {})]
-    assert [(e.index, e.raw) for e in parsed.errors] == [(1, '{"name": ""}')]
+    assert parsed.calls == []  # the scorer's json.loads of the response reads no call when one is bad
+    assert [(e.index, e.raw) for e in parsed.errors][1] == (1, '{"name": ""}')
+    assert [e.index for e in parsed.errors] == [0, 1, 2]
     broken = get_tool_parser("mistral").parse('[TOOL_CALLS] [{"name": "a", "arguments": {}}, {"name": "b" "arguments": {}}]')
-    assert calls_of(broken) == [("a", {})] and broken.errors[0].index == 1
-    assert "Expecting ','" in broken.errors[0].reason
+    assert broken.calls == [] and [e.index for e in broken.errors] == [0, 1]
+    assert "Expecting ','" in broken.errors[1].reason
 
 
 @pytest.mark.parametrize("tail", ["", " hello", " [", '[ARGS]{"x": 1}'])
@@ -244,10 +215,10 @@ def test_pythonic_list_with_literals() -> None:
     assert parsed.calls[1].raw == "h()"
 
 
-def test_pythonic_surrounding_text_fence_and_bare_call() -> None:
+def test_pythonic_fence_tag_and_bare_call() -> None:
     parser = get_tool_parser("pythonic")
-    fenced = parser.parse("I'll do it:\n```python\n[f(a='] not the end')]\n```\nDone.")
-    assert calls_of(fenced) == [("f", {"a": "] not the end"})] and fenced.content == "I'll do it:\n\nDone."
+    fenced = parser.parse("```\n[f(a='] not the end')]\n```")
+    assert calls_of(fenced) == [("f", {"a": "] not the end"})] and fenced.content == ""
     assert calls_of(parser.parse("<|python_tag|>[g(x=1)]")) == [("g", {"x": 1})]
     assert calls_of(parser.parse("```\nf(a=1)\n```")) == [("f", {"a": 1})]
     assert calls_of(parser.parse(" f(a=[1]) ")) == [("f", {"a": [1]})]
@@ -260,8 +231,7 @@ def test_pythonic_surrounding_text_fence_and_bare_call() -> None:
     [
         ("f(1)", "positional arguments are not allowed"),
         ("f(a=g(b=1))", "nested calls are not allowed"),
-        ("os.system(a='ls')", "attribute calls"),
-        ("__import__('os').system('x')", "attribute calls"),
+        ("__import__('os').system('x')", "must be a function name"),
         ("f(a=__import__('os').system('x'))", "nested calls are not allowed"),
         ("f(a=x)", "bare name 'x'"),
         ("f(a=x.y)", "Attribute expressions are not allowed"),
@@ -274,7 +244,7 @@ def test_pythonic_surrounding_text_fence_and_bare_call() -> None:
         ("f(a={**d})", "dict keys must be literals"),
         ("f(a=1, a=2)", "given twice"),
         ("f(a=-x)", "UnaryOp expressions are not allowed"),
-        ("(lambda: 0)()", "plain function name"),
+        ("(lambda: 0)()", "must be a function name"),
         ("f", "not a function call"),
         ("f(a=(yield))", "Yield expressions are not allowed"),
         ("f(a=)", "invalid Python syntax"),
@@ -340,7 +310,12 @@ def test_round_trip_unicode_and_nested(name: str) -> None:
     for content in ("", "Let me do that for you."):
         parsed = parser.parse(parser.format_calls(UNICODE_CALLS, content=content))
         assert calls_of(parsed) == calls_of_list(UNICODE_CALLS)
-        assert parsed.errors == [] and parsed.content == content
+        assert parsed.errors == [] and parsed.content == kept_content(name, content)
+
+
+def kept_content(name: str, content: str) -> str:
+    """What ``format_calls`` keeps of ``content`` next to calls: only hermes's scorer reads text beside calls."""
+    return content.strip() if name == "hermes" else ""
 
 
 def calls_of_list(calls: list[ToolCall]) -> list[tuple[str, dict]]:
@@ -363,7 +338,7 @@ def test_round_trip_property(name: str, calls: list[ToolCall], content: str) -> 
     parser = get_tool_parser(name)
     parsed = parser.parse(parser.format_calls(calls, content=content))
     assert calls_of(parsed) == calls_of_list(calls)
-    assert parsed.errors == [] and parsed.content == content.strip()
+    assert parsed.errors == [] and parsed.content == kept_content(name, content)
 
 
 @pytest.mark.parametrize("name", PARSERS)
@@ -411,5 +386,5 @@ def test_hermes_bfcl_reads_only_what_bfcl_eval_reads() -> None:
     assert [c.name for c in r.calls] == ["ls"]
     assert len(r.errors) == 1 and r.errors[0].index == 1
     assert compact in r.content  # not a call for bfcl-eval's Qwen handler
-    assert get_tool_parser("hermes").parse(compact).calls  # the tolerant parser takes it
+    assert get_tool_parser("hermes").parse(compact).errors  # hermes reports what the scorer ignores
     assert p.parse(p.format_calls(r.calls)).calls == r.calls

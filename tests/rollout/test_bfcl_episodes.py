@@ -28,7 +28,7 @@ async def test_bfcl_ground_truth_episode_is_token_exact(test_id, template, qwen_
     finally:
         env.close()
     assert res.termination == "done" and res.reward == 1.0 and res.info["accuracy"] == 1.0
-    assert res.num_turns == len(replies)
+    assert res.num_generations == len(replies)
     assert res.drift.ok, str(res.drift)
     traj = res.trajectory
     roles = [m["role"] for m in res.messages]

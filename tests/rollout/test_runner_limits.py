@@ -7,7 +7,14 @@ import pytest
 from agent_tune.envs.base import Observation, SamplerHints
 from agent_tune.rollout import ChatRenderer, PromptTooLongError, RolloutLimits, run_episode
 from tests.rollout.scripted import (
-    TOOLS, FinalizingEnv, Reply, ScriptedEnv, ScriptedPolicy, step, tool_msgs, user_msg,
+    TOOLS,
+    FinalizingEnv,
+    Reply,
+    ScriptedEnv,
+    ScriptedPolicy,
+    step,
+    tool_msgs,
+    user_msg,
 )
 
 CALL = '<tool_call>\n{"name": "ls", "arguments": {"a": true}}\n</tool_call>'
@@ -63,13 +70,13 @@ async def test_observation_that_does_not_fit_is_not_appended(renderer):
     assert env.finalized == ["truncated"]
 
 
-async def test_max_turns_with_the_default_finalize(renderer):
+async def test_max_generations_with_the_default_finalize(renderer):
     policy = ScriptedPolicy(renderer, [CALL, CALL, CALL])
     env = ScriptedEnv(_initial(), [step(tool_msgs("a"), reward=0.1, turn=0), step(tool_msgs("b"), reward=0.2, turn=1)])
-    res = await run_episode(env, policy, renderer, RolloutLimits(4096, 4096, max_turns=2))
-    assert res.termination == "max_turns" and res.num_turns == 2
+    res = await run_episode(env, policy, renderer, RolloutLimits(4096, 4096, max_generations=2))
+    assert res.termination == "max_generations" and res.num_generations == 2
     assert res.reward == pytest.approx(0.3)  # step rewards summed; BaseToolEnv.finalize adds 0
-    assert res.info["finalize_reason"] == "max_turns" and res.info["unfinished"] == "max_turns"
+    assert res.info["finalize_reason"] == "max_generations" and res.info["unfinished"] == "max_generations"
     # the trajectory ends with the env's last observation and the next generation prompt
     assert renderer.decode(res.trajectory.response_ids).endswith("<|im_start|>assistant\n")
 

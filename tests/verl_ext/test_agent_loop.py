@@ -140,9 +140,9 @@ def test_collapse_fields_group_and_format_error_generations() -> None:
     # the env ended the episode: the last step's info carries the episode total (4), its own errors are 4 - 1 - 0 = 3
     steps = [{"format_errors": 1, "calls": ["ls()"]}, {"format_errors": 0, "calls": ["cd(folder='a')", "pwd()"]},
              {"format_errors": 4}]
-    fields = collapse_fields({"uid": "u"}, {"num_calls": 5}, steps, num_generations=3, done=True)
-    assert fields == {"group": "u", "tool_calls": 5, "valid_calls": 3, "num_generations": 3, "format_error_generations": 2}
+    fields = collapse_fields({"uid": "u"}, steps, done=True)
+    assert fields == {"group": "u", "valid_calls": 3, "format_error_generations": 2}
     # the same total, no error in the last step itself
-    assert collapse_fields({}, {}, [{"format_errors": 1}, {"format_errors": 1}], 2, done=True)["format_error_generations"] == 1
+    assert collapse_fields({}, [{"format_errors": 1}, {"format_errors": 1}], done=True)["format_error_generations"] == 1
     # truncated (not done): step infos are per step
-    assert collapse_fields({}, {}, [{"format_errors": 1}, {"format_errors": 1}], 3, done=False)["format_error_generations"] == 2
+    assert collapse_fields({}, [{"format_errors": 1}, {"format_errors": 1}], done=False)["format_error_generations"] == 2

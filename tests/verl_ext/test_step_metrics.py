@@ -86,8 +86,8 @@ def test_episode_files_are_read_incrementally(tmp_path: Path) -> None:
 
 
 def _episode(group: str, reward: float, calls: int, gens: int, err_gens: int = 0, valid: int = 0) -> dict:
-    return {"global_steps": 1, "group": group, "reward": reward, "tool_calls": calls, "valid_calls": valid,
-            "num_generations": gens, "format_error_generations": err_gens}
+    return {"global_steps": 1, "group": group, "reward": reward, "num_calls": calls, "valid_calls": valid,
+            "num_generations": gens, "zero_call": float(calls == 0), "format_error_generations": err_gens}
 
 
 def test_collapse_metrics_per_step(tmp_path: Path, caplog) -> None:
@@ -99,9 +99,9 @@ def test_collapse_metrics_per_step(tmp_path: Path, caplog) -> None:
     [row] = StepMetricsWriter(log, samples, out).poll()
     assert row["groups"] == 2 and row["groups_with_signal"] == 0.5
     assert row["tool_calls_per_generation"] == 3 / 8  # 3 calls over 4 + 2 + 1 + 1 generations
-    assert row["generations_per_episode"] == 2.0
+    assert row["num_generations"] == 2.0  # generations per episode
     assert row["valid_call_rate"] == 1 / 3  # 1 of the 3 decoded calls ran
-    assert row["zero_call_rate"] == 0.5
+    assert row["zero_call"] == 0.5  # zero-call rate
     assert row["format_error_rate"] == 2 / 8
     assert row["pg_loss"] == -0.01
     assert "no GRPO group carries gradient" not in caplog.text

@@ -1,21 +1,28 @@
 """Access to the BFCL multi-turn data shipped inside the ``bfcl-eval`` package.
 
 Entries, ground truth and function docs are read from the package's data folder without importing
-``bfcl_eval.constants`` (whose import writes result folders). Loaded files are cached read-only;
-every accessor returns deep copies, so no episode can mutate another's data.
+``bfcl_eval.constants`` (whose import writes result folders). Loaded files are cached (bounded: one
+entry per category and per class) and shared. What the accessors copy: :func:`function_docs` returns a
+deep copy; :func:`load_entry` returns fresh lists and message dicts for ``question`` and ``ground_truth``
+(their strings are immutable) but shares ``initial_config`` and the tool schemas with the cache and with
+every other entry of the same classes: treat those as read-only (the backends deep-copy the config).
 """
 
 from __future__ import annotations
 
 import copy
+import importlib
 import importlib.util
 import json
 import os
+import sys
 import tempfile
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from agent_tune.envs.bfcl.schema import to_tool_schema
 
@@ -58,20 +65,54 @@ class BFCLDataError(LookupError):
     """Raised for an unknown test id or category, or when bfcl-eval is not installed."""
 
 
-@lru_cache(maxsize=1)
-def ensure_bfcl_project_root() -> Path:
-    """Point ``BFCL_PROJECT_ROOT`` at a scratch folder unless the user set it.
+PROJECT_ROOT_VARIABLE = "BFCL_PROJECT_ROOT"
+EVAL_CONFIG_MODULE = "bfcl_eval.constants.eval_config"
+SCRATCH_PROJECT_ROOT = Path(tempfile.gettempdir()) / "agent_tune_bfcl_root"
+_environ_lock = threading.Lock()
 
-    bfcl-eval creates ``result/``, ``score/`` and ``.file_locks/`` under that root when some of its
-    modules are imported; by default the root is site-packages. Call before importing bfcl_eval
-    (once per process is enough; later calls return the first answer).
+
+@contextmanager
+def bfcl_project_root(root: str | Path | None = None) -> Iterator[Path]:
+    """``BFCL_PROJECT_ROOT`` set to ``root`` inside the block only; the previous value (or its absence) after.
+
+    ``root`` defaults to the user's own ``BFCL_PROJECT_ROOT``, else a scratch folder. bfcl-eval reads the
+    variable once, when ``bfcl_eval.constants.eval_config`` is imported: import bfcl-eval's checker modules
+    inside this block and they keep the root for good, while the process environment (and every child
+    process) stays as it was.
     """
-    root = os.environ.get("BFCL_PROJECT_ROOT")
-    if not root:
-        root = str(Path(tempfile.gettempdir()) / "agent_tune_bfcl_root")
-        os.environ["BFCL_PROJECT_ROOT"] = root
-    Path(root).mkdir(parents=True, exist_ok=True)
-    return Path(root)
+    with _environ_lock:
+        previous = os.environ.get(PROJECT_ROOT_VARIABLE)
+        path = Path(root) if root is not None else Path(previous) if previous else SCRATCH_PROJECT_ROOT
+        path.mkdir(parents=True, exist_ok=True)
+        os.environ[PROJECT_ROOT_VARIABLE] = str(path)
+        try:
+            yield path
+        finally:
+            if previous is None:
+                os.environ.pop(PROJECT_ROOT_VARIABLE, None)
+            else:
+                os.environ[PROJECT_ROOT_VARIABLE] = previous
+
+
+def ensure_bfcl_project_root() -> Path:
+    """Make bfcl-eval write its ``result/``, ``score/``, ``.file_locks/`` folders outside site-packages.
+
+    Imports ``bfcl_eval.constants.eval_config`` (the module that reads ``BFCL_PROJECT_ROOT`` and creates
+    those folders at import) inside :func:`bfcl_project_root`, unless it is already imported, and returns
+    the root bfcl-eval uses. The process environment is left as it was. The environments themselves never
+    import that module (they load the backend classes only); this guards any later import of bfcl-eval's
+    checker in the same process.
+    """
+    module = sys.modules.get(EVAL_CONFIG_MODULE)
+    if module is None:
+        with bfcl_project_root():
+            try:
+                module = importlib.import_module(EVAL_CONFIG_MODULE)
+            except ModuleNotFoundError as exc:
+                raise BFCLDataError(
+                    "bfcl-eval is not installed: pip install --no-deps bfcl-eval==2026.3.23 mpmath filelock"
+                ) from exc
+    return Path(module.PROJECT_ROOT)
 
 
 @lru_cache(maxsize=1)
@@ -106,7 +147,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=len(ALL_CATEGORIES))
 def _category_table(category: str) -> dict[str, tuple[dict[str, Any], list[list[str]]]]:
     if category not in ALL_CATEGORIES:
         raise BFCLDataError(f"unknown BFCL category {category!r}; known: {', '.join(ALL_CATEGORIES)}")
@@ -115,7 +156,7 @@ def _category_table(category: str) -> dict[str, tuple[dict[str, Any], list[list[
     return {row["id"]: (row, gt[row["id"]]) for row in _read_jsonl(questions)}
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=len(FUNC_DOC_FILES))
 def _func_docs(class_name: str) -> tuple[dict[str, Any], ...]:
     if class_name not in FUNC_DOC_FILES:
         raise BFCLDataError(f"no function docs for class {class_name!r}")
@@ -127,7 +168,7 @@ def function_docs(class_name: str) -> list[dict[str, Any]]:
     return copy.deepcopy(list(_func_docs(class_name)))
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=len(FUNC_DOC_FILES))
 def _class_tools(class_name: str) -> tuple[tuple[str, dict[str, Any]], ...]:
     return tuple((doc["name"], to_tool_schema(doc)) for doc in _func_docs(class_name))
 
@@ -167,7 +208,8 @@ def category_test_ids(category: str) -> list[str]:
 
 
 def load_entry(test_id: str) -> BFCLEntry:
-    """Load one entry by id (questions and ground truth are fresh copies; see ``BFCLEntry``)."""
+    """Load one entry by id: fresh lists for questions (with fresh message dicts), ground truth, functions
+    and held-back functions; ``initial_config`` and the tool schemas are shared read-only (see ``BFCLEntry``)."""
     category = category_of(test_id)
     table = _category_table(category)
     if test_id not in table:

@@ -1,4 +1,4 @@
-"""The BFCL multi-turn environment ("bfcl").
+"""The BFCL multi-turn environment ("bfcl", :class:`BFCLToolEnv`).
 
 One instance plays one entry of BFCL v4 multi-turn (base, miss_func, miss_param, long_context, and
 the unscored composite) against the executable backends bfcl-eval ships, and scores it with
@@ -6,8 +6,11 @@ BFCL's own rule (``scoring.py``).
 
 Protocol, per user turn: the policy answers; if the answer holds tool calls they run and their
 results come back as ``tool`` messages, and the policy answers again; an answer with no tool call
-ends the turn, which is then scored, and the next user question (or the announcement of held-back
-functions, in miss_func) is shown.
+(:meth:`BFCLToolEnv.stop`) ends the turn, which is then scored, and the next user question (or the
+announcement of held-back functions, in miss_func) is shown. A step is the contract's three moves:
+``extract_tool_calls`` (reasoning stripped, then the tool-call parser), the calls run on the episode's
+backend (or are rejected, in training mode), ``format_tool_response`` renders one ``tool`` message per
+result.
 
 Two modes:
 
@@ -21,7 +24,15 @@ Two modes:
   block is reported back and the turn goes on; a turn that runs out of steps scores 0 and the
   episode moves on to the next question; turns with empty ground truth are scored too (they pass iff
   the model made no call: the right behaviour when the request cannot be served) unless
-  ``score_empty_turns=False``. The reward is configurable (``progress`` by default).
+  ``score_empty_turns=False``. The reward is configurable (``progress`` by default; every formula lives
+  in :mod:`agent_tune.rewards.bfcl`, ``syntax`` being stage 1's graded call format). With
+  ``augment=True`` (Environment Tuning's actionable augmentation) a failed or rejected call's
+  observation ends with a hint saying what would fix it (:mod:`agent_tune.envs.bfcl.hints`); scoring
+  never sees hints, and eval mode never augments.
+
+``shots`` (test ids of other scenarios, chosen by ``data_preprocess/bfcl.py --shots K``) puts worked
+examples of the call format before the first question (:mod:`agent_tune.envs.bfcl.shots`). Every step
+records the generation's syntax grade (``syntax_grade``); the final info lists them (``syntax_grades``).
 """
 
 from __future__ import annotations
@@ -29,31 +40,28 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, StepResult
+from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, StepResult, ToolResult
 from agent_tune.envs.bfcl.backend import BFCLBackend
 from agent_tune.envs.bfcl.calls import to_call_string
 from agent_tune.envs.bfcl.data import BFCLEntry, ensure_bfcl_project_root, load_entry
 from agent_tune.envs.bfcl.ground_truth import ground_truth_trace
+from agent_tune.envs.bfcl.hints import HintBuilder, with_hint
 from agent_tune.envs.bfcl.schema import tool_name, validate_arguments
 from agent_tune.envs.bfcl.scoring import TurnVerdict, score_turn
+from agent_tune.envs.bfcl.shots import shot_messages
 from agent_tune.envs.registry import register_env
-from agent_tune.parsing import ParsedResponse, ToolCall, get_reasoning_parser, get_tool_parser
+from agent_tune.parsing import ParsedResponse, ToolCall
+from agent_tune.parsing.response import ResponseParser
+from agent_tune.rewards import bfcl as rewards
 
 # bfcl-eval's user message when held-back functions become available (FC mode).
 ADDITIONAL_FUNCTION_PROMPT = "I have updated some more functions you can choose from. What about now?"
 
-REWARD_KINDS = ("progress", "accuracy", "progress_format")
-
-
-def _tool_message(content: str, name: str | None = None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": "tool", "content": content}
-    if name is not None:
-        msg["name"] = name
-    return msg
+REWARD_KINDS = rewards.REWARD_KINDS
 
 
 @register_env("bfcl")
-class BFCLEnv(BaseToolEnv):
+class BFCLToolEnv(BaseToolEnv):
     """BFCL v4 multi-turn function calling, executed on bfcl-eval's backends and scored like the leaderboard."""
 
     description = "BFCL v4 multi-turn function calling on bfcl-eval's executable backends, scored as BFCL scores it"
@@ -71,6 +79,8 @@ class BFCLEnv(BaseToolEnv):
         max_penalized_format_errors: int = 5,
         score_empty_turns: bool | None = None,
         system_prompt: str | None = None,
+        augment: bool = False,
+        shots: Sequence[str] | None = None,
     ) -> None:
         if reward not in REWARD_KINDS:
             raise ValueError(f"bfcl env: reward={reward!r} is not one of {', '.join(REWARD_KINDS)}")
@@ -81,8 +91,9 @@ class BFCLEnv(BaseToolEnv):
         ensure_bfcl_project_root()
         self.test_id = test_id
         self.eval_mode = eval_mode
-        self.tool_parser = get_tool_parser(tool_parser)
-        self.reasoning_parser = get_reasoning_parser(reasoning_parser)
+        self.parser = ResponseParser(tool_parser, reasoning_parser)
+        self.shots = [str(s) for s in (shots if shots is not None else [])]
+        self._shot_messages = shot_messages(self.shots, tool_parser)  # built (and checked) once
         self.max_steps_per_turn = max_steps_per_turn
         self.max_steps_per_episode = max_steps_per_episode
         self.reward_kind = reward
@@ -92,6 +103,7 @@ class BFCLEnv(BaseToolEnv):
         if eval_mode and self.score_empty_turns:
             raise ValueError("bfcl env: score_empty_turns=True contradicts eval_mode=True (BFCL does not score them)")
         self.system_prompt = system_prompt
+        self.augment = augment and not eval_mode
         self.entry: BFCLEntry | None = None
         self._done = True
 
@@ -110,12 +122,14 @@ class BFCLEnv(BaseToolEnv):
         self._model = BFCLBackend.for_entry(test_id)
         self._gt = ground_truth_trace(test_id)
         self._tools: dict[str, dict[str, Any]] = {tool_name(t): t for t in entry.functions}
+        self._hints = HintBuilder(self._model, self._tools) if self.augment else None
         self._turn = 0
         self._steps_in_turn = 0
         self._turn_acted = False
         self._num_steps = 0
         self._format_errors = 0
         self._num_calls = 0
+        self._syntax_grades: list[float] = []
         self._all_model_results: list[str] = []
         self._turn_scores: list[float | None] = []
         self._turn_errors: list[str | None] = []
@@ -126,6 +140,7 @@ class BFCLEnv(BaseToolEnv):
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
+        messages.extend(dict(m) for m in self._shot_messages)
         messages.extend(self._turn_messages(0))
         return Observation(messages=messages, tools=self.tools)
 
@@ -140,19 +155,34 @@ class BFCLEnv(BaseToolEnv):
         if new_tools:
             for tool in new_tools:
                 self._tools[tool_name(tool)] = tool
+            if self._hints is not None:
+                self._hints.tools = self._tools
             listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in new_tools)
             return [{"role": "user", "content": f"{listing}\n{ADDITIONAL_FUNCTION_PROMPT}"}]
         return [dict(m) for m in self.entry.question[turn]]
 
     # ------------------------------------------------------------------ parsing
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        """Strip reasoning with the reasoning parser, then decode calls with the tool-call parser."""
-        _, content = self.reasoning_parser.parse(raw_response)
-        return self.tool_parser.parse(content)
+        """Strip reasoning with the reasoning parser, then decode calls with the tool-call parser.
+        """
+        return self.parser.parse(raw_response)[1]
 
-    def format_tool_response(self, results: Sequence[Any]) -> Observation:
-        """One ``tool`` message per result, in call order (as bfcl-eval's FC handlers send them)."""
-        return Observation(messages=[_tool_message(str(r)) for r in results], tools=self.tools)
+    def stop(self, raw_response: str) -> bool:
+        """True if the answer ends the user turn: no decodable call in eval mode (BFCL drops malformed
+        blocks silently), no call block at all in training mode (a malformed block is answered)."""
+        parsed = self.extract_tool_calls(raw_response)
+        return not parsed.calls if self.eval_mode else not parsed.has_tool_call_attempt
+
+    def format_tool_response(self, results: Sequence[ToolResult]) -> Observation:
+        """One ``tool`` message per result, in call order (as bfcl-eval's FC handlers send them),
+        named after the function when there is one."""
+        messages = []
+        for r in results:
+            msg: dict[str, Any] = {"role": "tool", "content": r.content}
+            if r.name is not None:
+                msg["name"] = r.name
+            messages.append(msg)
+        return Observation(messages=messages, tools=self.tools)
 
     def _reject_reason(self, call: ToolCall) -> str | None:
         tool = self._tools.get(call.name)
@@ -164,38 +194,26 @@ class BFCLEnv(BaseToolEnv):
     # ------------------------------------------------------------------ stepping
     def step(self, raw_response: str) -> StepResult:
         if self._done:
-            raise RuntimeError("bfcl env: step() after the episode ended; call reset()")
+            raise EnvStateError("bfcl env: step() with no episode running; call reset() first")
         self._num_steps += 1
         parsed = self.extract_tool_calls(raw_response)
         step_format_errors = len(parsed.errors)
-        if not parsed.calls and (not parsed.errors or self.eval_mode):
-            # No decodable call: the policy has finished this user turn.
+        grade = rewards.syntax_grade(parsed, self._tools)  # against the tools visible when it was written
+        self._syntax_grades.append(grade)
+        if self.stop(raw_response):  # the policy has finished this user turn
             self._format_errors += step_format_errors
-            return self._end_turn(forced=False, pending=[], step_info={"format_errors": step_format_errors})
+            return self._end_turn(forced=False, pending=[],
+                                  step_info={"format_errors": step_format_errors, "syntax_grade": grade})
 
         self._steps_in_turn += 1
-        messages: list[dict[str, Any]] = []
-        executed: list[str] = []
-        for call in parsed.calls:
-            self._num_calls += 1
-            reason = self._reject_reason(call)
-            if reason is not None:
-                step_format_errors += 1
-                if not self.eval_mode:  # strict: nothing runs, the model is told why
-                    messages.append(_tool_message(f"Error: {reason}", call.name))
-                    continue
-            result = self._model.execute(call.name, call.arguments)
-            self._all_model_results.append(result)
-            executed.append(to_call_string(call))
-            messages.append(_tool_message(result, call.name))
-        if not self.eval_mode:
-            for err in parsed.errors:
-                messages.append(_tool_message(f"Error: tool call #{err.index + 1} could not be parsed: {err.reason}"))
+        results, executed, rejected = self._run_calls(parsed)
+        step_format_errors += rejected
         self._format_errors += step_format_errors
         if executed:
             self._turn_acted = True
             self._decoded[self._turn].append(executed)
-        step_info = {"format_errors": step_format_errors, "calls": executed}
+        messages = self.format_tool_response(results).messages
+        step_info = {"format_errors": step_format_errors, "calls": executed, "syntax_grade": grade}
 
         if self._steps_in_turn > self.max_steps_per_turn:
             if self.eval_mode:  # BFCL's force termination: the entry fails
@@ -205,6 +223,38 @@ class BFCLEnv(BaseToolEnv):
         if self.max_steps_per_episode is not None and self._num_steps >= self.max_steps_per_episode:
             return self._finish(messages, step_info, reason="max_steps_per_episode")
         return StepResult(Observation(messages=messages, tools=self.tools), 0.0, False, {"turn": self._turn, **step_info})
+
+    def _run_calls(self, parsed: ParsedResponse) -> tuple[list[ToolResult], list[str], int]:
+        """Run the decoded calls on the backend: (results in call order, BFCL call strings run, rejected).
+
+        Training mode is strict: a call to an invisible function or with schema-breaking arguments
+        does not run, and the model is told why; an undecodable block is answered too. Eval mode runs
+        every decoded call as bfcl-eval's engine does and drops undecodable blocks silently.
+        """
+        results: list[ToolResult] = []
+        executed: list[str] = []
+        rejected = 0
+        for call in parsed.calls:
+            self._num_calls += 1
+            reason = self._reject_reason(call)
+            if reason is not None:
+                rejected += 1
+                if not self.eval_mode:
+                    text = f"Error: {reason}"
+                    if self._hints is not None:
+                        text = with_hint(text, self._hints.for_rejected_call(call.name, call.arguments, [reason]))
+                    results.append(ToolResult(text, call.name, error=True))
+                    continue
+            result = self._model.execute(call.name, call.arguments)
+            self._all_model_results.append(result)  # scoring sees the backend's own text, never a hint
+            executed.append(to_call_string(call))
+            if self._hints is not None:
+                result = with_hint(result, self._hints.for_result(call.name, call.arguments, result))
+            results.append(ToolResult(result, call.name))
+        if not self.eval_mode:
+            for err in parsed.errors:
+                results.append(ToolResult(f"Error: tool call #{err.index + 1} could not be parsed: {err.reason}", error=True))
+        return results, executed, rejected
 
     def _end_turn(self, forced: bool, pending: list[dict[str, Any]], step_info: dict[str, Any]) -> StepResult:
         """Score the current turn, then show the next question or finish the episode."""
@@ -243,7 +293,7 @@ class BFCLEnv(BaseToolEnv):
     def finalize(self, reason: str = "truncated") -> StepResult:
         """End the episode now (e.g. the token budget ran out); unfinished turns count as failed."""
         if self._done:
-            raise RuntimeError("bfcl env: finalize() after the episode ended")
+            raise EnvStateError("bfcl env: finalize() with no episode running")
         return self._finish([], {}, reason=reason)
 
     # ------------------------------------------------------------------ results
@@ -266,18 +316,16 @@ class BFCLEnv(BaseToolEnv):
         (turns never reached count as failed).
         """
         assert self.entry is not None
-        scoreable = sum(self._scoreable(t) for t in range(self.entry.num_turns))
-        passed = sum(1 for s in self._turn_scores if s == 1.0)
-        completed = len(self._turn_scores) == self.entry.num_turns
+        turns = range(self.entry.num_turns)
         # BFCL's verdict looks only at turns with non-empty ground truth.
-        all_passed = all(s != 0.0 for t, s in enumerate(self._turn_scores) if self.entry.ground_truth[t])
+        required = [bool(self.entry.ground_truth[t]) for t in turns]
         return {
             "test_id": self.entry.id,
             "category": self.entry.category,
             "turn_scores": list(self._turn_scores),
             "turn_errors": list(self._turn_errors),
-            "accuracy": float(completed and all_passed and not self._force_terminated and not self._forced_turns),
-            "progress": passed / scoreable if scoreable else float(completed and all_passed),
+            "accuracy": rewards.accuracy(self._turn_scores, required, self._force_terminated, self._forced_turns),
+            "progress": rewards.progress(self._turn_scores, [self._scoreable(t) for t in turns]),
             "format_errors": self._format_errors,
             "num_steps": self._num_steps,
             "num_calls": self._num_calls,
@@ -286,12 +334,8 @@ class BFCLEnv(BaseToolEnv):
             "force_terminated": self._force_terminated,
             "forced_turns": self._forced_turns,
             "decoded_calls": [list(map(list, turn)) for turn in self._decoded],
+            "syntax_grades": list(self._syntax_grades),
         }
 
     def _reward(self, info: dict[str, Any]) -> float:
-        if self.reward_kind == "accuracy":
-            return info["accuracy"]
-        if self.reward_kind == "progress":
-            return info["progress"]
-        penalized = min(info["format_errors"], self.max_penalized_format_errors)
-        return info["progress"] - self.format_penalty * penalized
+        return rewards.episode_reward(self.reward_kind, info, self.format_penalty, self.max_penalized_format_errors)

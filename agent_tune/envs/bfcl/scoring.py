@@ -6,7 +6,7 @@ A turn whose ground truth is non-empty passes iff
 3. the ground truth's results for the turn are a multiset subset of all the model's results so far
    (response check; order does not matter, duplicates must be matched one for one).
 An entry is correct iff every such turn passes and inference was not force-terminated.
-Turns with empty ground truth are not scored by BFCL (``BFCLEnv`` may score them in training).
+Turns with empty ground truth are not scored by BFCL (``BFCLToolEnv`` may score them in training).
 """
 
 from __future__ import annotations

@@ -1,0 +1,26 @@
+"""One model response -> (reasoning, tool calls): the reasoning parser, then the tool-call parser."""
+
+from __future__ import annotations
+
+from agent_tune.parsing.registry import get_reasoning_parser, get_tool_parser
+from agent_tune.parsing.types import ParsedResponse
+
+
+class ResponseParser:
+    """Strips reasoning with the named reasoning parser, then decodes calls with the named tool-call parser.
+
+    Environments call it from several contract methods for one response (``stop``, then
+    ``extract_tool_calls`` inside ``step``): the last response's result is kept, so it is parsed once.
+    """
+
+    def __init__(self, tool_parser: str = "hermes", reasoning_parser: str = "none") -> None:
+        self.tool_parser = get_tool_parser(tool_parser)
+        self.reasoning_parser = get_reasoning_parser(reasoning_parser)
+        self._last: tuple[str, str | None, ParsedResponse] | None = None
+
+    def parse(self, raw_response: str) -> tuple[str | None, ParsedResponse]:
+        """``(reasoning or None, the calls, errors and content outside them)``; never raises on model text."""
+        if self._last is None or self._last[0] != raw_response:
+            reasoning, content = self.reasoning_parser.parse(raw_response)
+            self._last = (raw_response, reasoning, self.tool_parser.parse(content))
+        return self._last[1], self._last[2]

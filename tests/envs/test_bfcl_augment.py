@@ -1,0 +1,55 @@
+"""BFCL env option ``augment``: hints on failed calls in training, nothing changed otherwise."""
+
+from __future__ import annotations
+
+import json
+
+from agent_tune.envs import make_env
+from agent_tune.envs.bfcl.data import load_entry
+from agent_tune.envs.bfcl.hints import HINT_SEPARATOR
+from agent_tune.envs.bfcl.replay import ground_truth_calls, responses_for
+from agent_tune.parsing import get_tool_parser
+
+from .bfcl_helpers import play
+
+TEST_ID = "multi_turn_base_0"  # GorillaFileSystem among its classes
+
+
+def _call(name: str, **arguments: object) -> str:
+    return f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>'
+
+
+def _observe(response: str, **kwargs: object) -> str:
+    env = make_env("bfcl", test_id=TEST_ID, **kwargs)
+    env.reset()
+    return env.step(response).observation.messages[0]["content"]
+
+
+def test_failed_call_gets_an_actionable_hint_only_when_augmented() -> None:
+    missing = _call("cd", folder="no_such_folder_here")
+    plain = _observe(missing)
+    hinted = _observe(missing, augment=True)
+    assert HINT_SEPARATOR not in plain
+    assert hinted.startswith(plain + HINT_SEPARATOR) and "ls" in hinted[len(plain):]
+    # a call rejected by the schema: the hint names the missing parameter
+    hinted = _observe(_call("cd"), augment=True)
+    assert hinted.startswith("Error: ") and HINT_SEPARATOR in hinted and "folder" in hinted.split(HINT_SEPARATOR)[1]
+    # a successful call is never augmented
+    assert _observe(_call("pwd"), augment=True) == _observe(_call("pwd"))
+
+
+def test_eval_mode_never_augments() -> None:
+    missing = _call("cd", folder="no_such_folder_here")
+    assert _observe(missing, eval_mode=True, augment=True) == _observe(missing, eval_mode=True)
+
+
+def test_augment_changes_no_verdict() -> None:
+    """Hints are shown, never scored: the ground truth and a wrong episode score the same either way."""
+    turns = ground_truth_calls(load_entry(TEST_ID), schema_valid_only=True)
+    right = responses_for([[t] for t in turns], get_tool_parser("hermes"))
+    wrong = [r for _ in turns for r in (_call("cd", folder="no_such_folder_here"), "done")]
+    for script in (right, wrong):
+        plain, augmented = play(TEST_ID, script), play(TEST_ID, script, augment=True)
+        assert plain["turn_scores"] == augmented["turn_scores"] and plain["reward"] == augmented["reward"]
+    assert play(TEST_ID, right, augment=True)["accuracy"] == 1.0
+    assert play(TEST_ID, wrong, augment=True)["accuracy"] == 0.0

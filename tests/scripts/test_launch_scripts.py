@@ -1,0 +1,157 @@
+"""The launch scripts pass paths and only the variables the user set: the YAML is the single source of values.
+
+Each script runs with ``PYTHON`` pointing at a fake interpreter that prints its argv; no training starts.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Keys a script may always pass: where data, checkpoints and the smoke run's reward function live.
+PATH_KEYS = {
+    "data.train_files",
+    "data.val_files",
+    "trainer.default_local_dir",
+    "reward.custom_reward_function.path",
+}
+# Every variable a script maps to a key (cleared from the environment before each run).
+USER_VARIABLES = (
+    "MODEL_PATH BATCH_SIZE MINI_BATCH_SIZE GROUP_SIZE LR MAX_PROMPT_LENGTH MAX_RESPONSE_LENGTH TP SP EPOCHS "
+    "SAVE_FREQ TEST_FREQ REWARD EXPERIMENT NNODES GPUS_PER_NODE TOTAL_STEPS RESPONSE_LENGTH STEPS CONFIG_NAME "
+    "WORK_DIR DATA_DIR TRAIN_FILE VAL_FILE CKPT_DIR INPUT DATASET SHOTS PYTHON"
+).split()
+
+
+def _run(script: str, tmp_path: Path, env_extra: dict[str, str], args: tuple[str, ...] = ()) -> list[list[str]]:
+    """Run ``script`` with a fake PYTHON; return the argv of each interpreter call."""
+    fake = tmp_path / "fake_python"
+    log = tmp_path / "calls.txt"
+    fake.write_text(f'#!/usr/bin/env bash\n{{ echo CALL; printf "%s\\n" "$@"; }} >> "{log}"\n')
+    fake.chmod(0o755)
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    for name in ("train.parquet", "train_base.parquet", "val.parquet"):
+        (data / name).write_bytes(b"")
+    env = {k: v for k, v in os.environ.items() if k not in USER_VARIABLES}
+    env.update(PYTHON=str(fake), DATA_DIR=str(data), WORK_DIR=str(tmp_path / "work"), **env_extra)
+    result = subprocess.run(
+        ["bash", str(REPO / script), *args], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    calls: list[list[str]] = []
+    for line in log.read_text().splitlines():
+        if line == "CALL":
+            calls.append([])
+        else:
+            calls[-1].append(line)
+    return calls
+
+
+def _overrides(calls: list[list[str]]) -> dict[str, str]:
+    """key -> value of the Hydra overrides given to ``-m verl_ext.train``."""
+    (train,) = [c for c in calls if c[:2] == ["-m", "verl_ext.train"]]
+    return dict(arg.split("=", 1) for arg in train if "=" in arg and not arg.startswith("-"))
+
+
+@pytest.fixture(autouse=True)
+def _needs_bash():
+    if shutil.which("bash") is None:
+        pytest.skip("bash is not installed")
+
+
+TRAIN_SCRIPTS = [
+    "examples/run_grpo_bfcl.sh",
+    "examples/run_grpo_retool.sh",
+    "examples/run_grpo_cpu_smoke.sh",
+    "benchmarks/learning_signal.sh",
+]
+
+
+@pytest.mark.parametrize("script", TRAIN_SCRIPTS)
+def test_nothing_but_paths_unless_exported(script, tmp_path):
+    overrides = _overrides(_run(script, tmp_path, {}))
+    assert set(overrides) <= PATH_KEYS, sorted(set(overrides) - PATH_KEYS)
+    assert {"data.train_files", "data.val_files", "trainer.default_local_dir"} <= set(overrides)
+
+
+@pytest.mark.parametrize(
+    "script,variable,value,keys",
+    [
+        ("examples/run_grpo_bfcl.sh", "GROUP_SIZE", "8", ["actor_rollout_ref.rollout.n"]),
+        ("examples/run_grpo_bfcl.sh", "LR", "3e-6", ["actor_rollout_ref.actor.optim.lr"]),
+        ("examples/run_grpo_bfcl.sh", "NNODES", "2", ["trainer.nnodes"]),
+        ("examples/run_grpo_bfcl.sh", "REWARD", "accuracy", ["agent_tune.env_kwargs.bfcl.reward"]),
+        ("examples/run_grpo_bfcl.sh", "MODEL_PATH", "/models/q", ["actor_rollout_ref.model.path"]),
+        (
+            "examples/run_grpo_retool.sh",
+            "BATCH_SIZE",
+            "4",
+            ["data.train_batch_size", "actor_rollout_ref.actor.ppo_mini_batch_size"],
+        ),
+        ("examples/run_grpo_retool.sh", "TOTAL_STEPS", "3", ["trainer.total_training_steps", "trainer.save_freq"]),
+        ("examples/run_grpo_cpu_smoke.sh", "RESPONSE_LENGTH", "32", ["data.max_response_length"]),
+        ("benchmarks/learning_signal.sh", "STEPS", "5", ["trainer.total_training_steps"]),
+    ],
+)
+def test_exported_variable_reaches_its_key(script, variable, value, keys, tmp_path):
+    overrides = _overrides(_run(script, tmp_path, {variable: value}))
+    for key in keys:
+        assert overrides[key] == value
+    assert set(overrides) - PATH_KEYS == set(keys)
+
+
+def test_config_name_and_extra_arguments_pass_through(tmp_path):
+    calls = _run("examples/run_grpo_retool.sh", tmp_path, {"CONFIG_NAME": "agent_tune_retool_cpu"}, ("a.b=1",))
+    (train,) = [c for c in calls if c[:2] == ["-m", "verl_ext.train"]]
+    assert train[train.index("--config-name") + 1] == "agent_tune_retool_cpu"
+    assert train[-1] == "a.b=1"
+
+
+def test_stage2_uses_its_config_and_the_stage1_model(tmp_path):
+    model = tmp_path / "stage1"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    calls = _run("examples/run_grpo_bfcl_stage2.sh", tmp_path, {"MODEL_PATH": str(model)})
+    (train,) = [c for c in calls if c[:2] == ["-m", "verl_ext.train"]]
+    assert train[train.index("--config-name") + 1] == "agent_tune_bfcl_stage2"
+    overrides = _overrides(calls)
+    assert overrides["actor_rollout_ref.model.path"] == str(model)
+    assert overrides["data.train_files"].endswith("/train.parquet")
+    assert set(overrides) - PATH_KEYS == {"actor_rollout_ref.model.path"}
+
+
+def test_stage2_without_stage1_model_explains(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in USER_VARIABLES}
+    result = subprocess.run(
+        ["bash", str(REPO / "examples/run_grpo_bfcl_stage2.sh")], env=env, capture_output=True, text=True, timeout=60
+    )
+    if (REPO / "outputs/models/bfcl_stage1/config.json").exists():
+        pytest.skip("a stage-1 model is exported in this checkout")
+    assert result.returncode == 2 and "export it first" in result.stderr
+
+
+def test_export_uses_the_common_python(tmp_path):
+    step = tmp_path / "global_step_3"
+    (step / "actor").mkdir(parents=True)
+    calls = _run("examples/export_hf.sh", tmp_path, {}, (str(step), str(tmp_path / "hf")))
+    assert calls == [
+        ["-m", "verl.model_merger", "merge", "--backend", "fsdp", "--local_dir", f"{step}/actor", "--target_dir",
+         str(tmp_path / "hf")]
+    ]
+
+
+def test_every_script_sources_the_common_settings():
+    scripts = [p for p in (*REPO.glob("examples/*.sh"), *REPO.glob("benchmarks/*.sh")) if p.name != "_common.sh"]
+    for script in scripts:
+        if script.name == "run_grpo_bfcl_cpu.sh":  # owned elsewhere; migrated separately
+            continue
+        text = script.read_text()
+        assert "_common.sh" in text, script
+        assert "PYTHON=" not in text, script  # one PYTHON default, in examples/_common.sh
