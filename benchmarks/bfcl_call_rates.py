@@ -62,7 +62,8 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
             prompts, tools = [], []
             for test_id in ids:
                 entry = load_entry(test_id)
-                messages = shot_messages(choose_shots(test_id, shots, pool, args.seed), args.tool_parser) + entry.question[0]
+                shot_ids = choose_shots(test_id, shots, pool, args.seed)
+                messages = shot_messages(shot_ids, args.tool_parser) + entry.question[0]
                 prompts.append(renderer.render_prompt(messages, entry.functions))
                 tools.append({tool_name(t): t for t in entry.functions})
             texts = await asyncio.gather(*(_sample(client, args.model, p, args.samples, temperature, args.max_tokens,

@@ -44,7 +44,8 @@ AGENT_NAME = "agent_tune"
 SHOT_TOOL_PARSER = "hermes"
 
 
-def make_row(test_id: str, index: int, env_kwargs: dict[str, Any] | None = None, split: str = "train") -> dict[str, Any]:
+def make_row(test_id: str, index: int, env_kwargs: dict[str, Any] | None = None,
+             split: str = "train") -> dict[str, Any]:
     """One verl row for a BFCL entry (``split`` is recorded so training metrics can leave validation out).
 
     ``env_kwargs["shots"]`` (test ids) puts those worked examples before the question in ``prompt``,

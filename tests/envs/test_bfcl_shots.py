@@ -71,7 +71,8 @@ def test_shot_turns_are_real_ground_truth_results() -> None:
     messages = shot_messages(["multi_turn_base_44"])
     entry = load_entry("multi_turn_base_44")
     assert messages[0] == entry.question[0][0]
-    assert [m["role"] for m in messages] == ["user", "assistant"] + ["tool"] * len(entry.ground_truth[0]) + ["assistant"]
+    roles = ["user", "assistant"] + ["tool"] * len(entry.ground_truth[0]) + ["assistant"]
+    assert [m["role"] for m in messages] == roles
     assert messages[-1]["content"] == CLOSING_TEXT
     # the results are what the scenario's own backend returns for the calls
     backend = BFCLBackend.for_entry("multi_turn_base_44")
@@ -97,7 +98,8 @@ def test_prompt_with_shots_fits_the_cpu_config(train_rows: list[dict]) -> None:
     renderer = ChatRenderer(AutoTokenizer.from_pretrained(str(path)), template="smollm2_tools")
     limit = OmegaConf.load(ROOT / "config" / "agent_tune_bfcl_cpu.yaml").data.max_prompt_length
     base_rows = [r for r in train_rows if r["extra_info"]["category"] == "multi_turn_base"]
-    lengths = [len(renderer.render_prompt(r["prompt"], load_entry(r["extra_info"]["test_id"]).functions)) for r in base_rows]
+    lengths = [len(renderer.render_prompt(r["prompt"], load_entry(r["extra_info"]["test_id"]).functions))
+               for r in base_rows]
     assert max(lengths) <= limit, (max(lengths), limit)
 
 

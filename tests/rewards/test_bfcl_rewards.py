@@ -50,7 +50,8 @@ def test_progress() -> None:
 
 def test_accuracy() -> None:
     assert R.accuracy([1.0, None, 1.0], [True, False, True]) == 1.0
-    assert R.accuracy([1.0, 0.0, 1.0], [True, False, True]) == 1.0  # failing a turn without ground truth: BFCL ignores it
+    # failing a turn without ground truth: BFCL ignores it
+    assert R.accuracy([1.0, 0.0, 1.0], [True, False, True]) == 1.0
     assert R.accuracy([1.0, 1.0, 0.0], [True, False, True]) == 0.0
     assert R.accuracy([1.0, 1.0], [True, False, True]) == 0.0  # a turn never played
     assert R.accuracy([1.0, 1.0, 1.0], [True, True, True], force_terminated=True) == 0.0
@@ -59,7 +60,8 @@ def test_accuracy() -> None:
 
 def test_progress_format() -> None:
     assert R.progress_format(0.5, 2) == pytest.approx(0.3)  # 0.5 - 0.1 * 2
-    assert R.progress_format(0.5, 9, format_penalty=0.1, max_penalized_format_errors=5) == pytest.approx(0.0)  # capped at 5
+    # capped at 5 errors: 0.5 - 0.1 * 5
+    assert R.progress_format(0.5, 9, format_penalty=0.1, max_penalized_format_errors=5) == pytest.approx(0.0)
     assert R.progress_format(1.0, 3, format_penalty=0.2, max_penalized_format_errors=2) == pytest.approx(0.6)
     info = {"progress": 0.75, "accuracy": 0.0, "format_errors": 1}
     assert R.episode_reward("progress_format", info) == pytest.approx(0.65)
