@@ -39,18 +39,32 @@ class _MaxLevel(logging.Filter):
         return record.levelno <= self.level
 
 
+class _ConsoleHandler(logging.StreamHandler):
+    """Writes to a given stream, or to whatever ``sys.stdout`` / ``sys.stderr`` is when a record comes
+    (so a replaced stream, as under pytest's capture, is followed rather than kept after it closes)."""
+
+    def __init__(self, name: str, stream: TextIO | None) -> None:
+        super().__init__(stream if stream is not None else getattr(sys, name))
+        self._follow = name if stream is None else None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._follow is not None:
+            self.stream = getattr(sys, self._follow)
+        super().emit(record)
+
+
 def setup_logging(verbose: bool = False, stdout: TextIO | None = None, stderr: TextIO | None = None) -> None:
     """Send the ``agent_tune`` / ``verl_ext`` loggers to the console; idempotent (re-calling replaces the
     handlers, never adds a second pair).
 
     Args:
         verbose: also show DEBUG records.
-        stdout: stream for DEBUG/INFO lines (default ``sys.stdout`` at the time of the call).
-        stderr: stream for WARNING and above (default ``sys.stderr``).
+        stdout: stream for DEBUG/INFO lines (default: ``sys.stdout`` at the time of each record).
+        stderr: stream for WARNING and above (default: ``sys.stderr`` likewise).
     """
-    out = logging.StreamHandler(stdout if stdout is not None else sys.stdout)
+    out = _ConsoleHandler("stdout", stdout)
     out.addFilter(_MaxLevel(logging.INFO))
-    err = logging.StreamHandler(stderr if stderr is not None else sys.stderr)
+    err = _ConsoleHandler("stderr", stderr)
     err.setLevel(logging.WARNING)
     for handler in (out, err):
         handler.setFormatter(ConsoleFormatter("%(message)s"))

@@ -187,8 +187,8 @@ _ERROR = re.compile(r"\b(?:error|exception|killed|fatal)\b", re.IGNORECASE)
 
 def failure_excerpt(lines: list[str], limit: int = 30) -> list[str]:
     """The cause of a failed run from its log: the last Python traceback (without the shutdown lines
-    after it), else the last lines naming an error, else the log's last lines; at most ``limit`` lines
-    (a long traceback keeps its head and its end, where the exception is)."""
+    after it), else the last 10 lines naming an error, else the log's last 15 lines; at most ``limit``
+    lines (a long traceback keeps its head and its end, where the exception is)."""
     text = [clean(line) for line in lines]
     starts = [i for i, line in enumerate(text) if line.startswith("Traceback (most recent call last)")]
     if starts:
@@ -196,9 +196,8 @@ def failure_excerpt(lines: list[str], limit: int = 30) -> list[str]:
         while len(block) > 1 and _NOISE.match(block[-1]):
             block.pop()
     else:
-        errors = [i for i, line in enumerate(text) if _ERROR.search(line)]
-        end = (errors[-1] + 1) if errors else len(text)
-        block = [line for line in text[:end] if line][-limit:]
+        errors = [line for line in text if _ERROR.search(line)]
+        block = errors[-10:] if errors else [line for line in text if line][-15:]
     if len(block) > limit:
         omitted = len(block) - (limit - 1)
         block = block[:2] + [f"  ... ({omitted} lines, see the full log)"] + block[-(limit - 3):]
@@ -287,6 +286,7 @@ def watch(
     interval_s: float = 1.0,
     log_offset: int = 0,
     clock: Callable[[], float] = time.monotonic,
+    started: float | None = None,
 ) -> int:
     """Follow a training child until it exits; report phases, steps and the outcome; return its code.
 
@@ -299,8 +299,9 @@ def watch(
         interval_s: polling period.
         log_offset: where this launch's part of the log starts (the log is appended to across resumes).
         clock: monotonic time source.
+        started: when the launch began, on ``clock`` (default: now); times on the console count from it.
     """
-    started = clock()
+    started = clock() if started is None else started
     phases = PhaseDetector()
     progress = Progress(total_steps=total_steps, started=started)
     log = Tail(files.log, log_offset)
@@ -312,7 +313,7 @@ def watch(
             if verbose and echo is not None:
                 echo.write(line + "\n")
             for message in phases.feed(line):
-                logger.info("%s (%s)", message, format_duration(clock() - started))
+                logger.info("%s [%s]", message, format_duration(clock() - started))
         if echo is not None:
             echo.flush()
         if progress.total_steps is None and phases.total_steps is not None:

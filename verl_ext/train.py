@@ -43,7 +43,7 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("verl_ext.train")  # also when run as __main__
 
 DEFAULT_CONFIG_NAME = "agent_tune_grpo"
 SMOLLM2_ALIAS = "smollm2"
@@ -340,7 +340,7 @@ def console_mode(config: DictConfig, verbose_flag: bool) -> str:
 
 
 def _phase(started: float, message: str) -> None:
-    logger.info("%s (%s)", message, _elapsed(started))
+    logger.info("%s [%s]", message, _elapsed(started))
 
 
 def _elapsed(started: float) -> str:
@@ -373,7 +373,7 @@ def launch(config: DictConfig, config_name: str, verbose: bool, started: float) 
     previous = signal.signal(signal.SIGTERM, lambda *_: proc.terminate())  # a stopped launcher stops training
     try:
         return watch(proc, files, total_steps=OmegaConf.select(config, "trainer.total_training_steps", default=None),
-                     verbose=verbose, echo=sys.stdout, log_offset=offset)
+                     verbose=verbose, echo=sys.stdout, log_offset=offset, started=started)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -388,7 +388,7 @@ def child_main(config_path: str) -> int:
     try:
         run(config)
     except ConfigError as exc:
-        logger.error("agent-tune train: %s", exc)
+        logger.error("%s", exc)
         return 2
     return 0
 

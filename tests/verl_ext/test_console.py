@@ -132,9 +132,10 @@ def test_failure_excerpt_bounded_keeps_head_and_exception() -> None:
 
 
 def test_failure_excerpt_without_traceback() -> None:
-    lines = ["starting", "agent-tune train: error: config key 'data.train_files': file x does not exist", "bye"]
-    assert failure_excerpt(lines)[-1].startswith("agent-tune train: error: config key")
-    assert failure_excerpt(["a", "b"]) == ["a", "b"]
+    lines = ["starting", "UserWarning: ModuleNotFoundError('torchtitan')",
+             "ERROR:2026:config key 'actor_rollout_ref.actor.strategy': FSDP1 needs CUDA", "bye"]
+    assert failure_excerpt(lines) == ["ERROR:2026:config key 'actor_rollout_ref.actor.strategy': FSDP1 needs CUDA"]
+    assert failure_excerpt(["a", "", "b"]) == ["a", "b"]
 
 
 def test_exit_codes() -> None:
@@ -203,7 +204,7 @@ def test_watch_a_successful_child(tmp_path: Path) -> None:
     lines = console.splitlines()
     assert status == 0
     assert all(line.startswith("[agent-tune] ") for line in lines)
-    assert any("Ray started (" in line for line in lines)
+    assert any(line.startswith("[agent-tune] Ray started [") for line in lines)
     # total steps learnt from verl's log; one line per step of this launch
     steps = [line for line in lines if line.startswith("[agent-tune] step ")]
     assert [s.split(" | ")[0] for s in steps] == ["[agent-tune] step 1/2 (50%)", "[agent-tune] step 2/2 (100%)"]
@@ -246,3 +247,11 @@ def test_launcher_console_mode_and_child_flag() -> None:
     assert console_mode(compose_config("agent_tune_grpo_cpu", ["agent_tune.console=verbose"]), False) == "verbose"
     with pytest.raises(ConfigError, match="agent_tune.console"):
         console_mode(compose_config("agent_tune_grpo_cpu", ["agent_tune.console=loud"]), False)
+
+
+def test_setup_logging_follows_replaced_std_streams(monkeypatch) -> None:
+    setup_logging()
+    replaced = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", replaced)
+    logging.getLogger("verl_ext.train").info("phase")
+    assert replaced.getvalue() == "[agent-tune] phase\n"
