@@ -350,10 +350,12 @@ def watch(
         else:
             logger.info("checkpoints: none saved in %s", files.checkpoints)
     else:
-        with files.log.open("rb") as f:
-            f.seek(log_offset)
-            lines = f.read().decode("utf-8", errors="replace").splitlines()
-        cause = failure_excerpt(lines)
+        lines: list[str] = []
+        if files.log.is_file():
+            with files.log.open("rb") as f:
+                f.seek(log_offset)
+                lines = f.read().decode("utf-8", errors="replace").splitlines()
+        cause = failure_excerpt(lines) or ["(the log is empty)"]
         logger.error("training failed (%s) after %s; from the log:\n%s", describe_exit(code), elapsed,
                      "\n".join("    " + line for line in cause))
     logger.info("full log: %s", files.log)
