@@ -111,7 +111,7 @@ class PhaseDetector:
             self.seen.add(phase.name)
             if phase.name in ("resume", "scratch"):
                 self.seen.update(("resume", "scratch"))
-            groups = {k: v for k, v in m.groupdict().items() if v is not None}
+            groups = {k: v.replace("'", "") for k, v in m.groupdict().items() if v is not None}
             if "path2" in groups:
                 groups["path"] = groups.pop("path2")
             out.append(phase.message.format(**groups))

@@ -62,7 +62,7 @@ def test_phases_in_a_real_log_each_once_in_order() -> None:
         "Ray started",
         "Data loaded by verl: 100 train / 100 val prompts",
         "Actor and reference models built (FSDP)",
-        "vLLM server up ('192.0.2.2:42203')",
+        "vLLM server up (192.0.2.2:42203)",
         "Training from scratch (no checkpoint)",
         "First step started (rollouts, then the update)",
         "Saving checkpoint /run/ckpt/global_step_2",
