@@ -255,3 +255,23 @@ def test_setup_logging_follows_replaced_std_streams(monkeypatch) -> None:
     monkeypatch.setattr(sys, "stdout", replaced)
     logging.getLogger("verl_ext.train").info("phase")
     assert replaced.getvalue() == "[agent-tune] phase\n"
+
+
+def test_install_check_failure_shows_the_import_error(monkeypatch) -> None:
+    from verl_ext import train
+
+    monkeypatch.setattr(train, "_INSTALL_PROBE", "import sys\nraise ImportError('libnvrtc.so.13: no such file')\n")
+    with pytest.raises(train.InstallError, match=r"(?s)importing torch, verl, vllm failed:.*ImportError: libnvrtc"):
+        train.check_install(train.compose_config("agent_tune_grpo_cpu"))
+
+
+def test_data_phase_counts_parquet_rows(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from verl_ext.train import compose_config, describe_data
+
+    pq.write_table(pa.table({"x": [1, 2, 3]}), tmp_path / "train.parquet")
+    cfg = compose_config("agent_tune_grpo_cpu", [f"data.train_files={tmp_path / 'train.parquet'}",
+                                                 "data.val_files=hdfs://x/val.parquet"])
+    assert describe_data(cfg) == "train.parquet 3 rows, val.parquet"
