@@ -76,7 +76,8 @@ def main() -> None:
     correct: dict[tuple[str, str], int] = {}
     for _ in range(args.repeats):  # interleaved repeats, best of each
         for cat, entries in by_cat.items():
-            for path, fn in (("official", official_episode), ("agent_tune", lambda e: ours_episode(e, responses[e.id]))):
+            runners = (("official", official_episode), ("agent_tune", lambda e: ours_episode(e, responses[e.id])))
+            for path, fn in runners:
                 dt, ok = _time(fn, entries)
                 best[cat, path] = min(best.get((cat, path), float("inf")), dt)
                 correct[cat, path] = ok

@@ -67,7 +67,8 @@ def main(argv=None) -> int:
     par_t, par_acc = asyncio.run(timed(tok, ids, args.latency, args.concurrency))
     print(f"{len(ids)} entries, {args.latency * 1000:.0f} ms per generation")
     print(f"sequential loop      : {seq_t:7.2f} s  {len(ids) / seq_t:7.2f} entries/s  accuracy {seq_acc:.3f}")
-    print(f"async, concurrency {args.concurrency:<2}: {par_t:7.2f} s  {len(ids) / par_t:7.2f} entries/s  accuracy {par_acc:.3f}")
+    print(f"async, concurrency {args.concurrency:<2}: {par_t:7.2f} s  "
+          f"{len(ids) / par_t:7.2f} entries/s  accuracy {par_acc:.3f}")
     print(f"speed-up: {seq_t / par_t:.2f}x")
     return 0
 

@@ -22,7 +22,7 @@ def main() -> None:
     ap.add_argument("--keys", nargs="+", default=["reward", "acc", "format_errors"])
     ap.add_argument("--title", default=None, help="figure title (default: the metrics file's folder name)")
     args = ap.parse_args()
-    rows = [json.loads(l) for l in args.metrics.read_text().splitlines() if l.strip()]
+    rows = [json.loads(line) for line in args.metrics.read_text().splitlines() if line.strip()]
     if not rows:
         raise SystemExit(f"{args.metrics}: no steps")
     steps = [r["step"] for r in rows]

@@ -33,7 +33,9 @@ def plain_runner() -> Callable[[str], str]:
     exe = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
 
     def run(code: str) -> str:
-        return subprocess.run([exe, "-I", "-S", "-u", "-B", "-c", code], capture_output=True, text=True, timeout=60).stdout
+        return subprocess.run(
+            [exe, "-I", "-S", "-u", "-B", "-c", code], capture_output=True, text=True, timeout=60
+        ).stdout
 
     return run
 
@@ -97,12 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     plain_rate, box_rate = statistics.median(rate["plain"]), statistics.median(rate["box"])
     method = getattr(box, "process_limit_method", "-")
     print(f"backend={args.backend} process_limit={method} runs={args.runs} concurrency={args.concurrency} "
-          f"rounds={args.rounds} cpus={os.cpu_count()} load1={os.getloadavg()[0]:.1f} startup_check={startup * 1000:.0f} ms")
+          f"rounds={args.rounds} cpus={os.cpu_count()} load1={os.getloadavg()[0]:.1f} "
+          f"startup_check={startup * 1000:.0f} ms")
     print(f"{'':18}{'exec/s (pool)':>15}{'ms/run (serial)':>18}")
     print(f"{'plain subprocess':18}{plain_rate:15.1f}{plain_lat * 1000:18.1f}")
     print(f"{'sandbox':18}{box_rate:15.1f}{box_lat * 1000:18.1f}")
     print(f"per-run overhead: {(box_lat - plain_lat) * 1000:.1f} ms; "
-          f"latency ratio sandbox/plain: {box_lat / plain_lat:.2f}x; throughput ratio plain/sandbox: {plain_rate / box_rate:.2f}x")
+          f"latency ratio sandbox/plain: {box_lat / plain_lat:.2f}x; "
+          f"throughput ratio plain/sandbox: {plain_rate / box_rate:.2f}x")
     return 0
 
 

@@ -157,12 +157,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--question-field", default="problem")
     ap.add_argument("--answer-field", default="answer")
     ap.add_argument("--answer-marker", default=None, help="keep the text after the last marker (e.g. '####')")
-    ap.add_argument("--extract-boxed", action="store_true", help="the answer field is a solution: keep its last \\boxed{}")
+    ap.add_argument("--extract-boxed", action="store_true",
+                    help="the answer field is a solution: keep its last \\boxed{}")
     ap.add_argument("--data-source", default=None, help="data_source of the rows (default: retool/<input name>)")
     ap.add_argument("--val-size", type=int, default=0)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--max-tool-calls", type=int, default=None, help="per-row env kwarg (overrides the config)")
-    ap.add_argument("--max-tool-response-chars", type=int, default=None, help="per-row env kwarg (overrides the config)")
+    ap.add_argument("--max-tool-response-chars", type=int, default=None,
+                    help="per-row env kwarg (overrides the config)")
     args = ap.parse_args(argv)
 
     if args.input is not None:

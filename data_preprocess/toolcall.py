@@ -26,7 +26,11 @@ from agent_tune.rows import write_rows
 AGENT_NAME = "agent_tune"
 ENV_NAME = "toolcall"
 
-_OPS = {"add": ("plus", lambda a, b: a + b), "subtract": ("minus", lambda a, b: a - b), "multiply": ("times", lambda a, b: a * b)}
+_OPS = {
+    "add": ("plus", lambda a, b: a + b),
+    "subtract": ("minus", lambda a, b: a - b),
+    "multiply": ("times", lambda a, b: a * b),
+}
 
 
 def arith_tools() -> list[dict[str, Any]]:
@@ -35,13 +39,20 @@ def arith_tools() -> list[dict[str, Any]]:
     return [
         {"type": "function", "function": {
             "name": name, "description": desc,
-            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]},
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"],
+            },
         }}
         for name, desc in verbs.items()
     ]
 
 
-FORMAT_HINT = ' Answer with one tool call, for example: <tool_call>\n{"name": "multiply", "arguments": {"a": 3, "b": 4}}\n</tool_call>'
+FORMAT_HINT = (
+    ' Answer with one tool call, for example: <tool_call>\n'
+    '{"name": "multiply", "arguments": {"a": 3, "b": 4}}\n</tool_call>'
+)
 
 
 # Worked examples for --shots: small operands, so no task's answer is ever shown.
@@ -110,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     if args.input:
-        tasks = [json.loads(l) for l in args.input.read_text(encoding="utf-8").splitlines() if l.strip()]
+        tasks = [json.loads(line) for line in args.input.read_text(encoding="utf-8").splitlines() if line.strip()]
         source = f"toolcall/{args.input.stem}"
     else:
         tasks = arith_tasks(args.n + args.val_size, args.seed, args.shots)

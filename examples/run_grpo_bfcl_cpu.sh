@@ -17,7 +17,10 @@ CKPT_DIR="${CKPT_DIR:-$WORK_DIR/checkpoints}"
 SHOTS=3
 
 if ! grep -qs "\"shots\": $SHOTS," "$DATA_DIR/splits.json"; then
-  "$PYTHON" "$REPO_DIR/data_preprocess/bfcl.py" --out "$DATA_DIR" --shots "$SHOTS"
+  counts="$("$PYTHON" "$REPO_DIR/data_preprocess/bfcl.py" --out "$DATA_DIR" --shots "$SHOTS")"
+  echo "[agent-tune] BFCL splits built in $DATA_DIR (rows per split: $counts)"
+else
+  echo "[agent-tune] BFCL splits: $DATA_DIR (built earlier)"
 fi
 
 overrides=(

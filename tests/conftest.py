@@ -42,7 +42,9 @@ def smol_tok():
         from agent_tune.models.smollm2 import DEFAULT_CACHE_DIR, is_converted
 
         if is_converted(DEFAULT_CACHE_DIR.expanduser()):
-            return AutoTokenizer.from_pretrained(str(DEFAULT_CACHE_DIR.expanduser()), clean_up_tokenization_spaces=False)
+            return AutoTokenizer.from_pretrained(
+                str(DEFAULT_CACHE_DIR.expanduser()), clean_up_tokenization_spaces=False
+            )
     except ImportError:
         pass
     folder = Path(list(spec.submodule_search_locations)[0])

@@ -28,7 +28,9 @@ from typing import Any, Callable, Mapping
 
 from agent_tune.envs.base import BaseToolEnv, EnvStateError, EpisodeInfo, Observation, StepResult
 
-EPISODE_INFO_KEYS: tuple[str, ...] = tuple(k for k in EpisodeInfo.__annotations__ if k not in ("truncated", "finalize_reason"))
+EPISODE_INFO_KEYS: tuple[str, ...] = tuple(
+    k for k in EpisodeInfo.__annotations__ if k not in ("truncated", "finalize_reason")
+)
 
 
 class EnvCheckError(AssertionError):
@@ -46,7 +48,8 @@ def _check_observation(obs: Any, where: str) -> None:
     for m in obs.messages:
         _require(isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m,
                  f"{where}: every message needs a 'role' and a 'content'", m)
-    _require(obs.text is None or isinstance(obs.text, str), f"{where}: Observation.text must be a str or None", obs.text)
+    _require(obs.text is None or isinstance(obs.text, str),
+             f"{where}: Observation.text must be a str or None", obs.text)
     if obs.tools is not None:
         for tool in obs.tools:
             _require(isinstance(tool, dict) and tool.get("type") == "function" and "name" in tool.get("function", {}),

@@ -75,7 +75,9 @@ class ReToolToolEnv(BaseToolEnv):
     (``None``: no system message) and ``user_template`` (``{question}`` is replaced).
     """
 
-    description: ClassVar[str] = "ReTool: math with a sandboxed Python interpreter (<code>/<interpreter>, \\boxed answer)"
+    description: ClassVar[str] = (
+        "ReTool: math with a sandboxed Python interpreter (<code>/<interpreter>, \\boxed answer)"
+    )
     sampler_hints: ClassVar[SamplerHints] = SamplerHints(
         stop=(_CLOSE,), include_stop_str_in_output=True, observation_kind="text"
     )

@@ -4,8 +4,8 @@ One question, a set of tools, one response: the response's tool calls (decoded w
 parser, reasoning stripped first) are compared with the ground-truth calls by ToolRL's reward
 (:mod:`agent_tune.rewards.toolrl`). Nothing is executed: the step's final observation
 (``format_tool_response``) is the env's verdict on each call block (accepted, unknown function, not
-decodable), which the transcript and rollout dumps show; the episode ends there. The format reward is ToolRL's structural
-check: 1 when the response has the shape the task expects (at least one tool call when the ground
+decodable), which the transcript and rollout dumps show; the episode ends there. The format reward is
+ToolRL's structural check: 1 when the response has the shape the task expects (at least one tool call when the ground
 truth calls tools, no call when it does not), every call block decodes and names a tool that was
 offered, and, if ``require_reasoning`` is set, the response carries a reasoning block. (A plain-text
 answer to a task that needs a call earns no format reward: otherwise "never try a call" would out-score
@@ -111,7 +111,9 @@ class ToolCallToolEnv(BaseToolEnv):
                 text = f"Error: unknown function '{call.name}'. Available functions: {', '.join(offered)}"
                 results.append(ToolResult(text, call.name, error=True))
         for err in parsed.errors:
-            results.append(ToolResult(f"Error: tool call #{err.index + 1} could not be parsed: {err.reason}", error=True))
+            results.append(
+                ToolResult(f"Error: tool call #{err.index + 1} could not be parsed: {err.reason}", error=True)
+            )
         return results
 
     def step(self, raw_response: str) -> StepResult:

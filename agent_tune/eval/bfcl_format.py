@@ -65,7 +65,9 @@ def _finished(record: Mapping[str, Any]) -> bool:
     return record.get("end_reason") in ("completed", "force_terminated")
 
 
-def bfcl_result(record: Mapping[str, Any], form: str = "canonical", reasoning_parser: Any = None) -> list[list[str]] | str:
+def bfcl_result(
+    record: Mapping[str, Any], form: str = "canonical", reasoning_parser: Any = None
+) -> list[list[str]] | str:
     """The ``result`` field bfcl-eval reads for one episode record."""
     if form not in FORMATS:
         raise ValueError(f"BFCL result form must be one of {FORMATS}, got {form!r}")

@@ -52,24 +52,30 @@ def run_parser() -> argparse.ArgumentParser:
     sel.add_argument("--limit", type=int, default=None, help="first N entries per category")
     mdl = p.add_argument_group("model format")
     mdl.add_argument("--tokenizer", default=None, help="local HF tokenizer folder (default: --model if it is a folder)")
-    mdl.add_argument("--template", default="tokenizer", help="chat template name or .jinja path (default: the tokenizer's)")
+    mdl.add_argument("--template", default="tokenizer",
+                     help="chat template name or .jinja path (default: the tokenizer's)")
     mdl.add_argument("--tool-parser", default="hermes")
     mdl.add_argument("--reasoning-parser", default="none")
-    mdl.add_argument("--chat-template-kwargs", type=_json_dict, default={}, help='JSON, e.g. \'{"enable_thinking": false}\'')
-    mdl.add_argument("--env-kwargs", type=_json_dict, default={}, help="extra BFCL env kwargs as JSON (e.g. system_prompt)")
+    mdl.add_argument("--chat-template-kwargs", type=_json_dict, default={},
+                     help='JSON, e.g. \'{"enable_thinking": false}\'')
+    mdl.add_argument("--env-kwargs", type=_json_dict, default={},
+                     help="extra BFCL env kwargs as JSON (e.g. system_prompt)")
     smp = p.add_argument_group("sampling")
     smp.add_argument("--n", type=int, default=1, help="samples per entry (pass@k for k <= n)")
     smp.add_argument("--temperature", type=float, default=0.0)
     smp.add_argument("--top-p", type=float, default=1.0)
     smp.add_argument("--seed", type=int, default=None, help="per-request seed (sample i uses seed+i)")
     smp.add_argument("--max-tokens", type=int, default=2048, help="max new tokens per generation")
-    smp.add_argument("--max-model-len", type=int, default=None, help="context length (default: what the server reports)")
+    smp.add_argument("--max-model-len", type=int, default=None,
+                     help="context length (default: what the server reports)")
     out = p.add_argument_group("output")
     out.add_argument("--output", default="bfcl_eval.jsonl", help="results jsonl (appended; rerun resumes)")
     out.add_argument("--report-json", default=None, help="report JSON (default: OUTPUT stem + .report.json)")
     out.add_argument("--png", default=None, help="accuracy chart (default: OUTPUT stem + .png)")
-    out.add_argument("--bfcl-dir", default=None, help="BFCL result files for `bfcl evaluate` (default: OUTPUT stem + _bfcl)")
-    out.add_argument("--bfcl-model", default=DEFAULT_REGISTRY_NAME, help="bfcl-eval registry name the files are filed under")
+    out.add_argument("--bfcl-dir", default=None,
+                     help="BFCL result files for `bfcl evaluate` (default: OUTPUT stem + _bfcl)")
+    out.add_argument("--bfcl-model", default=DEFAULT_REGISTRY_NAME,
+                     help="bfcl-eval registry name the files are filed under")
     out.add_argument("--bfcl-format", choices=FORMATS, default="canonical")
     out.add_argument("--no-progress", action="store_true")
     return p
@@ -172,6 +178,9 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``agent-tune eval ...`` (``argv`` excludes ``eval``)."""
+    from agent_tune.logs import setup_logging
+
+    setup_logging()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
         return report_main(argv[1:])

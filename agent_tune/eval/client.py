@@ -126,7 +126,9 @@ class OpenAIClient:
                         try:
                             return await resp.json(content_type=None)
                         except ValueError:
-                            raise ServerUnavailableError(f"{url} answered HTTP {resp.status} with non-JSON: {text[:200]!r}")
+                            raise ServerUnavailableError(
+                                f"{url} answered HTTP {resp.status} with non-JSON: {text[:200]!r}"
+                            )
                     message = _error_message(text)
                     if resp.status not in TRANSIENT_STATUSES:
                         raise RequestError(resp.status, message)
@@ -150,12 +152,20 @@ class OpenAIClient:
                 "and check --base-url (it ends in /v1)"
             ) from None
         except RequestError as exc:
-            raise ServerUnavailableError(f"{self.base_url}/models answered {exc}; is --base-url right (it ends in /v1)?") from None
+            raise ServerUnavailableError(
+                f"{self.base_url}/models answered {exc}; is --base-url right (it ends in /v1)?"
+            ) from None
         rows = data.get("data") if isinstance(data, dict) else None
         if not isinstance(rows, list):
-            raise ServerUnavailableError(f"{self.base_url}/models did not return an OpenAI model list: {str(data)[:200]}")
+            raise ServerUnavailableError(
+                f"{self.base_url}/models did not return an OpenAI model list: {str(data)[:200]}"
+            )
         return [
-            ModelInfo(str(r.get("id")), r.get("max_model_len") if isinstance(r.get("max_model_len"), int) else None, r.get("root"))
+            ModelInfo(
+                str(r.get("id")),
+                r.get("max_model_len") if isinstance(r.get("max_model_len"), int) else None,
+                r.get("root"),
+            )
             for r in rows
             if isinstance(r, dict)
         ]

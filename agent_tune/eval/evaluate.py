@@ -130,7 +130,9 @@ def episode_turns(result: EpisodeResult) -> list[list[str]]:
     return turns
 
 
-def build_record(test_id: str, sample: int, result: EpisodeResult, tokens_generated: int | None = None) -> dict[str, Any]:
+def build_record(
+    test_id: str, sample: int, result: EpisodeResult, tokens_generated: int | None = None
+) -> dict[str, Any]:
     """One results-file line for a finished episode."""
     info = result.info
     keys = ("category", "accuracy", "num_turns", "force_terminated", "turn_scores", "turn_errors", "decoded_calls",
@@ -143,7 +145,9 @@ def build_record(test_id: str, sample: int, result: EpisodeResult, tokens_genera
     rec["termination"] = result.termination
     rec["stop_reasons"] = list(result.stop_reasons)
     rec["prompt_tokens"] = len(result.trajectory.prompt_ids)
-    rec["tokens_generated"] = int(tokens_generated if tokens_generated is not None else result.trajectory.num_policy_tokens)
+    rec["tokens_generated"] = int(
+        tokens_generated if tokens_generated is not None else result.trajectory.num_policy_tokens
+    )
     rec["responses"] = episode_turns(result)
     rec["timings"] = {k: round(v, 4) for k, v in result.timings.items()}
     return rec
@@ -278,7 +282,9 @@ class Evaluator:
                     f"{abort[0]}\n{len(store.records)} episodes are saved in {output}; rerun the same command to resume"
                 ) from abort[0]
             ran = len(todo) - len(failed)
-            return EvalOutcome(Path(output), store.records, ran, skipped, failed, time.time() - started, info, self.usage)
+            return EvalOutcome(
+                Path(output), store.records, ran, skipped, failed, time.time() - started, info, self.usage
+            )
 
 
 def _progress(total: int, initial: int, enabled: bool):

@@ -167,7 +167,9 @@ class MessageLedger:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._renderer, name)
 
-    def render_prompt(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+    def render_prompt(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None
+    ) -> list[int]:
         self.initial = [dict(m) for m in messages]
         self.tools = [dict(t) for t in tools] if tools else None
         return self._renderer.render_prompt(messages, tools)

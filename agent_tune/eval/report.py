@@ -91,7 +91,9 @@ def format_table(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines + ["", "; ".join(extra)])
 
 
-def plot_accuracy(summaries: Sequence[Mapping[str, Any]], png: str | os.PathLike[str], labels: Sequence[str] | None = None) -> Path:
+def plot_accuracy(
+    summaries: Sequence[Mapping[str, Any]], png: str | os.PathLike[str], labels: Sequence[str] | None = None
+) -> Path:
     """Bar chart of per-category accuracy (and overall), one bar per results file, side by side."""
     import matplotlib
 

@@ -85,7 +85,11 @@ class ResultStore:
         if self.path.exists() and self.path.stat().st_size > 0:
             old_meta, self.records = read_results(self.path)
             if old_meta is not None:
-                diffs = {k: (old_meta.get(k), self.meta.get(k)) for k in COMPAT_KEYS if old_meta.get(k) != self.meta.get(k)}
+                diffs = {
+                    k: (old_meta.get(k), self.meta.get(k))
+                    for k in COMPAT_KEYS
+                    if old_meta.get(k) != self.meta.get(k)
+                }
                 if diffs:
                     detail = "; ".join(f"{k}: file has {a!r}, this run {b!r}" for k, (a, b) in diffs.items())
                     raise ResultsFileError(

@@ -82,7 +82,9 @@ class PythonicToolParser(ToolCallParser):
         """The call list alone (the scorer reads nothing else); ``content`` only when there are no calls."""
         if not calls:
             return content
-        return "[" + ", ".join(f"{c.name}({', '.join(f'{k}={_render(v)}' for k, v in c.arguments.items())})" for c in calls) + "]"
+        return "[" + ", ".join(
+            f"{c.name}({', '.join(f'{k}={_render(v)}' for k, v in c.arguments.items())})" for c in calls
+        ) + "]"
 
 
 def _to_call(node: ast.expr, raw: str) -> ToolCall:

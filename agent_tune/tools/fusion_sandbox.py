@@ -116,7 +116,10 @@ def _to_result(reply: dict[str, Any], limits: ExecutionLimits, duration: float) 
         exit_code = None
         error = f"TimeoutError: the program exceeded the time limit of {limits.wall_seconds:g} s and was killed"
     elif not stage:
-        error = f"sandbox error: reply without a run result (status {reply.get('status')!r}: {reply.get('message', '')})"
+        error = (
+            f"sandbox error: reply without a run result "
+            f"(status {reply.get('status')!r}: {reply.get('message', '')})"
+        )
     elif status not in ("Finished", None) and exit_code in (None, 0):
         error = f"sandbox reported run status {status!r}"
     truncated = t1 or t2

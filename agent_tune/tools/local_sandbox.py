@@ -352,7 +352,10 @@ class LocalSandbox(CodeSandbox):
         exit_code: int | None = rc
         if timed_out:
             exit_code = None
-            error = f"TimeoutError: the program exceeded the wall-clock limit of {limits.wall_seconds:g} s and was killed"
+            error = (
+                f"TimeoutError: the program exceeded the wall-clock limit of {limits.wall_seconds:g} s "
+                "and was killed"
+            )
         elif truncated:
             exit_code = None
             error = f"OutputLimitExceeded: the program wrote more than {limits.max_output_bytes} bytes and was killed"

@@ -74,7 +74,9 @@ class CalculatorToolEnv(BaseToolEnv):
             results.append(ToolResult(str(OPERATIONS[call.name](args["a"], args["b"])), call.name))
         for err in parsed.errors:
             self.format_errors += 1
-            results.append(ToolResult(f"Error: tool call #{err.index + 1} could not be parsed: {err.reason}", error=True))
+            results.append(
+                ToolResult(f"Error: tool call #{err.index + 1} could not be parsed: {err.reason}", error=True)
+            )
         if self.steps >= self.max_steps:
             return self._end(0.0)
         return StepResult(self.format_tool_response(results), 0.0, False, {"format_errors": self.format_errors})

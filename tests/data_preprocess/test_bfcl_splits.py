@@ -27,12 +27,16 @@ def test_sizes_and_disjoint_scenarios(tmp_path: Path) -> None:
     assert not (scen["train"] & scen["val"]) and not (scen["train"] & scen["test"]) and not (scen["val"] & scen["test"])
     assert scen["train_base"] == scen["train"]
     cats = pd.Series([x["category"] for x in frames["train"]["extra_info"]]).value_counts().to_dict()
-    assert cats == {"multi_turn_base": 100, "multi_turn_miss_func": 100, "multi_turn_miss_param": 100, "multi_turn_long_context": 100}
+    assert cats == {
+        "multi_turn_base": 100, "multi_turn_miss_func": 100,
+        "multi_turn_miss_param": 100, "multi_turn_long_context": 100,
+    }
     assert {x["category"] for x in frames["train_base"]["extra_info"]} == {"multi_turn_base"}
-    jsonl = [json.loads(l) for l in (tmp_path / "val.jsonl").read_text().splitlines()]
+    jsonl = [json.loads(line) for line in (tmp_path / "val.jsonl").read_text().splitlines()]
     assert len(jsonl) == 100 and jsonl[0]["agent_name"] == "agent_tune"
     assert all(r["extra_info"]["env"]["kwargs"]["eval_mode"] for r in jsonl)  # validation = leaderboard rules
-    assert "eval_mode" not in frames["train"]["extra_info"].iloc[0]["env"]["kwargs"] or not frames["train"]["extra_info"].iloc[0]["env"]["kwargs"]["eval_mode"]
+    assert ("eval_mode" not in frames["train"]["extra_info"].iloc[0]["env"]["kwargs"]
+            or not frames["train"]["extra_info"].iloc[0]["env"]["kwargs"]["eval_mode"])
 
 
 def test_reproducible_and_seed_dependent() -> None:

@@ -41,7 +41,9 @@ def test_worked_examples_precede_the_question(tmp_path: Path) -> None:
         assert [dict(m) for m in row["prompt"]] == obs.messages
         [gt] = json.loads(extra["ground_truth"])
         assert json.dumps(gt["arguments"]) not in "".join(m["content"] for m in obs.messages[:-1])
-    assert main(["--synthetic", "arith", "--n", "4", "--val-size", "1", "--shots", "0", "--out", str(tmp_path / "z")]) == 0
+    assert main(
+        ["--synthetic", "arith", "--n", "4", "--val-size", "1", "--shots", "0", "--out", str(tmp_path / "z")]
+    ) == 0
     extra = dict(pd.read_parquet(tmp_path / "z" / "train.parquet").iloc[0]["extra_info"])
     assert "messages" not in extra or extra["messages"] is None
     assert "<tool_call>" in extra["question"]

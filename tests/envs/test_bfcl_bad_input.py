@@ -39,8 +39,12 @@ BAD_RESPONSES = {
     "missing_argument": _call("cd"),
     "extra_argument": _call("cd", folder="document", force=True),
     "mistyped_argument": _call("cd", folder=12),
-    "code_in_name": _block(json.dumps({"name": "__import__('os').system", "arguments": {"command": "touch /tmp/pwned"}})),
-    "code_as_name_with_call": _block(json.dumps({"name": "cd(folder='document') or __import__('os').getpid", "arguments": {}})),
+    "code_in_name": _block(
+        json.dumps({"name": "__import__('os').system", "arguments": {"command": "touch /tmp/pwned"}})
+    ),
+    "code_as_name_with_call": _block(
+        json.dumps({"name": "cd(folder='document') or __import__('os').getpid", "arguments": {}})
+    ),
 }
 
 

@@ -34,7 +34,10 @@ def test_ground_truth_replay_eval_mode(category: str) -> None:
         assert not failures, failures[:5]
     else:
         # composite: only entries whose ground truth has a call string that is not valid Python fail
-        broken = {t for t in category_test_ids(category) if any(syntax_error_text(c) for turn in load_entry(t).ground_truth for c in turn)}
+        broken = {
+            t for t in category_test_ids(category)
+            if any(syntax_error_text(c) for turn in load_entry(t).ground_truth for c in turn)
+        }
         assert {f[0] for f in failures} == broken and 0 < len(broken) < 30
 
 

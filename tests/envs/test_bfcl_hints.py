@@ -326,7 +326,8 @@ def test_observations_match_bfcl_engine_while_hints_are_built() -> None:
                 calls = [parse_call_string(s, backend.param_names) for s in strings if syntax_error_text(s) is None]
                 played: list[tuple[str, dict[str, Any]]] = []
                 for i, call in enumerate(calls):
-                    for name, arguments in _perturbations(call, calls[i + 1:], [], tools) + [(call.name, call.arguments)]:
+                    candidates = _perturbations(call, calls[i + 1:], [], tools) + [(call.name, call.arguments)]
+                    for name, arguments in candidates:
                         if name in tools and not validate_arguments(tools[name], arguments):
                             played.append((name, arguments))
                 ours = []

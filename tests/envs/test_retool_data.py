@@ -16,12 +16,15 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "retool" / "math_sm
 
 
 def test_cli_writes_parquet_and_jsonl(tmp_path):
-    rc = prep.main(["--input", str(FIXTURE), "--out", str(tmp_path), "--val-size", "2", "--answer-marker", "####", "--max-tool-calls", "4"])
+    rc = prep.main([
+        "--input", str(FIXTURE), "--out", str(tmp_path), "--val-size", "2", "--answer-marker", "####",
+        "--max-tool-calls", "4",
+    ])
     assert rc == 0
     train = pd.read_parquet(tmp_path / "train.parquet")
     val = pd.read_parquet(tmp_path / "val.parquet")
     assert len(train) == 7 and len(val) == 2  # 10 records, 1 with an empty question skipped
-    jsonl = [json.loads(l) for l in (tmp_path / "train.jsonl").read_text().splitlines()]
+    jsonl = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
     assert len(jsonl) == 7
     row = jsonl[0]
     assert set(row) == {"data_source", "agent_name", "prompt", "ability", "reward_model", "extra_info"}
@@ -32,7 +35,10 @@ def test_cli_writes_parquet_and_jsonl(tmp_path):
     assert info["ground_truth"] == row["reward_model"]["ground_truth"]
     assert [m["role"] for m in row["prompt"]] == ["system", "user"] and row["prompt"][1]["content"] == info["question"]
     assert sorted(r["extra_info"]["index"] for r in jsonl) == list(range(7))
-    answers = set(train.reward_model.map(lambda r: r["ground_truth"])) | set(val.reward_model.map(lambda r: r["ground_truth"]))
+    answers = (
+        set(train.reward_model.map(lambda r: r["ground_truth"]))
+        | set(val.reward_model.map(lambda r: r["ground_truth"]))
+    )
     assert "21" in answers  # the GSM8K-style "#### 21" answer was cleaned
     questions = set(train.extra_info.map(lambda e: e["question"]))
     assert not questions & set(val.extra_info.map(lambda e: e["question"]))  # no leak between splits

@@ -35,7 +35,9 @@ def test_reset_prompt(sandbox):
     roles = [m["role"] for m in obs.messages]
     assert roles == ["system", "user"] and obs.messages[1]["content"] == "What is 2+3?"
     assert "<code>" in obs.messages[0]["content"] and "\\boxed" in obs.messages[0]["content"]
-    obs = new_env(sandbox, system_prompt=None, user_template="Q: {question}\nUse <code>.").reset(question="1+1?", ground_truth="2")
+    obs = new_env(sandbox, system_prompt=None, user_template="Q: {question}\nUse <code>.").reset(
+        question="1+1?", ground_truth="2"
+    )
     assert obs.messages == [{"role": "user", "content": "Q: 1+1?\nUse <code>."}]
     with pytest.raises(ValueError, match="question"):
         new_env(sandbox).reset(question="", ground_truth="1")
@@ -137,7 +139,9 @@ def test_extract_tool_calls(sandbox):
     assert [c.name for c in parsed.calls] == ["python"] and parsed.calls[0].arguments == {"code": "print(1)"}
     assert parsed.content == "text  tail" and not parsed.errors
     parsed = env.extract_tool_calls("<code>a=1</code><code>\n</code><code>b")
-    assert len(parsed.calls) == 1 and [e.reason for e in parsed.errors] == ["empty <code> block", "unterminated <code> block (no </code>)"]
+    assert len(parsed.calls) == 1 and [e.reason for e in parsed.errors] == [
+        "empty <code> block", "unterminated <code> block (no </code>)"
+    ]
     assert env.stop("plain answer \\boxed{2}") and not env.stop("<code>x</code>")
 
 
@@ -177,7 +181,9 @@ async def test_concurrent_steps_run_as_one_parallel_batch(sandbox):
         e.reset(question="q", ground_truth="4")
     batcher = StepBatcher()
     t0 = time.monotonic()
-    results = await asyncio.gather(*(batcher.step(e, "<code>import time\ntime.sleep(0.5)\nprint(2 + 2)</code>") for e in envs))
+    results = await asyncio.gather(
+        *(batcher.step(e, "<code>import time\ntime.sleep(0.5)\nprint(2 + 2)</code>") for e in envs)
+    )
     assert time.monotonic() - t0 < 4 * 0.5  # in parallel, not one after another
     assert batcher.batches == 1 and batcher.steps == 4
     assert all(r.observation.text == "\n<interpreter>\n4\n</interpreter>\n" for r in results)

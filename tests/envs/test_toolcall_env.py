@@ -9,8 +9,10 @@ import pytest
 from agent_tune.envs import make_env
 
 TOOLS = [{"name": "add", "description": "Add two integers.",
-          "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}]
-TASK = {"question": "What is 2 plus 3?", "tools": TOOLS, "ground_truth": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}
+          "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                         "required": ["a", "b"]}}]
+TASK = {"question": "What is 2 plus 3?", "tools": TOOLS,
+        "ground_truth": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}
 
 
 def _call(name: str, **args) -> str:
@@ -33,7 +35,8 @@ def test_wrong_value_partial_and_malformed_loses_format() -> None:
     partial = _play(_call("add", a=2, b=4))
     assert 0.0 < partial.reward < 4.0 and partial.info["accuracy"] == 0.0
     broken = _play("<tool_call>\n{oops\n</tool_call>")
-    assert broken.info["format_ok"] == 0.0 and broken.info["format_errors"] == 1 and broken.reward == pytest.approx(-3.0)
+    assert (broken.info["format_ok"] == 0.0 and broken.info["format_errors"] == 1
+            and broken.reward == pytest.approx(-3.0))
     unknown = _play(_call("launch", a=1))
     assert unknown.info["format_ok"] == 0.0
 

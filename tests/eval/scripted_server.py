@@ -134,7 +134,9 @@ class ScriptedServer:
     async def _gate(self, body: dict[str, Any]) -> web.Response | None:
         self.requests.append(body)
         if body.get("model") != self.served:
-            return web.json_response({"error": {"message": f"The model `{body.get('model')}` does not exist."}}, status=404)
+            return web.json_response(
+                {"error": {"message": f"The model `{body.get('model')}` does not exist."}}, status=404
+            )
         if self.fail_first > 0:
             self.fail_first -= 1
             return web.json_response({"error": {"message": "overloaded"}}, status=503)
@@ -166,7 +168,8 @@ class ScriptedServer:
                                   "logprobs": {"token_logprobs": [-0.5] * len(ids), "tokens": []}}
         if self.return_token_ids and body.get("return_token_ids"):
             choice["token_ids"] = ids
-        return web.json_response({"id": "cmpl-x", "object": "text_completion", "model": self.served, "choices": [choice],
+        return web.json_response({"id": "cmpl-x", "object": "text_completion", "model": self.served,
+                                  "choices": [choice],
                                   "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(ids)}})
 
     async def chat(self, request: web.Request) -> web.Response:

@@ -91,7 +91,11 @@ def compact_script(test_ids):
     oracle = oracle_script(test_ids)
 
     def script(test_id, turn, step):
-        return oracle(test_id, turn, step).replace("<tool_call>\n", "<tool_call>").replace("\n</tool_call>", "</tool_call>")
+        return (
+            oracle(test_id, turn, step)
+            .replace("<tool_call>\n", "<tool_call>")
+            .replace("\n</tool_call>", "</tool_call>")
+        )
 
     return script
 

@@ -81,7 +81,9 @@ async def test_rerun_skips_finished_entries(qwen_tok, tmp_path):
 async def test_n_samples_give_pass_at_k(qwen_tok, tmp_path):
     async with ScriptedServer(qwen_tok, oracle_script(IDS[:2]), IDS[:2]) as srv:
         out = await Evaluator(settings(srv, n=3, temperature=0.7, seed=1), qwen_tok).run(IDS[:2], tmp_path / "r.jsonl")
-    assert sorted((r["test_id"], r["sample"]) for r in out.records) == [(t, k) for t in sorted(IDS[:2]) for k in range(3)]
+    assert sorted((r["test_id"], r["sample"]) for r in out.records) == [
+        (t, k) for t in sorted(IDS[:2]) for k in range(3)
+    ]
     seeds = {b["seed"] for b in srv.requests}
     assert seeds == {1, 2, 3}
 

@@ -66,7 +66,10 @@ def test_overall_is_unweighted_mean_of_categories():
 
 
 def test_samples_give_pass_at_k_and_format_rates():
-    records = [rec("multi_turn_base_0", a, sample=i, format_errors=f) for i, (a, f) in enumerate([(1.0, 0), (0.0, 2), (0.0, 0), (0.0, 0)])]
+    records = [
+        rec("multi_turn_base_0", a, sample=i, format_errors=f)
+        for i, (a, f) in enumerate([(1.0, 0), (0.0, 2), (0.0, 0), (0.0, 0)])
+    ]
     records += [rec("multi_turn_base_1", 0.0, sample=i) for i in range(4)]
     s = summarize(records)
     base = s["categories"]["multi_turn_base"]

@@ -63,12 +63,16 @@ def test_none_returns_text_unchanged() -> None:
 
 
 def test_content_before_an_unclosed_block_is_kept() -> None:
-    assert get_reasoning_parser("qwen3").parse("Answer first. <think>then rambling") == ("then rambling", "Answer first.")
+    assert get_reasoning_parser("qwen3").parse("Answer first. <think>then rambling") == (
+        "then rambling", "Answer first."
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
 @settings(max_examples=30, deadline=None, database=None)
-@given(text=st.lists(st.sampled_from(["<think>", "</think>", "<thinking>", "</thinking>", "a", " ", "\n"])).map("".join))
+@given(
+    text=st.lists(st.sampled_from(["<think>", "</think>", "<thinking>", "</thinking>", "a", " ", "\n"])).map("".join)
+)
 def test_never_raises_and_loses_no_visible_text(name: str, text: str) -> None:
     reasoning, content = get_reasoning_parser(name).parse(text)
     kept = (reasoning or "") + content

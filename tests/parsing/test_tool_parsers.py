@@ -75,7 +75,10 @@ def test_hermes_several_blocks_and_content() -> None:
 
 
 def test_hermes_whitespace_around_the_json_inside_the_block() -> None:
-    text = '<tool_call>\n{"name":"a","arguments":{"x":1}}\n</tool_call><tool_call>\n  \t{ "name" : "b" , "arguments" : {} }  \n</tool_call>'
+    text = (
+        '<tool_call>\n{"name":"a","arguments":{"x":1}}\n</tool_call>'
+        '<tool_call>\n  \t{ "name" : "b" , "arguments" : {} }  \n</tool_call>'
+    )
     parsed = get_tool_parser("hermes").parse(text)
     assert calls_of(parsed) == [("a", {"x": 1}), ("b", {})] and parsed.content == "" and parsed.errors == []
 
@@ -107,7 +110,9 @@ def test_hermes_bad_block_among_valid_ones(block: str, reason_part: str) -> None
 
 
 def test_hermes_close_tag_inside_a_string_argument() -> None:
-    parsed = get_tool_parser("hermes").parse('<tool_call>\n{"name": "echo", "arguments": {"s": "</tool_call> x"}}\n</tool_call>')
+    parsed = get_tool_parser("hermes").parse(
+        '<tool_call>\n{"name": "echo", "arguments": {"s": "</tool_call> x"}}\n</tool_call>'
+    )
     assert calls_of(parsed) == [("echo", {"s": "</tool_call> x"})]
 
 
@@ -142,7 +147,11 @@ def test_llama3_plain_text_and_json_data_are_content() -> None:
 
 
 def test_llama3_broken_call_is_an_error_and_stops_the_others() -> None:
-    text = '{"name": "a", "parameters": {}};\n{"name": "b", "parameters": {"x": }}\n{"name": "c", "parameters": {"z": 3}}'
+    text = (
+        '{"name": "a", "parameters": {}};\n'
+        '{"name": "b", "parameters": {"x": }}\n'
+        '{"name": "c", "parameters": {"z": 3}}'
+    )
     parsed = get_tool_parser("llama3_json").parse(text)
     assert parsed.calls == []  # the scorer reads none of a response's calls when one is malformed
     assert [e.index for e in parsed.errors] == [0, 1, 2]
@@ -185,7 +194,9 @@ def test_mistral_bad_elements() -> None:
     assert parsed.calls == []  # the scorer's json.loads of the response reads no call when one is bad
     assert [(e.index, e.raw) for e in parsed.errors][1] == (1, '{"name": ""}')
     assert [e.index for e in parsed.errors] == [0, 1, 2]
-    broken = get_tool_parser("mistral").parse('[TOOL_CALLS] [{"name": "a", "arguments": {}}, {"name": "b" "arguments": {}}]')
+    broken = get_tool_parser("mistral").parse(
+        '[TOOL_CALLS] [{"name": "a", "arguments": {}}, {"name": "b" "arguments": {}}]'
+    )
     assert broken.calls == [] and [e.index for e in broken.errors] == [0, 1]
     assert "Expecting ','" in broken.errors[1].reason
 

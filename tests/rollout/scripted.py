@@ -109,8 +109,10 @@ def fn(name: str, desc: str, props: dict[str, Any], required: Sequence[str] = ()
 
 
 TOOLS = [
-    fn("ls", "List the files of the current directory. Hidden ones only with a.", {"a": {"type": "boolean", "description": "show all"}}),
+    fn("ls", "List the files of the current directory. Hidden ones only with a.",
+       {"a": {"type": "boolean", "description": "show all"}}),
     fn("cd", "Change directory.", {"folder": {"type": "string", "description": "target"}}, ["folder"]),
-    fn("mkdir", "Make a directory.", {"dir_name": {"type": "string"}, "mode": {"type": "integer", "default": 755}}, ["dir_name"]),
+    fn("mkdir", "Make a directory.",
+       {"dir_name": {"type": "string"}, "mode": {"type": "integer", "default": 755}}, ["dir_name"]),
 ]
 NEW_TOOL = fn("touch", "Create an empty file.", {"file_name": {"type": "string"}}, ["file_name"])

@@ -26,7 +26,9 @@ def _finished(stdout="", stderr="", code=0, status="Finished"):
         "status": "Success" if code == 0 and status == "Finished" else "Failed",
         "message": "",
         "compile_result": None,
-        "run_result": {"status": status, "execution_time": 0.01, "return_code": code, "stdout": stdout, "stderr": stderr},
+        "run_result": {
+            "status": status, "execution_time": 0.01, "return_code": code, "stdout": stdout, "stderr": stderr
+        },
         "executor_pod_name": None,
         "files": {},
     }

@@ -78,7 +78,9 @@ def test_host_loopback_unreachable(box):
         host_accepts = len(accepted)
         assert host_accepts == 1
         # ...but not from the sandbox, whose loopback is its own
-        r = box.run(f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=3)\nprint('CONNECTED')")
+        r = box.run(
+            f"import socket\ns = socket.create_connection(('127.0.0.1', {port}), timeout=3)\nprint('CONNECTED')"
+        )
         time.sleep(0.3)
         assert "CONNECTED" not in r.stdout and _failed(r)
         assert "ConnectionRefusedError" in r.stderr
@@ -98,7 +100,10 @@ def test_host_files_invisible(box, tmp_path):
         r = box.run(f"print(open({path!r}).read())")
         assert "TOP-SECRET" not in r.stdout and _failed(r), path
         assert "FileNotFoundError" in r.stderr or "PermissionError" in r.stderr, (path, r.stderr)
-    r = box.run("import os\nprint(sorted(os.listdir('/')))\nprint(os.path.exists('/root'), os.path.exists('/work'), os.path.exists('/home'))")
+    r = box.run(
+        "import os\nprint(sorted(os.listdir('/')))\n"
+        "print(os.path.exists('/root'), os.path.exists('/work'), os.path.exists('/home'))"
+    )
     assert r.ok
     top = eval(r.stdout.splitlines()[0])  # our own test output, not model output
     assert set(top) <= {"bin", "dev", "lib", "lib32", "lib64", "libx32", "opt", "proc", "sbin", "tmp", "usr"}
@@ -111,7 +116,9 @@ def test_writes_outside_tmp_fail_and_tmp_is_private(box):
         assert "WROTE" not in r.stdout and _failed(r), path
         assert any(e in r.stderr for e in ("OSError", "PermissionError", "Read-only", "FileNotFoundError")), r.stderr
     marker = f"agent_tune_sandbox_marker_{os.getpid()}"
-    r = box.run(f"open('/tmp/{marker}', 'w').write('x')\nimport os\nprint(os.getcwd(), os.path.exists('/tmp/{marker}'))")
+    r = box.run(
+        f"open('/tmp/{marker}', 'w').write('x')\nimport os\nprint(os.getcwd(), os.path.exists('/tmp/{marker}'))"
+    )
     assert r.ok and r.stdout == "/tmp True\n"
     assert not Path("/tmp", marker).exists()
     r = box.run(f"import os\nprint(os.path.exists('/tmp/{marker}'))")  # a fresh sandbox per run
@@ -126,7 +133,10 @@ def test_signals_cannot_reach_host_processes(box):
         r = box.run(f"import os, signal\nos.kill({os.getpid()}, signal.SIGKILL)\nprint('KILLED')")
         assert "KILLED" not in r.stdout and "ProcessLookupError" in r.stderr
         # the parent seen from inside is the sandbox's own init, never a host process
-        r = box.run("import os, signal\nprint(os.getppid())\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(-1, signal.SIGKILL)")
+        r = box.run(
+            "import os, signal\nprint(os.getppid())\n"
+            "os.kill(os.getppid(), signal.SIGKILL)\nos.kill(-1, signal.SIGKILL)"
+        )
         assert r.stdout.splitlines()[0] == "1"
         assert victim.poll() is None
     finally:
@@ -163,7 +173,8 @@ def test_fork_bomb_is_contained(box):
     assert len(__import__("psutil").pids()) < before + 20
     # the process cap is what stopped it: count how many forks succeed
     r = box.run(
-        "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n"
+        "import os, time\nn = 0\ntry:\n    while True:\n"
+        "        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n"
         "        n += 1\nexcept OSError as e:\n    print(n, e.errno)\n",
         limits,
     )
@@ -174,7 +185,10 @@ def test_fork_bomb_is_contained(box):
 
 def test_fork_bomb_does_not_starve_a_neighbour(box):
     limits = FAST.__class__(**{**FAST.__dict__, "wall_seconds": 4.0})
-    normal = "import os, time\ntime.sleep(1)\npids = [os.fork() for _ in range(4)]\nif 0 in pids: os._exit(0)\nfor p in pids: os.waitpid(p, 0)\nprint('neighbour ok')"
+    normal = (
+        "import os, time\ntime.sleep(1)\npids = [os.fork() for _ in range(4)]\n"
+        "if 0 in pids: os._exit(0)\nfor p in pids: os.waitpid(p, 0)\nprint('neighbour ok')"
+    )
     results = box.run_batch([FORK_BOMB, normal, FORK_BOMB], limits)
     assert results[1].ok and results[1].stdout == "neighbour ok\n"
     assert results[0].timed_out and results[2].timed_out
@@ -221,7 +235,8 @@ def test_huge_file_and_full_tmp(box):
     r = box.run("with open('/tmp/big', 'wb') as f:\n    f.write(b'x' * (64 * 1024 ** 2))\nprint('WROTE')", limits)
     assert "WROTE" not in r.stdout and "File too large" in r.stderr
     r = box.run(
-        "for i in range(10):\n    with open(f'/tmp/part{i}', 'wb') as f:\n        f.write(b'x' * (3 * 1024 ** 2))\nprint('WROTE')",
+        "for i in range(10):\n    with open(f'/tmp/part{i}', 'wb') as f:\n"
+        "        f.write(b'x' * (3 * 1024 ** 2))\nprint('WROTE')",
         limits,
     )
     assert "WROTE" not in r.stdout and "No space left on device" in r.stderr
@@ -276,7 +291,8 @@ def test_root_without_cgroup_drops_to_unprivileged_uid():
         assert host_uids_of_sandboxed_program(box) == {65534}  # not host root
         limits = ExecutionLimits(wall_seconds=3, max_processes=16)
         r = box.run(
-            "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n"
+            "import os, time\nn = 0\ntry:\n    while True:\n"
+            "        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n"
             "        n += 1\nexcept OSError as e:\n    print(n, e.errno)\n",
             limits,
         )

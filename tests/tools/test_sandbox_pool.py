@@ -87,7 +87,9 @@ def test_shared_sandbox_is_one_per_config_and_closes():
 
 
 def test_config_from_dict_validates():
-    cfg = SandboxConfig.from_dict({"backend": "local", "limits": {"cpu_seconds": 3}, "local": {"process_limit": "auto"}})
+    cfg = SandboxConfig.from_dict(
+        {"backend": "local", "limits": {"cpu_seconds": 3}, "local": {"process_limit": "auto"}}
+    )
     assert cfg.limits.cpu_seconds == 3 and cfg.limits.wall_seconds == ExecutionLimits().wall_seconds
     with pytest.raises(ValueError, match="unknown sandbox config keys"):
         SandboxConfig.from_dict({"backend": "local", "timeout": 3})

@@ -29,7 +29,10 @@ def ground_truth_calls(entry: BFCLEntry, schema_valid_only: bool = False) -> lis
     for turn, strings in enumerate(entry.ground_truth):
         calls = [parse_call_string(c, backend.param_names) for c in strings if syntax_error_text(c) is None]
         if schema_valid_only:
-            calls = [c for c in calls if c.name in visible[turn] and not validate_arguments(visible[turn][c.name], c.arguments)]
+            calls = [
+                c for c in calls
+                if c.name in visible[turn] and not validate_arguments(visible[turn][c.name], c.arguments)
+            ]
         out.append(calls)
     return out
 
