@@ -2,8 +2,9 @@
 
 A dataset row names its loop (``agent_name: agent_tune``) and its environment
 (``extra_info.env = {name, kwargs}``). This loop adapts; it decides nothing: the environment comes
-from the registry and is reset with the row's ``extra_info`` as the task, the episode from :func:`agent_tune.rollout.run_episode` (the same runner the
-standalone eval uses), generation from verl's ``server_manager.generate`` (token in, token out).
+from the registry and is reset with the row's ``extra_info`` as the task, the episode from
+:func:`agent_tune.rollout.run_episode` (the same runner the standalone eval uses), generation from
+verl's ``server_manager.generate`` (token in, token out).
 
 Options live under ``agent_tune:`` in the trainer config (``config/base/agent_tune.yaml``):
 ``template`` (chat template name, ``tokenizer`` = the model's own), ``chat_template_kwargs``,
@@ -136,7 +137,8 @@ class AgentTuneLoop(AgentLoopBase):
         extra = kwargs.get("extra_info") or {}
         spec = extra.get("env")
         if not spec or "name" not in spec:
-            raise ValueError(f"row {extra.get('index')!r} has no extra_info.env = {{name, kwargs}} for agent loop {LOOP_NAME!r}")
+            raise ValueError(f"row {extra.get('index')!r} has no extra_info.env = {{name, kwargs}} "
+                             f"for agent loop {LOOP_NAME!r}")
         name = spec["name"]
         env = get_env_class(name)(**env_kwargs_for(name, dict(spec.get("kwargs") or {}), self.options))
         policy = VerlServerPolicy(self.server_manager, uuid.uuid4().hex)

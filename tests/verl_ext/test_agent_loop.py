@@ -19,7 +19,8 @@ class ScriptedServerManager:
     """Answers each generate call with the next scripted text, log-probs -0.001 * (running token index)."""
 
     def __init__(self, tokenizer, texts: list[str], eot: str) -> None:
-        self.replies = [tokenizer.encode(t, add_special_tokens=False) + tokenizer.encode(eot, add_special_tokens=False) for t in texts]
+        end = tokenizer.encode(eot, add_special_tokens=False)
+        self.replies = [tokenizer.encode(t, add_special_tokens=False) + end for t in texts]
         self.calls: list[dict] = []
         self.emitted: list[int] = []
 
@@ -31,7 +32,8 @@ class ScriptedServerManager:
         start = len(self.emitted)
         self.emitted.extend(ids)
         step = len(self.calls)  # the server's weight version moves on between generations
-        return TokenOutput(token_ids=ids, log_probs=[-0.001 * (start + i) for i in range(len(ids))], stop_reason="completed",
+        log_probs = [-0.001 * (start + i) for i in range(len(ids))]
+        return TokenOutput(token_ids=ids, log_probs=log_probs, stop_reason="completed",
                            num_preempted=0, extra_fields={"min_global_steps": 3, "max_global_steps": 3 + step})
 
 
@@ -114,7 +116,8 @@ class _TextServer(ScriptedServerManager):
 
     def __init__(self, tokenizer, texts: list[str]) -> None:
         self.replies = [tokenizer.encode(t, add_special_tokens=False) for t in texts[:-1]]
-        self.replies.append(tokenizer.encode(texts[-1], add_special_tokens=False) + tokenizer.encode("<|im_end|>", add_special_tokens=False))
+        end = tokenizer.encode("<|im_end|>", add_special_tokens=False)
+        self.replies.append(tokenizer.encode(texts[-1], add_special_tokens=False) + end)
         self.calls, self.emitted = [], []
 
 
@@ -145,4 +148,5 @@ def test_collapse_fields_group_and_format_error_generations() -> None:
     # the same total, no error in the last step itself
     assert collapse_fields({}, [{"format_errors": 1}, {"format_errors": 1}], done=True)["format_error_generations"] == 1
     # truncated (not done): step infos are per step
-    assert collapse_fields({}, [{"format_errors": 1}, {"format_errors": 1}], done=False)["format_error_generations"] == 2
+    fields = collapse_fields({}, [{"format_errors": 1}, {"format_errors": 1}], done=False)
+    assert fields["format_error_generations"] == 2

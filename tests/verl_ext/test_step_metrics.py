@@ -36,7 +36,7 @@ def test_joins_sources_and_survives_resume(tmp_path: Path) -> None:
     _write(samples / "samples-14.jsonl", [{"global_steps": 3, "acc": 1.0}])
     w2 = StepMetricsWriter(log, samples, out)
     assert [r["step"] for r in w2.poll()] == [3]
-    assert [json.loads(l)["step"] for l in out.read_text().splitlines()] == [1, 2, 3]
+    assert [json.loads(line)["step"] for line in out.read_text().splitlines()] == [1, 2, 3]
 
 
 def test_follow_thread_does_a_last_poll(tmp_path: Path) -> None:
@@ -51,12 +51,13 @@ def test_follow_thread_does_a_last_poll(tmp_path: Path) -> None:
 
 def test_validation_rounds_with_bfcl_overall(tmp_path: Path) -> None:
     log, samples, out = tmp_path / "verl.jsonl", tmp_path / "samples", tmp_path / "metrics.jsonl"
-    cats = {"multi_turn_base": 0.5, "multi_turn_miss_func": 0.25, "multi_turn_miss_param": 0.0, "multi_turn_long_context": 0.25}
+    cats = {"multi_turn_base": 0.5, "multi_turn_miss_func": 0.25, "multi_turn_miss_param": 0.0,
+            "multi_turn_long_context": 0.25}
     val = {f"val-core/bfcl/{c}/acc/mean@1": v for c, v in cats.items()}
     _write(log, [{"step": 0, "data": val}, {"step": 1, "data": {"critic/score/mean": 0.1}}])
     w = StepMetricsWriter(log, samples, out)
     w.poll()
-    [row] = [json.loads(l) for l in (tmp_path / "val_metrics.jsonl").read_text().splitlines()]
+    [row] = [json.loads(line) for line in (tmp_path / "val_metrics.jsonl").read_text().splitlines()]
     assert row["step"] == 0 and row["bfcl/multi_turn_base"] == 0.5
     assert row["bfcl/overall"] == 0.25  # the leaderboard's unweighted mean of the four categories
     w.poll()  # written once

@@ -222,7 +222,8 @@ class BFCLToolEnv(BaseToolEnv):
             return self._end_turn(forced=True, pending=messages, step_info=step_info)
         if self.max_steps_per_episode is not None and self._num_steps >= self.max_steps_per_episode:
             return self._finish(messages, step_info, reason="max_steps_per_episode")
-        return StepResult(Observation(messages=messages, tools=self.tools), 0.0, False, {"turn": self._turn, **step_info})
+        observation = Observation(messages=messages, tools=self.tools)
+        return StepResult(observation, 0.0, False, {"turn": self._turn, **step_info})
 
     def _run_calls(self, parsed: ParsedResponse) -> tuple[list[ToolResult], list[str], int]:
         """Run the decoded calls on the backend: (results in call order, BFCL call strings run, rejected).
@@ -253,7 +254,8 @@ class BFCLToolEnv(BaseToolEnv):
             results.append(ToolResult(result, call.name))
         if not self.eval_mode:
             for err in parsed.errors:
-                results.append(ToolResult(f"Error: tool call #{err.index + 1} could not be parsed: {err.reason}", error=True))
+                text = f"Error: tool call #{err.index + 1} could not be parsed: {err.reason}"
+                results.append(ToolResult(text, error=True))
         return results, executed, rejected
 
     def _end_turn(self, forced: bool, pending: list[dict[str, Any]], step_info: dict[str, Any]) -> StepResult:
@@ -272,7 +274,8 @@ class BFCLToolEnv(BaseToolEnv):
                 required = gt.required_results(all_required=self.eval_mode)
                 verdict = score_turn(turn, self._turn_acted, self._model, gt.state, self._all_model_results, required)
         elif self.score_empty_turns:
-            verdict = TurnVerdict(not self._turn_acted and not forced, None if not self._turn_acted else "agent_tune:acted_on_empty_turn")
+            error = "agent_tune:acted_on_empty_turn" if self._turn_acted else None
+            verdict = TurnVerdict(not self._turn_acted and not forced, error)
         else:
             verdict = None
         self._turn_scores.append(None if verdict is None else float(verdict.passed))
