@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("envs", help="list registered environments").set_defaults(func=_cmd_envs)
     sub.add_parser("train", help="GRPO training with verl: agent-tune train --config-name NAME key=value ...")
-    sub.add_parser("eval", help="BFCL multi-turn evaluation against an OpenAI-compatible server (see agent-tune eval -h)")
+    sub.add_parser("eval", help="BFCL multi-turn evaluation against an OpenAI-compatible server "
+                   "(see agent-tune eval -h)")
     args = parser.parse_args(argv)
     return int(args.func(args))
 
