@@ -6,8 +6,7 @@
 #   bash benchmarks/learning_signal_bfcl.sh [hydra overrides...]
 set -euo pipefail
 
-REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PYTHON="${PYTHON:-$REPO_DIR/.venv/bin/python}"
+. "$(dirname "${BASH_SOURCE[0]}")/../examples/_common.sh"
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/learning_signal_bfcl}"
 
 WORK_DIR="$WORK_DIR" PYTHON="$PYTHON" TOTAL_STEPS="${TOTAL_STEPS:-20}" \

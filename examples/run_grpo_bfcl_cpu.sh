@@ -8,8 +8,7 @@
 # Paths and TOTAL_STEPS are taken from the environment when exported.
 set -euo pipefail
 
-REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PYTHON="${PYTHON:-$REPO_DIR/.venv/bin/python}"
+. "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/bfcl_cpu}"
 DATA_DIR="${DATA_DIR:-$WORK_DIR/data}"
 CKPT_DIR="${CKPT_DIR:-$WORK_DIR/checkpoints}"
@@ -23,14 +22,12 @@ else
   echo "[agent-tune] BFCL splits: $DATA_DIR (built earlier)"
 fi
 
-overrides=(
+OVERRIDES+=(
   data.train_files="$DATA_DIR/train_base.parquet"
   data.val_files="$DATA_DIR/val.parquet"
   trainer.default_local_dir="$CKPT_DIR"
 )
-if [[ -n "${TOTAL_STEPS:-}" ]]; then
-  overrides+=(trainer.total_training_steps="$TOTAL_STEPS")
-fi
+pass TOTAL_STEPS trainer.total_training_steps
 
 cd "$REPO_DIR"
-exec "$PYTHON" -m verl_ext.train --config-name agent_tune_bfcl_cpu "${overrides[@]}" "$@"
+exec "$PYTHON" -m verl_ext.train --config-name agent_tune_bfcl_cpu "${OVERRIDES[@]}" "$@"
