@@ -9,7 +9,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../examples/_common.sh"
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/learning_signal_bfcl}"
 
-WORK_DIR="$WORK_DIR" PYTHON="$PYTHON" TOTAL_STEPS="${TOTAL_STEPS:-20}" \
+WORK_DIR="$WORK_DIR" TOTAL_STEPS="${TOTAL_STEPS:-20}" \
   bash "$REPO_DIR/examples/run_grpo_bfcl_cpu.sh" trainer.save_freq=10 "$@"
 "$PYTHON" "$REPO_DIR/benchmarks/plot_metrics.py" "$WORK_DIR/checkpoints/metrics.jsonl" \
   --out "$WORK_DIR/learning_signal_bfcl.png" \
