@@ -143,8 +143,14 @@ def parse_curriculum(raw: DictConfig | dict[str, Any], name: str, run_dir: str |
     ``stages.0.end.max_steps=3``); ``run_dir`` is available to interpolations as ``${run_dir}``.
     """
     config = OmegaConf.create(raw if isinstance(raw, dict) else OmegaConf.to_container(raw, resolve=False))
-    if overrides:
-        config = OmegaConf.merge(config, OmegaConf.from_dotlist(list(overrides)))
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CurriculumError(f"curriculum {name}: override {item!r} is not KEY=VALUE")
+        try:  # values parse as in a dotlist (7 -> int, [a,b] -> list); list items by index: stages.0.end
+            OmegaConf.update(config, key, OmegaConf.from_dotlist([f"v={value}"])["v"], merge=True)
+        except Exception as exc:
+            raise CurriculumError(f"curriculum {name}: override {item!r}: {exc}") from exc
     config.run_dir = str(run_dir)
     try:
         data = OmegaConf.to_container(config, resolve=True)
@@ -401,11 +407,15 @@ def _stop(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> int:
     return proc.returncode
 
 
-def run_launcher(argv: Sequence[str], watch: StopWatch, poll_s: float = 5.0) -> tuple[int, bool]:
-    """Run ``python -m verl_ext.train ARGV`` (its console lines go to ours) until it exits or ``watch``
-    says stop; returns (exit code, stopped early). The launcher gets its own process group, so a signal
-    to this runner reaches it only through :func:`_stop`."""
-    cmd = [sys.executable, "-m", "verl_ext.train", *argv]
+LAUNCHER = (sys.executable, "-m", "verl_ext.train")
+
+
+def run_launcher(argv: Sequence[str], watch: StopWatch, poll_s: float = 5.0,
+                 launcher: Sequence[str] = LAUNCHER) -> tuple[int, bool]:
+    """Run the training launcher (``python -m verl_ext.train ARGV``; its console lines go to ours) until it
+    exits or ``watch`` says stop; returns (exit code, stopped early). The launcher gets its own process
+    group, so a signal to this runner reaches it only through :func:`_stop`."""
+    cmd = [*launcher, *argv]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         while proc.poll() is None:
