@@ -131,7 +131,8 @@ def curriculum_path(name: str, config_dir: str | Path | None = None) -> Path:
     path = Path(config_dir or default_config_dir()) / "curriculum" / f"{name}.yaml"
     if not path.is_file():
         shipped = sorted(p.stem for p in path.parent.glob("*.yaml")) if path.parent.is_dir() else []
-        raise CurriculumError(f"no curriculum {name!r} ({path} does not exist; shipped: {', '.join(shipped) or 'none'})")
+        raise CurriculumError(f"no curriculum {name!r} ({path} does not exist; "
+                              f"shipped: {', '.join(shipped) or 'none'})")
     return path
 
 
@@ -560,7 +561,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         prog="agent-tune curriculum",
         description="Run a curriculum of GRPO stages (config/curriculum/NAME.yaml); run again to resume.")
     parser.add_argument("--curriculum", "-c", required=True, help="curriculum name (config/curriculum/) or YAML path")
-    parser.add_argument("--run-dir", "-o", required=True, help="folder of the run: state, each stage's checkpoints and model")
+    parser.add_argument("--run-dir", "-o", required=True,
+                        help="folder of the run: state, each stage's checkpoints and model")
     parser.add_argument("--config-dir", "-cd", default=None, help="folder of trainer configs (default: repo config/)")
     parser.add_argument("--verbose", "-v", action="store_true", help="show each stage's full log live")
     parser.add_argument("--dry-run", action="store_true", help="compose and check every stage, then print the plan")

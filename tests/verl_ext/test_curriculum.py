@@ -191,9 +191,9 @@ def test_run_launcher_stops_a_running_launcher_at_the_checkpoint_after_a_plateau
 
 
 def test_stop_kills_a_launcher_that_ignores_sigterm(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-c", "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-                             "print('ready', flush=True)\ntime.sleep(60)"], stdout=subprocess.PIPE,
-                            start_new_session=True)
+    code = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "print('ready', flush=True)\ntime.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
     assert proc.stdout.readline().strip() == b"ready"
     started = time.monotonic()
     assert cur._stop(proc, grace_s=0.5) == -signal.SIGKILL
