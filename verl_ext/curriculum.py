@@ -509,7 +509,7 @@ class Runner:
         start = (f"from {model_dir(self.run_dir, self.curriculum.stages[index - 1])}" if index
                  else "from the config's model")
         resumed = latest_checkpoint(ckpt)
-        end = f"{stage.max_steps} steps" if stage.max_steps else "the config's epochs"
+        end = (f"step {stage.max_steps}" if stage.max_steps else "the config's epochs end")
         if stage.plateau:
             end += f" or a plateau of {stage.plateau.metric}"
         logger.info("%s: config %s, %s, until %s%s", label, stage.config_name,
