@@ -5,7 +5,9 @@ Entries of the four scored categories that share a scenario number (``multi_turn
 numbers: no scenario appears in two splits. With 200 scenarios x 4 categories:
 
     train       400 entries (100 scenarios, all four categories)
-    train_base  100 entries (the base entries of the train scenarios: stage 1 of the curriculum)
+    train_base  100 entries (the base entries of the train scenarios: the curriculum's first stages)
+    train_hard  300 entries (the train scenarios' miss_func, miss_param and long_context entries:
+                train minus train_base, the harder categories of the curriculum's third stage)
     val         100 entries (25 scenarios)
     test        300 entries (75 scenarios)
 

@@ -21,7 +21,7 @@ def _scenario(test_id: str) -> int:
 
 def test_sizes_and_disjoint_scenarios(tmp_path: Path) -> None:
     counts = write_splits(tmp_path, seed=42)
-    assert counts == {"train": 400, "val": 100, "test": 300, "train_base": 100}
+    assert counts == {"train": 400, "val": 100, "test": 300, "train_base": 100, "train_hard": 300}
     frames = {s: pd.read_parquet(tmp_path / f"{s}.parquet") for s in counts}
     scen = {s: {_scenario(x["test_id"]) for x in f["extra_info"]} for s, f in frames.items()}
     assert not (scen["train"] & scen["val"]) and not (scen["train"] & scen["test"]) and not (scen["val"] & scen["test"])
@@ -32,6 +32,12 @@ def test_sizes_and_disjoint_scenarios(tmp_path: Path) -> None:
         "multi_turn_miss_param": 100, "multi_turn_long_context": 100,
     }
     assert {x["category"] for x in frames["train_base"]["extra_info"]} == {"multi_turn_base"}
+    # train_hard is train minus train_base: the three harder categories of the same scenarios
+    assert scen["train_hard"] == scen["train"]
+    ids = {s: {x["test_id"] for x in frames[s]["extra_info"]} for s in ("train", "train_base", "train_hard")}
+    assert ids["train_hard"] == ids["train"] - ids["train_base"]
+    assert {x["category"] for x in frames["train_hard"]["extra_info"]} == {
+        "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context"}
     jsonl = [json.loads(line) for line in (tmp_path / "val.jsonl").read_text().splitlines()]
     assert len(jsonl) == 100 and jsonl[0]["agent_name"] == "agent_tune"
     assert all(r["extra_info"]["env"]["kwargs"]["eval_mode"] for r in jsonl)  # validation = leaderboard rules
