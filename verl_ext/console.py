@@ -287,6 +287,7 @@ def watch(
     log_offset: int = 0,
     clock: Callable[[], float] = time.monotonic,
     started: float | None = None,
+    stop_requested: Callable[[], bool] = lambda: False,
 ) -> int:
     """Follow a training child until it exits; report phases, steps and the outcome; return its code.
 
@@ -300,6 +301,9 @@ def watch(
         log_offset: where this launch's part of the log starts (the log is appended to across resumes).
         clock: monotonic time source.
         started: when the launch began, on ``clock`` (default: now); times on the console count from it.
+        stop_requested: true once someone asked the run to stop (the launcher got SIGTERM, e.g. from the
+            curriculum runner ending a stage at a checkpoint): the child's exit is then reported as a stop,
+            not as a failure.
     """
     started = clock() if started is None else started
     phases = PhaseDetector()
@@ -339,9 +343,12 @@ def watch(
     poll(final=True)
     code = proc.returncode
     elapsed = format_duration(clock() - started)
-    if code == 0:
+    if code == 0 or stop_requested():
         done = f"{len(steps_done)} step{'s' if len(steps_done) != 1 else ''}"
-        logger.info("done: %s in %s", done, elapsed)
+        if code == 0:
+            logger.info("done: %s in %s", done, elapsed)
+        else:
+            logger.info("stopped on request (%s) after %s: %s", describe_exit(code), elapsed, done)
         logger.info("metrics: %s", files.metrics)
         latest = files.checkpoints / "latest_checkpointed_iteration.txt"
         if latest.is_file():

@@ -37,6 +37,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Sequence
@@ -376,10 +377,17 @@ def launch(config: DictConfig, config_name: str, verbose: bool, started: float) 
         proc = subprocess.Popen([sys.executable, "-m", "verl_ext.train", "--_child", str(child_config)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
     _phase(started, f"Training started (pid {proc.pid}); Ray, the models and vLLM start next. Full log: {files.log}")
-    previous = signal.signal(signal.SIGTERM, lambda *_: proc.terminate())  # a stopped launcher stops training
+    stop = threading.Event()
+
+    def on_sigterm(*_: object) -> None:  # a stopped launcher stops training, and says it was a stop
+        stop.set()
+        proc.terminate()
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         return watch(proc, files, total_steps=OmegaConf.select(config, "trainer.total_training_steps", default=None),
-                     verbose=verbose, echo=sys.stdout, log_offset=offset, started=started)
+                     verbose=verbose, echo=sys.stdout, log_offset=offset, started=started,
+                     stop_requested=stop.is_set)
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -180,7 +180,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def _watch(tmp_path: Path, code: int, verbose: bool = False) -> tuple[int, str, str]:
+def _watch(tmp_path: Path, code: int, verbose: bool = False, stopped: bool = False) -> tuple[int, str, str]:
     files = RunFiles(log=tmp_path / "train.log", metrics=tmp_path / "metrics.jsonl",
                      val_metrics=tmp_path / "val_metrics.jsonl", checkpoints=tmp_path)
     files.metrics.write_text(json.dumps({"step": 0, "reward": 9.0}) + "\n")  # an earlier run's row: not shown
@@ -193,7 +193,7 @@ def _watch(tmp_path: Path, code: int, verbose: bool = False) -> tuple[int, str, 
         proc = subprocess.Popen([sys.executable, "-c", CHILD, str(files.log), str(files.metrics), str(code),
                                  json.dumps(REAL_LOG)])
         status = watch(proc, files, total_steps=None, verbose=verbose, echo=echo, interval_s=0.05,
-                       log_offset=offset)
+                       log_offset=offset, stop_requested=lambda: stopped)
     finally:
         setup_logging()
     return status, out.getvalue(), echo.getvalue()
@@ -221,6 +221,14 @@ def test_watch_a_failing_child_shows_the_cause(tmp_path: Path) -> None:
     assert "    RuntimeError: vLLM server died" in console
     assert console.splitlines()[-1].startswith("[agent-tune] full log: ")
     assert "noise noise" in echoed and "earlier run" not in echoed  # verbose: this launch's log, live
+
+
+def test_watch_a_child_stopped_on_request_is_no_failure(tmp_path: Path) -> None:
+    status, console, _ = _watch(tmp_path, 3, stopped=True)
+    assert status == 3  # the exit status still says how it ended
+    assert "training failed" not in console and "RuntimeError" not in console
+    assert "[agent-tune] stopped on request (exit 3) after " in console
+    assert f"(latest {tmp_path / 'global_step_2'})" in console
 
 
 def test_setup_logging_is_idempotent_and_splits_streams() -> None:
