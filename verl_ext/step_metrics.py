@@ -74,22 +74,6 @@ def collapse_metrics(samples: list[dict[str, Any]]) -> dict[str, float]:
         out["groups"] = float(len(groups))
         out["groups_with_signal"] = sum(1 for r in groups.values() if len(set(r)) > 1) / len(groups)
     return out
-    generations = sum(float(s["num_generations"]) for s in recs)
-    calls = sum(float(s["tool_calls"]) for s in recs)
-    out["tool_calls_per_generation"] = calls / generations if generations else 0.0
-    out["valid_call_rate"] = sum(float(s.get("valid_calls", 0)) for s in recs) / calls if calls else 0.0
-    out["generations_per_episode"] = generations / len(recs)
-    out["zero_call_rate"] = sum(1 for s in recs if not s["tool_calls"]) / len(recs)
-    errors = sum(float(s.get("format_error_generations", 0)) for s in recs)
-    out["format_error_rate"] = errors / generations if generations else 0.0
-    groups: dict[Any, list[float]] = {}
-    for s in recs:
-        if "group" in s and isinstance(s.get("reward"), (int, float)):
-            groups.setdefault(s["group"], []).append(float(s["reward"]))
-    if groups:
-        out["groups"] = float(len(groups))
-        out["groups_with_signal"] = sum(1 for r in groups.values() if len(set(r)) > 1) / len(groups)
-    return out
 
 
 def validation_summary(data: dict[str, Any]) -> dict[str, float]:
