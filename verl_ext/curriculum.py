@@ -55,6 +55,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from verl_ext.train import check_override_syntax
+
 logger = logging.getLogger("verl_ext.curriculum")  # also when run as __main__
 
 STATE_FILE = "curriculum_state.json"
@@ -569,11 +571,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("overrides", nargs="*",
                         help="curriculum.KEY=VALUE sets a curriculum key; other Hydra overrides go to every stage")
     args = parser.parse_args(list(argv))
-    for item in args.overrides:
-        if item.startswith("-"):
-            parser.error(f"unknown option {item!r} (overrides look like key=value)")
-        if "=" not in item and not item.startswith("~"):
-            parser.error(f"override {item!r} is not key=value")
+    check_override_syntax(parser, args.overrides)
     return args
 
 

@@ -79,12 +79,17 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--_child", dest="child", metavar="CONFIG_YAML", default=None, help=argparse.SUPPRESS)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides")
     args = parser.parse_args(list(argv))
-    for item in args.overrides:
+    check_override_syntax(parser, args.overrides)
+    return args
+
+
+def check_override_syntax(parser: argparse.ArgumentParser, overrides: Sequence[str]) -> None:
+    """Exit through ``parser.error`` on an argument that is not a Hydra override (``key=value``, ``~key``)."""
+    for item in overrides:
         if item.startswith("-"):
             parser.error(f"unknown option {item!r} (overrides look like key=value)")
         if "=" not in item and not item.startswith("~"):
             parser.error(f"override {item!r} is not key=value")
-    return args
 
 
 def compose_config(config_name: str, overrides: Sequence[str] = (), config_dir: str | Path | None = None) -> DictConfig:

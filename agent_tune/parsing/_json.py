@@ -47,18 +47,24 @@ def skip_ws(text: str, pos: int) -> int:
     return pos
 
 
-def call_from_object(obj: Any, raw: str, arg_keys: tuple[str, ...] = ("arguments",)) -> ToolCall:
-    """Build a ToolCall from a decoded ``{"name": ..., <arg_key>: {...}}`` object.
-
-    ``arguments`` may also be a JSON string holding an object; a missing or null one means ``{}``.
-    Raises ``DecodeFailure`` naming what is wrong.
-    """
+def _call_name(obj: Any) -> str:
+    """The ``name`` of a decoded call object; ``DecodeFailure`` if ``obj`` is no object or has no name."""
     if not isinstance(obj, dict):
         raise DecodeFailure(f"a tool call must be a JSON object, got {_kind(obj)}")
     name = obj.get("name")
     if not isinstance(name, str) or not name.strip():
         got = "missing" if "name" not in obj else f"got {_kind(name)}"
         raise DecodeFailure(f'"name" must be a non-empty string ({got})')
+    return name
+
+
+def call_from_object(obj: Any, raw: str, arg_keys: tuple[str, ...] = ("arguments",)) -> ToolCall:
+    """Build a ToolCall from a decoded ``{"name": ..., <arg_key>: {...}}`` object.
+
+    ``arguments`` may also be a JSON string holding an object; a missing or null one means ``{}``.
+    Raises ``DecodeFailure`` naming what is wrong.
+    """
+    name = _call_name(obj)
     key = next((k for k in arg_keys if k in obj), arg_keys[0])
     args = obj.get(key)
     if args is None:
@@ -80,12 +86,7 @@ def strict_call(obj: Any, raw: str, arg_key: str = "arguments") -> ToolCall:
     value, or a JSON string holding an object, is a ``DecodeFailure`` that names the accepted form.
     Other keys are ignored (as the scorers ignore them).
     """
-    if not isinstance(obj, dict):
-        raise DecodeFailure(f"a tool call must be a JSON object, got {_kind(obj)}")
-    name = obj.get("name")
-    if not isinstance(name, str) or not name.strip():
-        got = "missing" if "name" not in obj else f"got {_kind(name)}"
-        raise DecodeFailure(f'"name" must be a non-empty string ({got})')
+    name = _call_name(obj)
     if arg_key not in obj:
         other = next((k for k in ("arguments", "parameters", "args") if k != arg_key and k in obj), None)
         found = f'; found "{other}", but this format names it "{arg_key}"' if other else ""
