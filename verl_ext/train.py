@@ -147,8 +147,7 @@ def smollm2_dir(config: DictConfig) -> Path:
 
 def resolve_model_paths(config: DictConfig) -> None:
     """Replace the alias ``smollm2`` in the model/tokenizer paths by the cached HF folder (converting once)."""
-    keys = MODEL_KEYS
-    if not any(OmegaConf.select(config, k, default=None) == SMOLLM2_ALIAS for k in keys):
+    if not any(OmegaConf.select(config, k, default=None) == SMOLLM2_ALIAS for k in MODEL_KEYS):
         return
     from agent_tune.models.smollm2 import SmolLM2NotFoundError, ensure_smollm2
 
@@ -157,7 +156,7 @@ def resolve_model_paths(config: DictConfig) -> None:
     except (SmolLM2NotFoundError, FileExistsError) as exc:
         raise ConfigError(f"config key 'actor_rollout_ref.model.path' ({SMOLLM2_ALIAS}): {exc}") from exc
     with open_dict(config):
-        for key in keys:
+        for key in MODEL_KEYS:
             if OmegaConf.select(config, key, default=None) == SMOLLM2_ALIAS:
                 OmegaConf.update(config, key, path, merge=False)
 
