@@ -13,7 +13,9 @@ Episode rewards (the env's ``reward`` option picks one; the curriculum's stages 
   ... whose arguments satisfy the tool's schema            1.0
   ======================================================  =====
 
-  and a generation's grade is the mean over its blocks. Why graded, and why these values: SmolLM2-135M
+  and a generation's grade is the mean over its blocks. A generation without any block that closes a
+  user turn in which a call already ran (the answer to the user) is not graded
+  (:func:`closes_acted_turn`): paying it 0 would teach the policy never to end a turn. Why graded, and why these values: SmolLM2-135M
   on BFCL base (docs FACTS: 8 entries x 8 samples, with and without worked examples, two temperatures)
   attempts a ``<tool_call>`` in at most ~1 response in 8 and never makes a valid call, so a reward that
   pays only valid calls is 0 for every sample and every GRPO group has zero variance. Each rung of the
@@ -61,6 +63,12 @@ def syntax_grade(parsed: ParsedResponse, tools: Mapping[str, dict[str, Any]]) ->
         else:
             grades.append(GRADE_VALID)
     return sum(grades) / len(grades) if grades else GRADE_NO_CALL
+
+
+def closes_acted_turn(parsed: ParsedResponse, turn_acted: bool) -> bool:
+    """True for a generation with no call block after a call of the same user turn ran: it answers the
+    user, so the syntax reward leaves it out of the average."""
+    return turn_acted and not parsed.calls and not parsed.errors
 
 
 def syntax(grades: Sequence[float]) -> float:

@@ -126,3 +126,15 @@ def test_syntax_reward_through_the_env() -> None:
     end = env.finalize()
     assert end.info["syntax_grades"] == [1.0, 0.75, 0.25]
     assert end.reward == pytest.approx(2.0 / 3)
+
+
+def test_syntax_reward_leaves_out_the_answer_that_closes_an_acted_turn() -> None:
+    from agent_tune.envs import make_env
+
+    env = make_env("bfcl", test_id="multi_turn_base_0", reward="syntax")
+    env.reset()
+    assert env.step("I cannot help.").info["syntax_grade"] == 0.0  # no call in a turn that has not acted
+    first = env.step('<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>')  # turn 2: valid
+    closing = env.step("Here are the files.")  # answers the user after the call ran
+    assert (first.info["syntax_grade"], closing.info["syntax_grade"]) == (1.0, None)
+    assert env.finalize().info["syntax_grades"] == [0.0, 1.0]

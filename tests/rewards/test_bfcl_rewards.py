@@ -68,3 +68,12 @@ def test_progress_format() -> None:
     assert R.episode_reward("progress", info) == 0.75 and R.episode_reward("accuracy", info) == 0.0
     with pytest.raises(ValueError, match="not one of"):
         R.episode_reward("nope", info)
+
+
+def test_closes_acted_turn_only_for_a_blockless_answer_after_a_call() -> None:
+    answer, call = HERMES.parse("Done."), HERMES.parse('<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>')
+    broken = HERMES.parse("<tool_call>\nls\n</tool_call>")
+    assert R.closes_acted_turn(answer, turn_acted=True)
+    assert not R.closes_acted_turn(answer, turn_acted=False)
+    assert not R.closes_acted_turn(call, turn_acted=True)
+    assert not R.closes_acted_turn(broken, turn_acted=True)

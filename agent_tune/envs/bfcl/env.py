@@ -32,7 +32,8 @@ Two modes:
 
 ``shots`` (test ids of other scenarios, chosen by ``data_preprocess/bfcl.py --shots K``) puts worked
 examples of the call format before the first question (:mod:`agent_tune.envs.bfcl.shots`). Every step
-records the generation's syntax grade (``syntax_grade``); the final info lists them (``syntax_grades``).
+records the generation's syntax grade (``syntax_grade``; None for the answer that closes a turn after its
+calls ran); the final info lists the graded ones (``syntax_grades``).
 """
 
 from __future__ import annotations
@@ -198,8 +199,11 @@ class BFCLToolEnv(BaseToolEnv):
         self._num_steps += 1
         parsed = self.extract_tool_calls(raw_response)
         step_format_errors = len(parsed.errors)
-        grade = rewards.syntax_grade(parsed, self._tools)  # against the tools visible when it was written
-        self._syntax_grades.append(grade)
+        grade: float | None = rewards.syntax_grade(parsed, self._tools)  # against the tools visible now
+        if rewards.closes_acted_turn(parsed, self._turn_acted):
+            grade = None  # the text that answers the user after the turn's calls: not a format attempt
+        else:
+            self._syntax_grades.append(grade)
         if self.stop(raw_response):  # the policy has finished this user turn
             self._format_errors += step_format_errors
             return self._end_turn(forced=False, pending=[],
