@@ -13,17 +13,17 @@ Episode rewards (the env's ``reward`` option picks one; the curriculum's stages 
   ... whose arguments satisfy the tool's schema            1.0
   ======================================================  =====
 
-  and a generation's grade is the mean over its blocks. A generation without any block that closes a
-  user turn in which a call already ran (the answer to the user) is not graded
-  (:func:`closes_acted_turn`): paying it 0 would teach the policy never to end a turn.
-  Why graded, and why these values: SmolLM2-135M on BFCL base (docs FACTS: 8 entries x 8 samples,
-  with and without worked examples, two temperatures) attempts a ``<tool_call>`` in at most ~1 response in 8 and never makes a valid call, so a reward that
-  pays only valid calls is 0 for every sample and every GRPO group has zero variance. Each rung of the
-  ladder is a step those attempts can climb (they invent function names and break JSON), so two samples
-  that differ in how well-formed their calls are get different rewards. GRPO normalises advantages by
-  the group's standard deviation, so in the typical group (one attempt among zeros) the attempt's
-  advantage is the same whatever its grade; the values matter only when a group holds several grades,
-  and equal steps make each rung worth the same.
+  and a generation's grade is the mean over its blocks. A generation without any block that closes a user
+  turn in which a call already ran (the answer to the user) is not graded (:func:`closes_acted_turn`):
+  paying it 0 would teach the policy never to end a turn. Why graded, and why these values: SmolLM2-135M on
+  BFCL base (docs FACTS: 8 entries x 8 samples, with and without worked examples, two temperatures) attempts
+  a ``<tool_call>`` in at most ~1 response in 8 and never makes a valid call, so a reward that pays only
+  valid calls is 0 for every sample and every GRPO group has zero variance. Each rung of the ladder is a
+  step those attempts can climb (they invent function names and break JSON), so two samples that differ in
+  how well-formed their calls are get different rewards. GRPO normalises advantages by the group's standard
+  deviation, so in the typical group (one attempt among zeros) the attempt's advantage is the same whatever
+  its grade; the values matter only when a group holds several grades, and equal steps make each rung worth
+  the same.
 * ``progress`` (Environment Tuning's fine-grained reward): passed / scoreable turns of the entry, turns
   never reached counting as failed (:func:`progress`).
 * ``accuracy``: 1 iff BFCL would count the entry correct (:func:`accuracy`).
