@@ -100,9 +100,9 @@ def collapse_fields(kwargs: Mapping[str, Any], step_infos: list[dict[str, Any]],
     aggregates them per step): the GRPO group, the calls the env ran (``calls`` of its step infos: the
     valid ones), and the generations whose step reported a format error.
 
-    When the env ended the episode (``done``) the last step's info holds the episode's final metrics, so
-    its ``format_errors`` is the episode total (BFCL): that step's own count is the total minus the
-    earlier steps'."""
+    A step's ``format_errors`` counts its own errors, except in the step that ends the episode (``done``),
+    whose info holds the episode total (the env contract, :class:`agent_tune.envs.base.StepResult`): that
+    step's own count is the total minus the earlier steps'."""
     errors = [int(s.get("format_errors") or 0) for s in step_infos]
     if done and errors:
         errors[-1] -= sum(errors[:-1])

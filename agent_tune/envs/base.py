@@ -50,7 +50,10 @@ class Observation:
 @dataclass
 class StepResult:
     """The outcome of one ``step``: the next observation, the reward, whether the episode ended,
-    and a dict of diagnostics (final metrics such as ``accuracy`` appear when ``done``)."""
+    and a dict of diagnostics (final metrics such as ``accuracy`` appear when ``done``).
+
+    ``info["format_errors"]`` counts the errors of this step alone while the episode goes on, and the
+    episode's total in the step that ends it (:class:`EpisodeInfo`)."""
 
     observation: Observation
     reward: float

@@ -116,6 +116,13 @@ def check_env(
              bad.info.get("format_errors"))
     _require(bad.done or not bad.observation.is_empty,
              "a malformed call must be answered with an observation (or end the episode)")
+    if not bad.done:
+        after = _check_step(env.step(valid_response), "step(valid_response) after a malformed one")
+        errors = int(after.info.get("format_errors", 0))
+        if after.done:
+            _require(errors >= 1, "the step that ends an episode reports the episode's format errors", errors)
+        else:
+            _require(errors == 0, "a step's format_errors counts that step's own errors, not the episode's", errors)
 
     envs = [make() for _ in range(2)]
     for e in envs:

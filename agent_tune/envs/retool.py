@@ -116,6 +116,7 @@ class ReToolToolEnv(BaseToolEnv):
         self.segments: list[str] = []
         self.num_tool_calls = 0
         self.format_errors = 0
+        self._errors_before_step = 0
         self.num_steps = 0
 
     # -- episode ---------------------------------------------------------------------------------
@@ -127,6 +128,7 @@ class ReToolToolEnv(BaseToolEnv):
             raise ValueError("retool env: reset() needs a non-empty `ground_truth`")
         self.question, self.ground_truth = question, str(ground_truth)
         self.segments, self.num_tool_calls, self.format_errors, self.num_steps = [], 0, 0, 0
+        self._errors_before_step = 0
         self._started, self._done = True, False
         return Observation(messages=retool_prompt(question, self.system_prompt, self.user_template))
 
@@ -227,6 +229,7 @@ class ReToolToolEnv(BaseToolEnv):
         if not isinstance(raw_response, str):
             raise TypeError(f"raw_response must be a str, got {type(raw_response).__name__}")
         self.num_steps += 1
+        self._errors_before_step = self.format_errors
         self.segments.append(raw_response)
         if self.stop(raw_response):  # no code block: the policy has answered
             return "", self._end(tool_limit=False)
@@ -265,7 +268,7 @@ class ReToolToolEnv(BaseToolEnv):
             reward = self.incorrect_reward - self.no_answer_penalty
         else:
             reward = self.correct_reward if correct else self.incorrect_reward
-        info = self._info(executed=False)
+        info = self._info(executed=False, final=True)
         info.update(
             accuracy=1.0 if correct else 0.0,
             progress=1.0 if correct else 0.0,
@@ -284,11 +287,13 @@ class ReToolToolEnv(BaseToolEnv):
             raise EnvStateError("retool env: finalize() with no episode running")
         return self._end(tool_limit=False, extra={"truncated": True, "finalize_reason": reason})
 
-    def _info(self, executed: bool) -> dict[str, Any]:
+    def _info(self, executed: bool, final: bool = False) -> dict[str, Any]:
+        """Step info: counts so far, except ``format_errors``: this step's own, the episode's total when final."""
+        errors = self.format_errors if final else self.format_errors - self._errors_before_step
         return {
             "num_tool_calls": self.num_tool_calls,
             "num_calls": self.num_tool_calls,
-            "format_errors": self.format_errors,
+            "format_errors": errors,
             "num_steps": self.num_steps,
             "executed": executed,
         }

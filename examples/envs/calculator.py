@@ -62,6 +62,7 @@ class CalculatorToolEnv(BaseToolEnv):
             solved = str(self.answer) in self.extract_tool_calls(raw_response).content
             return self._end(1.0 if solved else 0.0)
         parsed = self.extract_tool_calls(raw_response)
+        errors_before = self.format_errors
         results = []
         for call in parsed.calls:
             self.calls += 1
@@ -79,7 +80,9 @@ class CalculatorToolEnv(BaseToolEnv):
             )
         if self.steps >= self.max_steps:
             return self._end(0.0)
-        return StepResult(self.format_tool_response(results), 0.0, False, {"format_errors": self.format_errors})
+        # a step's own errors while the episode goes on; the total in the step that ends it
+        return StepResult(self.format_tool_response(results), 0.0, False,
+                          {"format_errors": self.format_errors - errors_before})
 
     def finalize(self, reason: str = "truncated") -> StepResult:
         if not self._running:
