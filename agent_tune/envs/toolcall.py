@@ -19,7 +19,8 @@ length reward, scale schedule, granularity), whose schedules read the trainer st
 ``<response>``; ``tool_parser`` must be ``toolrl``): the format reward is ToolRL's structural rule for the
 parts the ground truth has (``expects_response`` in the task, default: a response iff no call), the
 reasoning is ToolRL's ``<think>`` block, and a call line that does not decode makes the correctness its
-minimum, as in ToolRL's reward.
+minimum, as in ToolRL's reward. The tools are then listed in the system prompt (the task's own, as ToolRL's
+rows carry it, else one written from ``tools``), not given to the chat template.
 
 A task is ``reset(question=..., tools=[...], ground_truth=[{"name", "arguments"}, ...])``
 (``messages`` may replace ``question``); ``data_preprocess/toolcall.py`` writes such rows.
@@ -36,7 +37,7 @@ from agent_tune.parsing import ParsedResponse, ToolCall
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.rewards.toolrl import ToolRLScore, toolrl_score
 from agent_tune.rewards.toolrl_config import ToolRLRewardConfig
-from agent_tune.rewards.toolrl_format import toolrl_format_ok, toolrl_reasoning
+from agent_tune.rewards.toolrl_format import toolrl_format_ok, toolrl_reasoning, toolrl_system_prompt
 
 REWARD_SCALES = ("toolrl", "unit")
 ANSWER_FORMATS = ("native", "toolrl")
@@ -115,8 +116,19 @@ class ToolCallToolEnv(BaseToolEnv):
         self.ground_truth = [_as_call(c) for c in ground_truth]
         self.expects_response = not self.ground_truth if expects_response is None else bool(expects_response)
         self._done = False
+        return self._first_observation([dict(m) for m in messages])
+
+    def _first_observation(self, messages: list[dict[str, Any]]) -> Observation:
+        """The task's messages after the configured system prompt, with the tool schemas for the chat
+        template. ToolRL's answer format lists the tools in its system prompt instead, as ToolRL's data does:
+        the task's own system message, else ``system_prompt``, else :func:`toolrl_system_prompt`."""
+        if self.answer_format == "toolrl":
+            if not any(m.get("role") == "system" for m in messages):
+                messages = [{"role": "system", "content": self.system_prompt or toolrl_system_prompt(self.tools)},
+                            *messages]
+            return Observation(messages=messages, tools=None)
         first = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return Observation(messages=first + [dict(m) for m in messages], tools=self.tools)
+        return Observation(messages=first + messages, tools=self.tools)
 
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
         """Strip reasoning with the reasoning parser, then decode calls with the tool-call parser."""

@@ -18,7 +18,9 @@ anything (ToolRL matches it lazily up to the first ``</think>`` that the rest of
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any, Mapping, Sequence
 
 _THINK = r"<think>.*?</think>"
 _CALLS = r"<tool_call>\n.*?\n</tool_call>"
@@ -47,3 +49,28 @@ def toolrl_reasoning(answer: str) -> str | None:
     if "<think>" not in answer or "</think>" not in answer:
         return None
     return answer.rsplit("<think>", 1)[1].split("</think>", 1)[0].strip()
+
+
+def toolrl_system_prompt(tools: Sequence[Mapping[str, Any]]) -> str:
+    """A system prompt asking for ToolRL's layout and listing ``tools`` (OpenAI-style or bare schemas) as
+    ToolRL's prompts do, for tasks that do not bring ToolRL's own prompt."""
+    lines = ["You can call tools to solve the user's task.", "", "Available tools:"]
+    for i, tool in enumerate(tools, 1):
+        fn = tool.get("function", tool)
+        params = (fn.get("parameters") or {}).get("properties", {})
+        lines += [f"{i}. Name: {fn.get('name', '')}", f"Description: {fn.get('description', '')}",
+                  f"Parameters: {json.dumps(params, ensure_ascii=False)}"]
+    lines += [
+        "",
+        "Answer in this layout:",
+        "<think> your reasoning </think>",
+        "<tool_call>",
+        '{"name": "tool name", "parameters": {"parameter name": "value"}}',
+        "(one JSON object per line, one line per call)",
+        "</tool_call>",
+        "<response> your reply to the user </response>",
+        "",
+        "Always begin with <think>. Then write a <tool_call> block, a <response>, or both in this order, as the "
+        "task needs, and leave out the part it does not need.",
+    ]
+    return "\n".join(lines)

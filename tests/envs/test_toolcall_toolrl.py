@@ -113,3 +113,14 @@ def test_length_reward_counts_the_think_block() -> None:
     r = _play(f"<think>{words}</think>" + _hermes("add", a=2, b=3), reasoning_parser="qwen3",
               reward={"length": "fixed"})
     assert r.info["length_reward"] == pytest.approx(0.5)
+
+
+def test_toolrl_prompt_lists_the_tools_in_the_system_message() -> None:
+    env = make_env("toolcall", **TOOLRL)
+    obs = env.reset(**TASK)
+    assert obs.tools is None  # not rendered by the chat template: the system prompt lists them
+    system = obs.messages[0]
+    assert system["role"] == "system" and "1. Name: add" in system["content"] and "<tool_call>" in system["content"]
+    own = [{"role": "system", "content": "ToolRL's prompt"}, {"role": "user", "content": "2 + 3?"}]
+    assert env.reset(**{**TASK, "messages": own}).messages == own  # the task's own prompt (ToolRL's rows)
+    assert make_env("toolcall").reset(**TASK).tools[0]["function"]["name"] == "add"  # native: unchanged
