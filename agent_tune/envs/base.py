@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Sequence, TypedDict
+from typing import Any, ClassVar, Literal, Mapping, Sequence, TypedDict
 
 from agent_tune.parsing.types import ParsedResponse
 
@@ -131,6 +131,12 @@ class BaseToolEnv(ABC):
     description: ClassVar[str] = ""
     sampler_hints: ClassVar[SamplerHints] = SamplerHints()
     global_step: int | None = None  # the trainer step playing this episode; None outside training
+
+    @classmethod
+    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` naming the option when constructor ``kwargs`` (a config's ``env_kwargs``
+        entry) are invalid, before any episode starts; the launcher calls it at start-up. Default: no check
+        (constructing some envs is not cheap)."""
 
     def set_global_step(self, step: int | None) -> None:
         """Record the trainer's global step for the episode about to start (the runner calls it before

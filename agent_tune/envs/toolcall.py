@@ -93,6 +93,14 @@ class ToolCallToolEnv(BaseToolEnv):
         self.system_prompt = system_prompt
         self._done = True
 
+    @classmethod
+    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
+        """Construct the env from ``kwargs`` (cheap): every option is checked there."""
+        try:
+            cls(**kwargs)
+        except TypeError as exc:
+            raise ValueError(f"toolcall env: {exc}") from None
+
     def reset(
         self,
         question: str | None = None,
