@@ -74,3 +74,17 @@ def toolrl_system_prompt(tools: Sequence[Mapping[str, Any]]) -> str:
         "task needs, and leave out the part it does not need.",
     ]
     return "\n".join(lines)
+
+
+def toolrl_answer_task(answer: str) -> dict[str, Any]:
+    """The toolcall env's task fields for one of ToolRL's ground-truth answers (its data's ``output``):
+    ``ground_truth`` (the calls of its ``<tool_call>`` block as ``{"name", "arguments"}``) and
+    ``expects_response`` (whether it has a ``<response>``). Raises ``ValueError`` on a call that does not
+    decode."""
+    from agent_tune.parsing import get_tool_parser
+
+    parsed = get_tool_parser("toolrl").parse(answer)
+    if parsed.errors:
+        raise ValueError(f"ToolRL answer has an undecodable call: {parsed.errors[0].reason}")
+    calls = [{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
+    return {"ground_truth": calls, "expects_response": "<response>" in answer}

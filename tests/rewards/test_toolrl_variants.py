@@ -237,3 +237,16 @@ def test_from_mapping() -> None:
         ToolRLRewardConfig.from_mapping({"lenght": "fixed"})
     with pytest.raises(ValueError, match="reward must be a mapping"):
         ToolRLRewardConfig.from_mapping("fixed")  # type: ignore[arg-type]
+
+
+def test_toolrl_answer_task() -> None:
+    from agent_tune.rewards.toolrl_format import toolrl_answer_task
+
+    answer = ('<think> two calls </think>\n<tool_call>\n{"name": "a", "parameters": {"x": 1}}\n'
+              '{"name": "b", "parameters": {}}\n</tool_call>\n<response> done </response>')
+    calls = [{"name": "a", "arguments": {"x": 1}}, {"name": "b", "arguments": {}}]
+    assert toolrl_answer_task(answer) == {"ground_truth": calls, "expects_response": True}
+    assert toolrl_answer_task("<think> t </think>\n<response> hi </response>") == {
+        "ground_truth": [], "expects_response": True}
+    with pytest.raises(ValueError, match="undecodable call"):
+        toolrl_answer_task("<think> t </think>\n<tool_call>\n{oops\n</tool_call>")
