@@ -95,6 +95,14 @@ def group_id(kwargs: Mapping[str, Any]) -> str:
     return f"{kwargs.get('global_steps')}:{extra.get('index', kwargs.get('index'))}"
 
 
+def trainer_step(kwargs: Mapping[str, Any]) -> int | None:
+    """The trainer's global step that generates this sample: verl's ``global_steps`` (its v1 trainer puts it
+    in every row it dispatches, training and validation); ``None`` when absent (verl's legacy trainer keeps
+    it in the batch's meta_info only)."""
+    step = kwargs.get("global_steps")
+    return None if step is None else int(step)
+
+
 def collapse_fields(kwargs: Mapping[str, Any], step_infos: list[dict[str, Any]], done: bool) -> dict[str, Any]:
     """Per-episode fields for collapse monitoring, next to the episode metrics (``verl_ext.step_metrics``
     aggregates them per step): the GRPO group, the calls the env ran (``calls`` of its step infos: the
@@ -145,7 +153,7 @@ class AgentTuneLoop(AgentLoopBase):
         try:
             result = await run_episode(
                 env, policy, self.renderer, self.limits, sampling_params, task=extra,
-                debug_drift=bool(self.options.get("debug_drift", False)),
+                debug_drift=bool(self.options.get("debug_drift", False)), global_step=trainer_step(kwargs),
             )
         except PromptTooLongError as exc:
             raise PromptTooLongError(

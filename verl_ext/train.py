@@ -165,7 +165,7 @@ def validate(config: DictConfig) -> None:
     """Start-up checks, so that mistakes fail before Ray and the models start.
 
     Runs verl's own ``validate_config`` and builds the rollout and algorithm dataclasses (which reject
-    unknown fields and bad values) on the composed config.
+    unknown fields and bad values) on the composed config, then checks the environments' options.
     """
     from hydra.errors import HydraException
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -185,6 +185,24 @@ def validate(config: DictConfig) -> None:
         raise ConfigError(_describe_config_error(exc)) from exc
     except (AssertionError, ValueError, TypeError, KeyError) as exc:
         raise ConfigError(f"invalid config: {exc}") from exc
+    check_env_kwargs(config)
+
+
+def check_env_kwargs(config: DictConfig) -> None:
+    """Each ``agent_tune.env_kwargs`` entry, with the parsers the agent loop adds, as its environment class
+    checks it (``BaseToolEnv.check_kwargs``): a bad reward option fails here, not in a rollout worker."""
+    node = OmegaConf.select(config, "agent_tune")
+    if node is None or not node.get("env_kwargs"):
+        return
+    from agent_tune.envs import get_env_class
+    from verl_ext.agent_loop import env_kwargs_for
+
+    options = OmegaConf.to_container(node, resolve=True)
+    for name in options["env_kwargs"]:
+        try:
+            get_env_class(name).check_kwargs(env_kwargs_for(name, {}, options))
+        except (KeyError, ValueError) as exc:
+            raise ConfigError(f"config key 'agent_tune.env_kwargs.{name}': {exc}") from exc
 
 
 def check_data_files(config: DictConfig) -> None:

@@ -15,13 +15,21 @@ and ``stop(raw_response)`` says whether the policy has finished acting (no call 
 where a turn ends. ``batch_step`` steps many episodes of one env class together: the episode runner
 sends every step through it (:mod:`agent_tune.rollout.step_batcher`), off the event loop, so an env
 with a parallel backend (ReTool's sandbox pool) runs concurrent episodes' tools in parallel.
+
+Training progress: before ``reset`` the runner calls ``set_global_step(step)`` with the trainer's global
+step of the policy that plays the episode (verl's ``global_steps``: 0 for the validation before training,
+1 for the first training step, the current step for later validations), so rewards that change over
+training (ToolRL's schedules) read ``self.global_step``. Outside training (the standalone eval, tests) it
+stays ``None``, which step-dependent rewards read as step 0, where their schedules start. The total number
+of training steps is configuration, not episode state: an env that needs it takes it as a constructor
+kwarg (the configs pass ``${trainer.total_training_steps}``).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Sequence, TypedDict
+from typing import Any, ClassVar, Literal, Mapping, Sequence, TypedDict
 
 from agent_tune.parsing.types import ParsedResponse
 
@@ -125,6 +133,18 @@ class BaseToolEnv(ABC):
 
     description: ClassVar[str] = ""
     sampler_hints: ClassVar[SamplerHints] = SamplerHints()
+    global_step: int | None = None  # the trainer step playing this episode; None outside training
+
+    @classmethod
+    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` naming the option when constructor ``kwargs`` (a config's ``env_kwargs``
+        entry) are invalid, before any episode starts; the launcher calls it at start-up. Default: no check
+        (constructing some envs is not cheap)."""
+
+    def set_global_step(self, step: int | None) -> None:
+        """Record the trainer's global step for the episode about to start (the runner calls it before
+        ``reset``; see the module docstring). ``None``: not training."""
+        self.global_step = None if step is None else int(step)
 
     @abstractmethod
     def reset(self, **task: Any) -> Observation:

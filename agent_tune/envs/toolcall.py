@@ -9,7 +9,18 @@ ToolRL's structural check: 1 when the response has the shape the task expects (a
 truth calls tools, no call when it does not), every call block decodes and names a tool that was
 offered, and, if ``require_reasoning`` is set, the response carries a reasoning block. (A plain-text
 answer to a task that needs a call earns no format reward: otherwise "never try a call" would out-score
-every imperfect attempt.) ``reward_scale="unit"`` maps ToolRL's [-3, 4] onto [0, 1].
+every imperfect attempt.) ``reward_scale="unit"`` maps the reward's range (ToolRL's [-3, 4] by default)
+onto [0, 1].
+
+``reward`` picks ToolRL's reward variant (:class:`~agent_tune.rewards.toolrl_config.ToolRLRewardConfig`:
+length reward, scale schedule, granularity), whose schedules read the trainer step the runner hands over
+(``BaseToolEnv.set_global_step``). ``answer_format="toolrl"`` asks for ToolRL's own layout
+(:mod:`agent_tune.rewards.toolrl_format`: ``<think>``, then a ``<tool_call>`` block of JSON lines and/or a
+``<response>``; ``tool_parser`` must be ``toolrl``): the format reward is ToolRL's structural rule for the
+parts the ground truth has (``expects_response`` in the task, default: a response iff no call), the
+reasoning is ToolRL's ``<think>`` block, and a call line that does not decode makes the correctness its
+minimum, as in ToolRL's reward. The tools are then listed in the system prompt (the task's own, as ToolRL's
+rows carry it, else one written from ``tools``), not given to the chat template.
 
 A task is ``reset(question=..., tools=[...], ground_truth=[{"name", "arguments"}, ...])``
 (``messages`` may replace ``question``); ``data_preprocess/toolcall.py`` writes such rows.
@@ -32,9 +43,12 @@ from agent_tune.envs.bfcl.single_turn_task import score_response, task_for
 from agent_tune.envs.registry import register_env
 from agent_tune.parsing import ParsedResponse, ToolCall
 from agent_tune.parsing.response import ResponseParser
-from agent_tune.rewards.toolrl import toolrl_score
+from agent_tune.rewards.toolrl import ToolRLScore, toolrl_score
+from agent_tune.rewards.toolrl_config import ToolRLRewardConfig
+from agent_tune.rewards.toolrl_format import toolrl_format_ok, toolrl_reasoning, toolrl_system_prompt
 
 REWARD_SCALES = ("toolrl", "unit")
+ANSWER_FORMATS = ("native", "toolrl")
 
 
 def _as_call(item: Mapping[str, Any] | ToolCall) -> ToolCall:
@@ -67,16 +81,36 @@ class ToolCallToolEnv(BaseToolEnv):
         reward_scale: str = "toolrl",
         system_prompt: str | None = None,
         test_id: str | None = None,
+        answer_format: str = "native",
+        reward: Mapping[str, Any] | ToolRLRewardConfig | None = None,
     ) -> None:
         if reward_scale not in REWARD_SCALES:
             raise ValueError(f"toolcall env: reward_scale={reward_scale!r} is not one of {', '.join(REWARD_SCALES)}")
+        if answer_format not in ANSWER_FORMATS:
+            raise ValueError(f"toolcall env: answer_format={answer_format!r} is not one of {', '.join(ANSWER_FORMATS)}")
+        if answer_format == "toolrl" and tool_parser != "toolrl":
+            raise ValueError(f"toolcall env: answer_format=toolrl reads calls with tool_parser=toolrl, got "
+                             f"{tool_parser!r} (set agent_tune.tool_parser=toolrl)")
+        try:
+            self.reward_config = ToolRLRewardConfig.from_mapping(reward)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"toolcall env: {exc}") from None
         self.parser = ResponseParser(tool_parser, reasoning_parser)
         self.require_reasoning = require_reasoning
         self.reward_scale = reward_scale
+        self.answer_format = answer_format
         self.system_prompt = system_prompt
         self.test_id = test_id
         self.entry: SingleTurnEntry | None = None
         self._done = True
+
+    @classmethod
+    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
+        """Construct the env from ``kwargs`` (cheap): every option is checked there."""
+        try:
+            cls(**kwargs)
+        except TypeError as exc:
+            raise ValueError(f"toolcall env: {exc}") from None
 
     def reset(
         self,
@@ -85,6 +119,7 @@ class ToolCallToolEnv(BaseToolEnv):
         ground_truth: Sequence[Mapping[str, Any]] | str = (),
         messages: Sequence[Mapping[str, Any]] | None = None,
         test_id: str | None = None,
+        expects_response: bool | None = None,
         **_: Any,
     ) -> Observation:
         """Start a task: the given question/messages, tools and ground truth, or the BFCL entry ``test_id``
@@ -106,9 +141,21 @@ class ToolCallToolEnv(BaseToolEnv):
         self.tools = [_as_tool(t) for t in tools]
         self.ground_truth = [_as_call(c) for c in ground_truth]
         self.expects_calls = self.entry.expects_calls if self.entry is not None else bool(self.ground_truth)
+        self.expects_response = not self.expects_calls if expects_response is None else bool(expects_response)
         self._done = False
+        return self._first_observation([dict(m) for m in messages])
+
+    def _first_observation(self, messages: list[dict[str, Any]]) -> Observation:
+        """The task's messages after the configured system prompt, with the tool schemas for the chat
+        template. ToolRL's answer format lists the tools in its system prompt instead, as ToolRL's data does:
+        the task's own system message, else ``system_prompt``, else :func:`toolrl_system_prompt`."""
+        if self.answer_format == "toolrl":
+            if not any(m.get("role") == "system" for m in messages):
+                messages = [{"role": "system", "content": self.system_prompt or toolrl_system_prompt(self.tools)},
+                            *messages]
+            return Observation(messages=messages, tools=None)
         first = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return Observation(messages=first + [dict(m) for m in messages], tools=self.tools)
+        return Observation(messages=first + messages, tools=self.tools)
 
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
         """Strip reasoning with the reasoning parser, then decode calls with the tool-call parser."""
@@ -142,14 +189,11 @@ class ToolCallToolEnv(BaseToolEnv):
         reasoning, parsed = self.parser.parse(raw_response)
         results = self._judge_calls(parsed)
         unknown = sum(1 for r in results if r.error and r.name is not None)
-        right_shape = (not self.stop(raw_response)) == self.expects_calls
-        format_ok = (right_shape and not parsed.errors and not unknown
-                     and (reasoning is not None or not self.require_reasoning))
-        score = toolrl_score(parsed.calls, self.ground_truth, format_ok)
-        reward = score.reward if self.reward_scale == "toolrl" else (score.reward + 3.0) / 7.0
+        score, format_ok = self._score(raw_response, reasoning, parsed, unknown)
+        reward = score.reward if self.reward_scale == "toolrl" else score.unit_reward
         info = {
             "accuracy": float(score.exact),
-            "progress": (score.correctness + 3.0) / 6.0,
+            "progress": score.fraction,
             "format_ok": float(format_ok),
             "format_errors": len(parsed.errors) + unknown,
             "num_steps": 1,
@@ -159,11 +203,30 @@ class ToolCallToolEnv(BaseToolEnv):
             "param_name_match": score.param_name_match,
             "param_value_match": score.param_value_match,
             "toolrl_reward": score.reward,
+            "format_reward": score.format_reward,
+            "correctness_reward": score.correctness,
+            "length_reward": score.length_reward,
         }
         if self.entry is not None:  # BFCL single-turn: accuracy is BFCL's own rule
             verdict = score_response(self.entry, parsed)
             info["accuracy"], info["ast_error_type"] = float(verdict.valid), verdict.error_type
         return StepResult(self.format_tool_response(results), reward, True, info)
+
+    def _score(
+        self, raw_response: str, reasoning: str | None, parsed: ParsedResponse, unknown: int
+    ) -> tuple[ToolRLScore, bool]:
+        """ToolRL's reward for the response in this env's answer format and reward variant, and whether
+        the format reward was earned."""
+        step, config = self.global_step, self.reward_config
+        if self.answer_format == "toolrl":
+            format_ok = toolrl_format_ok(raw_response, self.expects_calls, self.expects_response)
+            score = toolrl_score(parsed.calls, self.ground_truth, format_ok, config, step,
+                                 toolrl_reasoning(raw_response), undecodable_calls=bool(parsed.errors))
+            return score, format_ok
+        right_shape = (not self.stop(raw_response)) == self.expects_calls
+        format_ok = (right_shape and not parsed.errors and not unknown
+                     and (reasoning is not None or not self.require_reasoning))
+        return toolrl_score(parsed.calls, self.ground_truth, format_ok, config, step, reasoning), format_ok
 
     def finalize(self, reason: str = "truncated") -> StepResult:
         """A response that never finished (token budget) scores as the worst answer: no format, no
@@ -171,7 +234,7 @@ class ToolCallToolEnv(BaseToolEnv):
         if self._done:
             raise EnvStateError("toolcall env: finalize() with no episode running")
         self._done = True
-        worst = -3.0 if self.reward_scale == "toolrl" else 0.0
+        worst = self.reward_config.reward_range(self.global_step)[0] if self.reward_scale == "toolrl" else 0.0
         info = {"accuracy": 0.0, "progress": 0.0, "format_ok": 0.0, "format_errors": 1, "num_steps": 1,
                 "num_calls": 0, "turns_completed": 0, "truncated": True, "finalize_reason": reason}
         return StepResult(Observation(), worst, True, info)

@@ -18,7 +18,7 @@ from agent_tune.parsing.registry import (
 from agent_tune.parsing.types import ParsedResponse, ToolCall, ToolCallError
 
 # Built-in parsers register themselves on import.
-from agent_tune.parsing import hermes, llama3_json, mistral, pythonic, reasoning  # noqa: E402,F401  isort: skip
+from agent_tune.parsing import hermes, llama3_json, mistral, pythonic, reasoning, toolrl  # noqa: E402,F401  isort: skip
 
 __all__ = [
     "ParsedResponse",

@@ -33,6 +33,9 @@ Decisions (documented here because the trainer and the evaluator rely on them):
   is cut to its ``max_tokens``. Masks and log-probs stay aligned in every case.
 * Env steps go through the event loop's :class:`~agent_tune.rollout.step_batcher.StepBatcher`: steps of
   concurrent episodes of one env class are run together by ``batch_step``, in a worker thread.
+* Training progress: ``run_episode(global_step=...)`` hands the trainer's step to the env
+  (``BaseToolEnv.set_global_step``) before ``reset``; the verl agent loop passes verl's ``global_steps``, the
+  standalone eval nothing (``None``).
 * Reward: the sum of the step rewards the env returned (BFCL returns 0 until ``done``). An episode that
   ends before the env said ``done`` (truncated, ``max_generations``, aborted, empty generation) is scored by
   ``env.finalize(reason)`` (``BaseToolEnv.finalize``: reward 0 by default, BFCL scores the turns played;
@@ -119,6 +122,7 @@ async def run_episode(
     debug_drift: bool = False,
     stop_on_end_of_turn: bool = True,
     step_batcher: StepBatcher | None = None,
+    global_step: int | None = None,
 ) -> EpisodeResult:
     """Play one episode of ``env`` (reset with ``task``) with ``policy``; return its trajectory and reward.
 
@@ -126,12 +130,14 @@ async def run_episode(
     end-of-turn token to ``stop_token_ids`` (unless ``stop_on_end_of_turn=False``); ``max_tokens`` is set
     per generation to the budget left. ``debug_drift`` re-renders the whole conversation at the end and
     stores a :class:`DriftReport` (chat envs only). Steps go through ``step_batcher`` (default: the running
-    loop's, :func:`~agent_tune.rollout.step_batcher.loop_batcher`). The env is not closed here: its owner
-    closes it.
+    loop's, :func:`~agent_tune.rollout.step_batcher.loop_batcher`). ``global_step`` is the trainer's step
+    (verl's ``global_steps``; ``None`` outside training), given to the env by ``set_global_step`` before
+    ``reset``. The env is not closed here: its owner closes it.
     """
     batcher = step_batcher or loop_batcher()
     timings = {"prompt": 0.0, "generate": 0.0, "decode": 0.0, "env": 0.0, "delta": 0.0}
     hints = env.sampler_hints
+    env.set_global_step(global_step)
     obs = env.reset(**dict(task or {}))
     if not isinstance(obs, Observation):
         raise TypeError(f"{type(env).__name__}.reset() returned {type(obs).__name__}, not Observation")

@@ -40,6 +40,10 @@ ACCEPTED = [
     ("pythonic", "```\n[a(x=1)]\n```", [("a", {"x": 1})]),
     ("pythonic", "<|python_tag|>[a(x=1)]", [("a", {"x": 1})]),
     ("pythonic", "[math.factorial(number=5)]", [("math.factorial", {"number": 5})]),
+    ("toolrl", f"<think> t </think>\n<tool_call>\n{LA}\n{LB}\n</tool_call>\n<response> r </response>",
+     [("a", {"x": 1}), ("b", {})]),
+    ("toolrl", f"<tool_call>{LA}</tool_call>", [("a", {"x": 1})]),  # ToolRL's reward strips the body
+    ("toolrl", f"<tool_call>\n  {LA}  \r\n{LB}\n\n</tool_call>", [("a", {"x": 1}), ("b", {})]),
 ]
 
 # (parser, text, fragment one error's reason must contain, calls still accepted)
@@ -85,6 +89,16 @@ REJECTED = [
     ("pythonic", "```python\n[a(x=1)]\n```", "not run: the response holds a ```python fence", []),
     ("pythonic", "[a(1)]", "positional arguments are not allowed", []),
     ("pythonic", "[a(x=1)", "unterminated list", []),
+    ("toolrl", f"<tool_call>\n{A}\n</tool_call>", 'found "arguments", but this format names it "parameters"', []),
+    ("toolrl", f"<tool_call>\n{LA}\n\n{LB}\n</tool_call>", "an empty line inside the block",
+     [("a", {"x": 1}), ("b", {})]),
+    ("toolrl", "<tool_call>\n \n</tool_call>", "empty block", []),
+    ("toolrl", f"<tool_call>\n{LA} {LB}\n</tool_call>", "extra data after the JSON value", []),
+    ("toolrl", f"<tool_call>\n{LA}\n</tool_call>\n<tool_call>\n{LB}\n</tool_call>", "a second <tool_call> block",
+     [("a", {"x": 1})]),
+    ("toolrl", f"<tool_call>\n{LA}\n", "unterminated <tool_call> block", []),
+    ("toolrl", f"{LA}\n</tool_call>", "</tool_call> without an opening <tool_call>", []),
+    ("toolrl", '<tool_call>\n{"name": "a", "parameters": "{}"}\n</tool_call>', "not a string holding JSON", []),
 ]
 
 
@@ -108,14 +122,16 @@ def test_rejected_variant_is_an_instructive_error(parser: str, text: str, reason
     assert sorted(e.index for e in parsed.errors) == sorted(set(e.index for e in parsed.errors))
 
 
-@pytest.mark.parametrize("parser", ["hermes", "llama3_json", "mistral", "pythonic"])
+@pytest.mark.parametrize("parser", ["hermes", "llama3_json", "mistral", "pythonic", "toolrl"])
 def test_format_errors_name_the_accepted_form(parser: str) -> None:
     """Off-form errors end with the form to write, as format_calls writes it."""
     bad = {"hermes": f"<tool_call>{A}</tool_call>", "llama3_json": f"Sure.\n{LA}",
-           "mistral": f"ok [TOOL_CALLS] [{A}]", "pythonic": "Sure: [a(x=1)]"}[parser]
+           "mistral": f"ok [TOOL_CALLS] [{A}]", "pythonic": "Sure: [a(x=1)]",
+           "toolrl": f"<tool_call>\n{A}\n</tool_call>"}[parser]
     reason = get_tool_parser(parser).parse(bad).errors[0].reason
     head = {"hermes": "<tool_call>\\n{", "llama3_json": '{"name": <function-name>, "parameters"',
-            "mistral": "[TOOL_CALLS] [{", "pythonic": "[func_name("}[parser]
+            "mistral": "[TOOL_CALLS] [{", "pythonic": "[func_name(",
+            "toolrl": '<tool_call>\\n{"name": <function-name>, "parameters"'}[parser]
     assert head in reason
 
 

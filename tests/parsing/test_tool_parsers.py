@@ -18,7 +18,7 @@ from agent_tune.parsing import (
     tool_parser_names,
 )
 
-PARSERS = ["hermes", "llama3_json", "mistral", "pythonic"]
+PARSERS = ["hermes", "llama3_json", "mistral", "pythonic", "toolrl"]
 
 
 def calls_of(parsed) -> list[tuple[str, dict]]:
@@ -325,8 +325,9 @@ def test_round_trip_unicode_and_nested(name: str) -> None:
 
 
 def kept_content(name: str, content: str) -> str:
-    """What ``format_calls`` keeps of ``content`` next to calls: only hermes's scorer reads text beside calls."""
-    return content.strip() if name == "hermes" else ""
+    """What ``format_calls`` keeps of ``content`` next to calls: hermes's scorer and ToolRL's answer read text
+    beside calls."""
+    return content.strip() if name in ("hermes", "toolrl") else ""
 
 
 def calls_of_list(calls: list[ToolCall]) -> list[tuple[str, dict]]:

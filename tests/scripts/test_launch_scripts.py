@@ -25,7 +25,8 @@ PATH_KEYS = {
 USER_VARIABLES = (
     "MODEL_PATH BATCH_SIZE MINI_BATCH_SIZE GROUP_SIZE LR MAX_PROMPT_LENGTH MAX_RESPONSE_LENGTH TP SP EPOCHS "
     "SAVE_FREQ TEST_FREQ REWARD EXPERIMENT NNODES GPUS_PER_NODE TOTAL_STEPS RESPONSE_LENGTH STEPS CONFIG_NAME "
-    "WORK_DIR DATA_DIR TRAIN_FILE VAL_FILE CKPT_DIR INPUT DATASET SHOTS PYTHON"
+    "WORK_DIR DATA_DIR TRAIN_FILE VAL_FILE CKPT_DIR INPUT DATASET SHOTS PYTHON RLLA_FILE VAL_SIZE REWARD_LENGTH "
+    "REWARD_SCALE REWARD_GRANULARITY"
 ).split()
 
 
@@ -40,7 +41,8 @@ def _run(script: str, tmp_path: Path, env_extra: dict[str, str], args: tuple[str
     for name in ("train.parquet", "train_base.parquet", "val.parquet"):
         (data / name).write_bytes(b"")
     env = {k: v for k, v in os.environ.items() if k not in USER_VARIABLES}
-    env.update(PYTHON=str(fake), DATA_DIR=str(data), WORK_DIR=str(tmp_path / "work"), **env_extra)
+    env.update(PYTHON=str(fake), DATA_DIR=str(data), WORK_DIR=str(tmp_path / "work"))
+    env.update(env_extra)
     result = subprocess.run(
         ["bash", str(REPO / script), *args], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
@@ -71,6 +73,7 @@ TRAIN_SCRIPTS = [
     "examples/run_grpo_bfcl.sh",
     "examples/run_grpo_retool.sh",
     "examples/run_grpo_cpu_smoke.sh",
+    "examples/run_grpo_toolrl.sh",
     "benchmarks/learning_signal.sh",
 ]
 
@@ -100,6 +103,16 @@ def test_nothing_but_paths_unless_exported(script, tmp_path):
         ("examples/run_grpo_cpu_smoke.sh", "RESPONSE_LENGTH", "32", ["data.max_response_length"]),
         ("benchmarks/learning_signal.sh", "STEPS", "5", ["trainer.total_training_steps"]),
         ("examples/run_grpo_bfcl_cpu.sh", "TOTAL_STEPS", "4", ["trainer.total_training_steps"]),
+        ("examples/run_grpo_toolrl.sh", "MODEL_PATH", "Qwen/Qwen2.5-7B-Instruct", ["actor_rollout_ref.model.path"]),
+        ("examples/run_grpo_toolrl.sh", "GROUP_SIZE", "8", ["actor_rollout_ref.rollout.n"]),
+        ("examples/run_grpo_toolrl.sh", "REWARD_SCALE", "two_stage", ["agent_tune.env_kwargs.toolcall.reward.scale"]),
+        ("examples/run_grpo_toolrl.sh", "REWARD_LENGTH", "scheduled", ["agent_tune.env_kwargs.toolcall.reward.length"]),
+        (
+            "examples/run_grpo_toolrl.sh",
+            "REWARD_GRANULARITY",
+            "coarse",
+            ["agent_tune.env_kwargs.toolcall.reward.granularity"],
+        ),
     ],
 )
 def test_exported_variable_reaches_its_key(script, variable, value, keys, tmp_path):
@@ -114,6 +127,24 @@ def test_config_name_and_extra_arguments_pass_through(tmp_path):
     (train,) = [c for c in calls if c[:2] == ["-m", "verl_ext.train"]]
     assert train[train.index("--config-name") + 1] == "agent_tune_retool_cpu"
     assert train[-1] == "a.b=1"
+
+
+def test_toolrl_builds_rlla_rows_once(tmp_path):
+    rlla = tmp_path / "rlla_rl.json"
+    rlla.write_text("[]")
+    empty = tmp_path / "fresh"
+    calls = _run("examples/run_grpo_toolrl.sh", tmp_path, {"RLLA_FILE": str(rlla), "DATA_DIR": str(empty)})
+    build = [c for c in calls if c and c[0].endswith("data_preprocess/toolcall.py")]
+    assert build == [[build[0][0], "--source", "rlla", str(rlla), "--val-size", "80", "--out", str(empty)]]
+    assert _overrides(calls)["data.train_files"] == f"{empty}/train.parquet"
+
+
+def test_toolrl_without_rows_or_rlla_file_explains(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in USER_VARIABLES}
+    env.update(DATA_DIR=str(tmp_path / "none"), PYTHON="false")
+    result = subprocess.run(["bash", str(REPO / "examples/run_grpo_toolrl.sh")], env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 2 and "set RLLA_FILE" in result.stderr
 
 
 def test_stage2_uses_its_config_and_the_stage1_model(tmp_path):

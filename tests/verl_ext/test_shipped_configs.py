@@ -13,7 +13,7 @@ from verl_ext.resolvers import resolve_own  # noqa: E402
 from verl_ext.train import ConfigError, compose_config, default_config_dir, validate  # noqa: E402
 
 SHIPPED = sorted(p.stem for p in default_config_dir().glob("*.yaml"))
-GPU_CONFIGS = ["agent_tune_bfcl", "agent_tune_bfcl_stage2", "agent_tune_grpo", "agent_tune_retool"]
+GPU_CONFIGS = ["agent_tune_bfcl", "agent_tune_bfcl_stage2", "agent_tune_grpo", "agent_tune_retool", "agent_tune_toolrl"]
 
 
 @pytest.fixture

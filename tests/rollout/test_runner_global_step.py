@@ -1,0 +1,29 @@
+"""The runner hands the trainer's global step to the env before ``reset`` (``BaseToolEnv.set_global_step``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent_tune.envs.base import Observation
+from agent_tune.rollout import ChatRenderer, RolloutLimits, run_episode
+from tests.rollout.scripted import ScriptedEnv, ScriptedPolicy, step, user_msg
+
+
+class StepRecordingEnv(ScriptedEnv):
+    """Records the global step it saw at ``reset``."""
+
+    def reset(self, **task: Any) -> Observation:
+        self.step_at_reset = self.global_step
+        return super().reset(**task)
+
+
+@pytest.mark.parametrize("global_step", [None, 0, 7])
+async def test_global_step_reaches_the_env_before_reset(qwen_tok, global_step) -> None:
+    renderer = ChatRenderer(qwen_tok, "qwen3_instruct")
+    env = StepRecordingEnv(Observation(messages=[user_msg("Hi")]), [step(reward=1.0, done=True)])
+    env.global_step = 99  # a reused object: the runner overwrites what an earlier episode left
+    res = await run_episode(env, ScriptedPolicy(renderer, ["Hello"]), renderer, RolloutLimits(512, 64),
+                            global_step=global_step)
+    assert env.step_at_reset == global_step and res.reward == 1.0
