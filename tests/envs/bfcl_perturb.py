@@ -3,6 +3,8 @@
 The right answer is :func:`~agent_tune.envs.bfcl.single_turn_task.reference_calls` (first accepted value per
 parameter; also the second and the last). Every variation is derived from the entry alone (no randomness),
 so a failing case names itself by the entry id and the variation's label.
+
+Used by the agreement test and by ``benchmarks/ast_scoring.py``.
 """
 
 from __future__ import annotations
