@@ -27,6 +27,7 @@ kwarg (the configs pass ``${trainer.total_training_steps}``).
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Mapping, Sequence, TypedDict
@@ -138,8 +139,12 @@ class BaseToolEnv(ABC):
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
         """Raise ``ValueError`` naming the option when constructor ``kwargs`` (a config's ``env_kwargs``
-        entry) are invalid, before any episode starts; the launcher calls it at start-up. Default: no check
-        (constructing some envs is not cheap)."""
+        entry) are invalid, before any episode starts; the launcher calls it at start-up. Default: every key
+        is a constructor parameter (an env whose construction is cheap constructs itself, checking values too)."""
+        try:
+            inspect.signature(cls.__init__).bind(None, **kwargs)
+        except TypeError as exc:
+            raise ValueError(f"{cls.__name__}: {exc}") from None
 
     def set_global_step(self, step: int | None) -> None:
         """Record the trainer's global step for the episode about to start (the runner calls it before

@@ -73,3 +73,16 @@ def test_bad_reward_options_fail_at_start_up(overrides: list[str], message: str)
     with pytest.raises(ConfigError) as info:
         validate(compose_config("agent_tune_toolrl_cpu", overrides))
     assert "agent_tune.env_kwargs.toolcall" in str(info.value) and message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["+agent_tune.env_kwargs.bfcl.max_step_per_turn=3"], "unexpected keyword argument 'max_step_per_turn'"),
+        (["agent_tune.env_kwargs.bfcl.reward=sintax"], "reward='sintax' is not one of"),
+    ],
+)
+def test_bad_env_options_of_any_env_fail_at_start_up(overrides: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        validate(compose_config("agent_tune_bfcl_cpu", overrides))
+    assert "agent_tune.env_kwargs.bfcl" in str(info.value) and message in str(info.value)

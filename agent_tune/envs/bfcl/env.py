@@ -39,7 +39,7 @@ calls ran); the final info lists the graded ones (``syntax_grades``).
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, StepResult, ToolResult
 from agent_tune.envs.bfcl.backend import BFCLBackend
@@ -66,6 +66,12 @@ class BFCLToolEnv(BaseToolEnv):
     """BFCL v4 multi-turn function calling, executed on bfcl-eval's backends and scored like the leaderboard."""
 
     description = "BFCL v4 multi-turn function calling on bfcl-eval's executable backends, scored as BFCL scores it"
+
+    @classmethod
+    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
+        """Construct the env from ``kwargs`` (cheap: nothing loads before ``reset``): every option is checked."""
+        super().check_kwargs(kwargs)
+        cls(**kwargs)
 
     def __init__(
         self,
