@@ -13,6 +13,12 @@ every imperfect attempt.) ``reward_scale="unit"`` maps ToolRL's [-3, 4] onto [0,
 
 A task is ``reset(question=..., tools=[...], ground_truth=[{"name", "arguments"}, ...])``
 (``messages`` may replace ``question``); ``data_preprocess/toolcall.py`` writes such rows.
+
+A BFCL single-turn entry is a task too: ``test_id`` (to the constructor or to ``reset``, e.g.
+``"simple_python_12"``) plays that entry's question with its functions as tools
+(:mod:`agent_tune.envs.bfcl.single_turn_task`). The reward stays ToolRL's, against one concrete accepted
+answer; ``info["accuracy"]`` is then BFCL's AST verdict (:mod:`agent_tune.envs.bfcl.ast_check`) on the
+decoded calls, and ``info["ast_error_type"]`` names the failed check ("" when right).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import json
 from typing import Any, Mapping, Sequence
 
 from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, StepResult, ToolResult
+from agent_tune.envs.bfcl.single_turn import SingleTurnEntry
+from agent_tune.envs.bfcl.single_turn_task import score_response, task_for
 from agent_tune.envs.registry import register_env
 from agent_tune.parsing import ParsedResponse, ToolCall
 from agent_tune.parsing.response import ResponseParser
@@ -58,6 +66,7 @@ class ToolCallToolEnv(BaseToolEnv):
         require_reasoning: bool = False,
         reward_scale: str = "toolrl",
         system_prompt: str | None = None,
+        test_id: str | None = None,
     ) -> None:
         if reward_scale not in REWARD_SCALES:
             raise ValueError(f"toolcall env: reward_scale={reward_scale!r} is not one of {', '.join(REWARD_SCALES)}")
@@ -65,6 +74,8 @@ class ToolCallToolEnv(BaseToolEnv):
         self.require_reasoning = require_reasoning
         self.reward_scale = reward_scale
         self.system_prompt = system_prompt
+        self.test_id = test_id
+        self.entry: SingleTurnEntry | None = None
         self._done = True
 
     def reset(
@@ -73,8 +84,15 @@ class ToolCallToolEnv(BaseToolEnv):
         tools: Sequence[Mapping[str, Any]] = (),
         ground_truth: Sequence[Mapping[str, Any]] | str = (),
         messages: Sequence[Mapping[str, Any]] | None = None,
+        test_id: str | None = None,
         **_: Any,
     ) -> Observation:
+        """Start a task: the given question/messages, tools and ground truth, or the BFCL entry ``test_id``
+        (given here or to the constructor), whose data replaces them."""
+        self.entry = None
+        if test_id or self.test_id:
+            self.entry, task = task_for(test_id or self.test_id)
+            question, messages, tools, ground_truth = None, task["messages"], task["tools"], task["ground_truth"]
         if isinstance(ground_truth, str):  # a JSON string, as parquet rows may carry it
             ground_truth = json.loads(ground_truth)
         if isinstance(messages, str):  # a JSON string, as parquet rows may carry it
@@ -87,6 +105,7 @@ class ToolCallToolEnv(BaseToolEnv):
             tools = json.loads(tools)
         self.tools = [_as_tool(t) for t in tools]
         self.ground_truth = [_as_call(c) for c in ground_truth]
+        self.expects_calls = self.entry.expects_calls if self.entry is not None else bool(self.ground_truth)
         self._done = False
         first = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         return Observation(messages=first + [dict(m) for m in messages], tools=self.tools)
@@ -123,7 +142,7 @@ class ToolCallToolEnv(BaseToolEnv):
         reasoning, parsed = self.parser.parse(raw_response)
         results = self._judge_calls(parsed)
         unknown = sum(1 for r in results if r.error and r.name is not None)
-        right_shape = (not self.stop(raw_response)) == bool(self.ground_truth)
+        right_shape = (not self.stop(raw_response)) == self.expects_calls
         format_ok = (right_shape and not parsed.errors and not unknown
                      and (reasoning is not None or not self.require_reasoning))
         score = toolrl_score(parsed.calls, self.ground_truth, format_ok)
@@ -141,6 +160,9 @@ class ToolCallToolEnv(BaseToolEnv):
             "param_value_match": score.param_value_match,
             "toolrl_reward": score.reward,
         }
+        if self.entry is not None:  # BFCL single-turn: accuracy is BFCL's own rule
+            verdict = score_response(self.entry, parsed)
+            info["accuracy"], info["ast_error_type"] = float(verdict.valid), verdict.error_type
         return StepResult(self.format_tool_response(results), reward, True, info)
 
     def finalize(self, reason: str = "truncated") -> StepResult:

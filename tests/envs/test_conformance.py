@@ -26,6 +26,19 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {
 }
 
 
+# Further tasks of registered envs: (name, env kwargs, task, a valid first response, a malformed one).
+TASK_CASES: dict[str, tuple[str, dict[str, Any], dict[str, Any], str, str]] = {
+    "toolcall[bfcl simple_python_12, test_id to the constructor]": (
+        "toolcall", {"test_id": "simple_python_12"}, {},
+        '<tool_call>\n{"name": "geometry.circumference", "arguments": {"radius": 3}}\n</tool_call>', BAD_HERMES),
+    "toolcall[bfcl live_parallel_0-0-0, test_id to reset]": (
+        "toolcall", {}, {"test_id": "live_parallel_0-0-0"},
+        '<tool_call>\n{"name": "get_current_weather", "arguments": {"location": "Shanghai, China"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "get_current_weather", "arguments": {"location": "Beijing, China"}}\n</tool_call>',
+        BAD_HERMES),
+}
+
+
 def test_every_registered_env_has_a_case() -> None:
     assert set(env_names()) <= set(CASES), "add a conformance case for every built-in environment"
 
@@ -33,6 +46,12 @@ def test_every_registered_env_has_a_case() -> None:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_env_keeps_the_contract(name: str) -> None:
     kwargs, task, valid, malformed = CASES[name]
+    check_env(lambda: make_env(name, **kwargs), task, valid, malformed)
+
+
+@pytest.mark.parametrize("label", sorted(TASK_CASES))
+def test_env_task_keeps_the_contract(label: str) -> None:
+    name, kwargs, task, valid, malformed = TASK_CASES[label]
     check_env(lambda: make_env(name, **kwargs), task, valid, malformed)
 
 
