@@ -20,6 +20,7 @@ from aiohttp import web
 from agent_tune.envs.bfcl.data import load_entry
 from agent_tune.envs.bfcl.replay import TURN_END_TEXT, ground_truth_calls
 from agent_tune.envs.bfcl.single_turn import is_single_turn_id, load_single_turn
+from agent_tune.envs.bfcl.single_turn_task import toolrl_ground_truth
 from agent_tune.parsing import ToolCall, get_tool_parser
 
 Script = Callable[[str, int, int], str]  # (test_id, turn, step) -> assistant text
@@ -48,9 +49,9 @@ def garbage_script(test_id: str, turn: int, step: int) -> str:
 
 
 def single_turn_answer(test_id: str, correct: bool = True) -> str:
-    """A single-turn entry answered right (its possible answer, first accepted value of each parameter, an
-    optional one left out; irrelevance: no call; relevance: a call of the first tool) or wrong (the
-    opposite shape: no call where one is expected, a call where none is)."""
+    """A single-turn entry answered right (one accepted answer: the env's ToolRL ground truth; irrelevance: no
+    call; relevance: a call of the first tool) or wrong (the opposite shape: no call where one is
+    expected, a call where none is)."""
     entry = load_single_turn(test_id)
     first_tool = entry.tools[0]["function"]["name"]
     if entry.possible_answer is None:  # (ir)relevance: BFCL only checks whether a call was made
@@ -58,21 +59,8 @@ def single_turn_answer(test_id: str, correct: bool = True) -> str:
         return get_tool_parser("hermes").format_calls([ToolCall(first_tool, {})]) if makes_call else "No call."
     if not correct:
         return "I cannot help with that."
-    calls = []
-    for answer in entry.possible_answer:
-        [(name, params)] = answer.items()
-        calls.append(ToolCall(name, _concrete(params)))
+    calls = [ToolCall(c["name"], c["arguments"]) for c in toolrl_ground_truth(entry)]
     return get_tool_parser("hermes").format_calls(calls)
-
-
-def _concrete(accepted: Any) -> Any:
-    """A value BFCL accepts: a ``{param: [accepted values]}`` dict takes each parameter's first accepted value
-    (left out when that is ``""``, "may be omitted"), nested dicts and lists of dicts alike."""
-    if isinstance(accepted, dict):
-        return {k: _concrete(v[0]) for k, v in accepted.items() if v and v[0] != ""}
-    if isinstance(accepted, list) and accepted and all(isinstance(x, dict) for x in accepted):
-        return [_concrete(x) for x in accepted]
-    return accepted
 
 
 def single_turn_script(right: Sequence[str] | None = None) -> Script:
