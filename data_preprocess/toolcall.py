@@ -118,6 +118,8 @@ def make_row(task: dict[str, Any], index: int, data_source: str, split: str = "t
              "ground_truth": gt, "env": {"name": ENV_NAME, "kwargs": None}}
     if task.get("messages"):
         extra["messages"] = json.dumps(messages)  # the env's conversation (earlier turns + the question)
+    if task.get("id") is not None:
+        extra["task_id"] = str(task["id"])  # where the task came from (e.g. "rlla_rl.json record 12")
     return {
         "data_source": data_source,
         "agent_name": AGENT_NAME,

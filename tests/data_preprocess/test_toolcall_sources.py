@@ -117,6 +117,7 @@ def test_rlla_rows_play_in_the_env(tmp_path):
     assert main(["--source", "rlla", str(raw), "--val-size", "1", "--out", str(tmp_path / "o")]) == 0
     rows = pd.concat([pd.read_parquet(tmp_path / "o" / f"{s}.parquet") for s in ("train", "val")])
     assert len(rows) == 3
+    assert sorted(dict(e)["task_id"] for e in rows["extra_info"]) == [f"rlla_rl.json record {i}" for i in range(3)]
     for _, row in rows.iterrows():
         extra = dict(row["extra_info"])
         env = make_env(dict(extra["env"])["name"])
