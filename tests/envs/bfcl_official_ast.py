@@ -14,10 +14,12 @@ checker itself uses none of them: from that module it reads only ``MODEL_CONFIG_
 
 :func:`official_modules` installs a ``sys.meta_path`` finder that serves only the names in
 :data:`STUBBED` (so optional imports elsewhere, like tenacity's ``tornado`` probe, still fail as usual),
-imports ``eval_runner`` and ``ast_checker`` afresh (stand-ins other tests put in place, e.g. an empty
-``model_config``, are moved aside meanwhile), then removes the finder and puts ``sys.modules`` and the
-parent packages' attributes back as they were. The imported modules live on only through the returned
-namespace. bfcl-eval's result folders go under the scratch root of ``ensure_bfcl_project_root``.
+and imports ``eval_runner`` and ``ast_checker`` afresh (stand-ins other tests put in place, e.g. an empty
+``model_config``, are moved aside meanwhile). Then it removes the finder, drops the stand-ins, and puts
+bfcl-eval's entries of ``sys.modules`` (and the parent packages' attributes) back as they were: the
+imported bfcl-eval modules live on only through the returned namespace. Real third-party packages the
+import loaded on the way stay loaded (removing numpy, say, would make a later import reload it).
+bfcl-eval's result folders go under the scratch root of ``ensure_bfcl_project_root``.
 """
 
 from __future__ import annotations
@@ -123,9 +125,16 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
 
+def _ours(name: str) -> bool:
+    """Names the restore step manages: bfcl-eval's modules and the stand-ins. Other packages the import
+    pulled in for real (numpy, requests, ...) stay loaded: reloading a C extension later is unsafe."""
+    return name.startswith("bfcl_eval.") or isinstance(sys.modules.get(name), _StubModule)
+
+
 def _restore(before: dict[str, types.ModuleType]) -> None:
-    """Put ``sys.modules`` (and each parent package's attribute for its child) back as in ``before``."""
-    changed = [k for k in list(sys.modules) if k not in before or sys.modules[k] is not before[k]]
+    """Put ``sys.modules`` (and each parent package's attribute for its child) back as in ``before``, for
+    bfcl-eval's modules and the stand-ins."""
+    changed = [k for k in list(sys.modules) if _ours(k) and (k not in before or sys.modules[k] is not before[k])]
     changed += [k for k in before if k not in sys.modules]
     for name in changed:
         if name in before:
@@ -134,7 +143,7 @@ def _restore(before: dict[str, types.ModuleType]) -> None:
             module = sys.modules.pop(name, None)
             parent_name, _, child = name.rpartition(".")
             parent = sys.modules.get(parent_name)
-            if parent is not None and module is not None and getattr(parent, child, None) is module:
+            if parent is not None and module is not None and vars(parent).get(child) is module:
                 delattr(parent, child)
     for name in changed:  # re-point parents at the modules they had
         parent_name, _, child = name.rpartition(".")
@@ -143,11 +152,14 @@ def _restore(before: dict[str, types.ModuleType]) -> None:
 
 
 def _moved_aside() -> Iterator[str]:
+    """FRESH modules, and bfcl-eval modules that are stand-ins (no file, not a package) set by other tests."""
     for name in list(sys.modules):
-        module = sys.modules[name]
-        real = getattr(module, "__file__", None) is not None or hasattr(module, "__path__")
-        if name in FRESH or (name.startswith("bfcl_eval.") and not real):
+        if name in FRESH:
             yield name
+        elif name.startswith("bfcl_eval."):  # only these are inspected (others may import lazily on access)
+            attrs = vars(sys.modules[name])
+            if attrs.get("__file__") is None and "__path__" not in attrs:
+                yield name
 
 
 @lru_cache(maxsize=1)

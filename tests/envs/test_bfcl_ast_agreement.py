@@ -23,7 +23,9 @@ required parameter (``live_simple_106-63-0``, ``live_simple_112-68-0``, ``live_m
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
+import sys
 from collections import Counter
 
 import pytest
@@ -109,3 +111,13 @@ def test_dotted_names_follow_the_models_underscore_to_dot(official) -> None:
                 assert ours.valid == theirs["valid"], (test_id, calls, ours, theirs)
                 checked += 1
     assert checked > 100
+
+
+def test_the_stand_ins_do_not_outlive_the_import(official) -> None:
+    """The SDK stand-ins served only the official import: none is left in ``sys.modules``, and the checker
+    module is reachable only through the fixture."""
+    from tests.envs.bfcl_official_ast import STUBBED, _StubModule
+
+    assert not [name for name, module in sys.modules.items() if isinstance(module, _StubModule)]
+    assert not any(name in sys.modules for name in STUBBED if importlib.util.find_spec(name.split(".")[0]) is None)
+    assert sys.modules.get("bfcl_eval.eval_checker.ast_eval.ast_checker") is not official.ast_checker
