@@ -2,9 +2,12 @@
 
 Layout (as bfcl-eval's ``BaseHandler.write`` makes it)::
 
-    DIR/<registry name with / replaced by _>/multi_turn/BFCL_v4_<category>_result.json
+    DIR/<registry name with / replaced by _>/<group>/BFCL_v4_<category>_result.json
 
-one JSON line per entry, sorted by id: ``{"id": ..., "result": [[step response, ...] per turn]}``.
+``<group>`` is bfcl-eval's ``get_directory_structure_by_id``: ``multi_turn``, ``non_live`` or ``live``. One
+JSON line per entry, sorted by id (bfcl-eval's ``sort_key``): multi-turn ``{"id": ..., "result": [[step
+response, ...] per turn]}``; single-turn ``{"id": ..., "result": response}``, the one model response that
+bfcl-eval's ``ast_file_runner`` / ``relevance_file_runner`` hand to the handler's ``decode_ast``.
 ``bfcl evaluate --model <registry name> --result-dir DIR`` decodes each step with the registry model's
 handler; the default registry name, ``Qwen/Qwen3-4B-Instruct-2507-FC``, uses bfcl-eval's Qwen FC handler,
 which decodes Hermes ``<tool_call>\\n{json}\\n</tool_call>`` blocks.
@@ -12,18 +15,20 @@ which decodes Hermes ``<tool_call>\\n{json}\\n</tool_call>`` blocks.
 Two forms of the step responses:
 
 * ``canonical`` (default): per turn, one step per tool-call step our environment executed, each written as
-  Hermes blocks of exactly the calls it executed. Re-scoring then checks the very calls we scored, whatever
-  parser and template the model used.
+  Hermes blocks of exactly the calls it executed (single-turn: the calls the env decoded from the answer).
+  Re-scoring then checks the very calls we scored, whatever parser and template the model used.
 * ``raw``: the policy's text of every step (reasoning removed), as bfcl-eval's own generation would store
   it. The official handler then decodes the text itself; with the ``hermes`` parsers (which accept only
   the blocks that handler decodes, ``docs/parsing.md``) both forms score alike, and any difference
   points at a parser that accepts more than the handler.
 
 Episodes that did not finish (token budget or context limit) are written as an inference error string,
-which bfcl-eval fails, as it fails an entry whose generation raised. A force-terminated episode (more
-than 20 steps in a turn) is written without its last turn, so the official checker reports
-``multi_turn:force_terminated`` whichever turn it happened in (bfcl-eval's own generation keeps the
-forced turn, so a force-quit in the *last* turn would otherwise be checked like a finished one).
+as bfcl-eval writes an entry whose generation raised (it fails them, except in the irrelevance
+categories, where an answer without a call is right: our env fails an unfinished episode everywhere).
+A force-terminated episode (more than 20 steps in a turn) is written without its last turn, so the
+official checker reports ``multi_turn:force_terminated`` whichever turn it happened in (bfcl-eval's own
+generation keeps the forced turn, so a force-quit in the *last* turn would otherwise be checked like a
+finished one).
 With several samples per entry only sample 0 is written (BFCL keeps one result per id).
 """
 
@@ -36,6 +41,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from agent_tune.envs.bfcl.calls import parse_call_string
+from agent_tune.eval.targets import env_of_id
 
 DEFAULT_REGISTRY_NAME = "Qwen/Qwen3-4B-Instruct-2507-FC"
 FORMATS = ("canonical", "raw")
@@ -45,7 +51,12 @@ VERSION_PREFIX = "BFCL_v4"
 def hermes_block(call_string: str) -> str:
     """``"cd(folder='x')"`` -> ``<tool_call>\\n{"name": "cd", "arguments": {"folder": "x"}}\\n</tool_call>``."""
     call = parse_call_string(call_string)
-    body = json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
+    return hermes_call(call.name, call.arguments)
+
+
+def hermes_call(name: str, arguments: Mapping[str, Any]) -> str:
+    """One call as the Hermes block bfcl-eval's Qwen FC handler decodes."""
+    body = json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False)
     return f"<tool_call>\n{body}\n</tool_call>"
 
 
@@ -65,6 +76,20 @@ def _finished(record: Mapping[str, Any]) -> bool:
     return record.get("end_reason") in ("completed", "force_terminated")
 
 
+def _strip_reasoning(text: str, reasoning_parser: Any) -> str:
+    if reasoning_parser is not None:
+        _, text = reasoning_parser.parse(text)
+    return text
+
+
+def single_turn_result(record: Mapping[str, Any], form: str = "canonical", reasoning_parser: Any = None) -> str:
+    """The ``result`` of a single-turn record: the answer as one response string."""
+    if form == "canonical":
+        return "\n".join(hermes_call(c["name"], c["arguments"]) for c in record.get("decoded_calls") or [])
+    texts = [text for turn in record.get("responses") or [] for text in turn]
+    return _strip_reasoning(texts[-1], reasoning_parser) if texts else ""
+
+
 def bfcl_result(
     record: Mapping[str, Any], form: str = "canonical", reasoning_parser: Any = None
 ) -> list[list[str]] | str:
@@ -73,6 +98,8 @@ def bfcl_result(
         raise ValueError(f"BFCL result form must be one of {FORMATS}, got {form!r}")
     if not _finished(record):
         return f"Error during inference: episode ended before its last turn ({record.get('end_reason')})"
+    if env_of_id(str(record["test_id"])) == "toolcall":
+        return single_turn_result(record, form, reasoning_parser)
     if form == "canonical":
         turns = [["\n".join(_blocks(step)) for step in turn] for turn in record["decoded_calls"]]
     else:
@@ -80,9 +107,7 @@ def bfcl_result(
         for turn in record["responses"]:
             steps = []
             for text in turn:
-                if reasoning_parser is not None:
-                    _, text = reasoning_parser.parse(text)
-                steps.append(text)
+                steps.append(_strip_reasoning(text, reasoning_parser))
             turns.append(steps)
     if record.get("force_terminated"):
         turns = turns[:-1]
@@ -90,7 +115,15 @@ def bfcl_result(
 
 
 def _sort_key(test_id: str) -> int:
-    return int(test_id.rsplit("_", 1)[1])
+    """bfcl-eval's ``sort_key`` within a category: ``live_simple_3-1-0`` and ``simple_python_3`` sort by 3."""
+    return int(test_id.rsplit("_", 1)[1].split("-")[0])
+
+
+def result_group(category: str) -> str:
+    """bfcl-eval's result folder of a category (``get_directory_structure_by_id``)."""
+    if category.startswith("multi_turn"):
+        return "multi_turn"
+    return "live" if "live" in category else "non_live"
 
 
 def write_bfcl_results(
@@ -108,10 +141,11 @@ def write_bfcl_results(
     for r in records:
         if int(r.get("sample", 0)) == 0:
             per_category[r["category"]].setdefault(r["test_id"], r)
-    folder = Path(out_dir) / registry_name.replace("/", "_") / "multi_turn"
-    folder.mkdir(parents=True, exist_ok=True)
+    model_dir = Path(out_dir) / registry_name.replace("/", "_")
     written = []
     for category, entries in sorted(per_category.items()):
+        folder = model_dir / result_group(category)
+        folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{VERSION_PREFIX}_{category}_result.json"
         tmp = path.with_suffix(".json.tmp")
         with tmp.open("w", encoding="utf-8") as f:

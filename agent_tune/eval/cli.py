@@ -1,6 +1,8 @@
-"""``agent-tune eval``: BFCL multi-turn evaluation against an OpenAI-compatible server, and its reports.
+"""``agent-tune eval``: BFCL evaluation (multi-turn or single-turn) against an OpenAI-compatible server.
 
     agent-tune eval --base-url http://127.0.0.1:8000/v1 --model NAME --split test [options]
+    agent-tune eval --base-url ... --model NAME --suite single_turn_python [--split test] [options]
+    agent-tune eval --base-url ... --model NAME --env toolcall --categories simple_python multiple [options]
     agent-tune eval report a.jsonl [b.jsonl ...] [--json out.json] [--png out.png] [--bfcl-dir DIR]
 """
 
@@ -12,8 +14,10 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from agent_tune.envs.bfcl.single_turn_splits import SINGLE_TURN_SPLITS
 from agent_tune.envs.bfcl.splits import SPLITS
 from agent_tune.eval.bfcl_format import DEFAULT_REGISTRY_NAME, FORMATS, write_bfcl_results
+from agent_tune.eval.targets import ENVS, SUITES
 
 
 def _json_dict(text: str) -> dict:
@@ -29,8 +33,9 @@ def _json_dict(text: str) -> dict:
 def run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="agent-tune eval",
-        description="Evaluate a served model on BFCL v4 multi-turn with the training episode runner "
-        "(leaderboard rules). `agent-tune eval report FILE...` re-prints/plots results.",
+        description="Evaluate a served model on BFCL v4 (multi-turn: the bfcl env; single-turn: the toolcall "
+        "env) with the training episode runner (leaderboard rules). `agent-tune eval report FILE...` "
+        "re-prints/plots results.",
     )
     srv = p.add_argument_group("server")
     srv.add_argument("--base-url", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
@@ -43,12 +48,20 @@ def run_parser() -> argparse.ArgumentParser:
     srv.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     srv.add_argument("--retries", type=int, default=5, help="retries per request on 5xx/429/connection errors")
     sel = p.add_argument_group("entries")
-    sel.add_argument("--split", choices=SPLITS, default=None,
-                     help="a split of data_preprocess/bfcl.py (same seed = same entries as training's)")
+    sel.add_argument("--env", choices=ENVS, default=None,
+                     help="bfcl (multi-turn) or toolcall (single-turn); default: what the entries asked for need")
+    sel.add_argument("--split", choices=tuple(dict.fromkeys(SPLITS + SINGLE_TURN_SPLITS)), default=None,
+                     help="a split of data_preprocess/bfcl.py, or for single-turn of data_preprocess/toolcall.py "
+                     "--source bfcl (same seed = same entries as training's)")
     sel.add_argument("--split-seed", type=int, default=42)
+    sel.add_argument("--suite", choices=tuple(SUITES), default=None,
+                     help="a named set of categories: "
+                     + "; ".join(f"{k}: {' '.join(v[1])}" for k, v in SUITES.items()))
     sel.add_argument("--categories", nargs="+", default=None,
-                     help="categories (base miss_func miss_param long_context composite, or full names)")
-    sel.add_argument("--ids", nargs="+", default=None, help="explicit test ids, e.g. multi_turn_base_12")
+                     help="multi-turn: base miss_func miss_param long_context composite (or full names); "
+                     "single-turn: simple_python multiple parallel ... live_relevance")
+    sel.add_argument("--ids", nargs="+", default=None,
+                     help="explicit test ids, e.g. multi_turn_base_12 or simple_python_3")
     sel.add_argument("--limit", type=int, default=None, help="first N entries per category")
     mdl = p.add_argument_group("model format")
     mdl.add_argument("--tokenizer", default=None, help="local HF tokenizer folder (default: --model if it is a folder)")
@@ -59,7 +72,7 @@ def run_parser() -> argparse.ArgumentParser:
     mdl.add_argument("--chat-template-kwargs", type=_json_dict, default={},
                      help='JSON, e.g. \'{"enable_thinking": false}\'')
     mdl.add_argument("--env-kwargs", type=_json_dict, default={},
-                     help="extra BFCL env kwargs as JSON (e.g. system_prompt)")
+                     help="extra env kwargs as JSON (e.g. system_prompt)")
     smp = p.add_argument_group("sampling")
     smp.add_argument("--n", type=int, default=1, help="samples per entry (pass@k for k <= n)")
     smp.add_argument("--temperature", type=float, default=0.0)
@@ -139,20 +152,22 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
     from agent_tune.eval.evaluate import EvalAbortedError, EvalSettings, evaluate
     from agent_tune.eval.metrics import summarize
     from agent_tune.eval.report import wall_time
-    from agent_tune.eval.selection import select_test_ids
+    from agent_tune.eval.selection import infer_env, select_test_ids
     from agent_tune.eval.store import ResultsFileError
 
     args = run_parser().parse_args(list(argv))
     try:
+        env = infer_env(args.env, args.categories, args.ids, args.suite)
         settings = EvalSettings(
-            base_url=args.base_url, model=args.model, mode=args.mode, tokenizer=args.tokenizer,
+            base_url=args.base_url, model=args.model, env=env, mode=args.mode, tokenizer=args.tokenizer,
             template=args.template, tool_parser=args.tool_parser, reasoning_parser=args.reasoning_parser,
             concurrency=args.concurrency, n=args.n, temperature=args.temperature, top_p=args.top_p,
             max_tokens=args.max_tokens, max_model_len=args.max_model_len, seed=args.seed, timeout=args.timeout,
             max_retries=args.retries, api_key=args.api_key, env_kwargs=args.env_kwargs,
             chat_template_kwargs=args.chat_template_kwargs, progress=not args.no_progress,
         )
-        test_ids = select_test_ids(args.split, args.categories, args.ids, args.split_seed, args.limit)
+        test_ids = select_test_ids(args.split, args.categories, args.ids, args.split_seed, args.limit, env,
+                                   args.suite)
         if args.n > 1 and args.temperature == 0:
             print("warning: --n > 1 with --temperature 0: samples will be (nearly) identical", file=sys.stderr)
         outcome = evaluate(settings, test_ids, args.output, tokenizer)

@@ -1,9 +1,10 @@
-"""Run BFCL multi-turn entries against an OpenAI-compatible server with the shared episode runner.
+"""Run BFCL entries against an OpenAI-compatible server with the shared episode runner.
 
-Every episode goes through :func:`agent_tune.rollout.run_episode`, the loop training uses; this module
-only schedules episodes (a concurrency limit), feeds them a server-backed policy, and appends one record
-per finished episode to the results file (:class:`~agent_tune.eval.store.ResultStore`), so a killed run
-resumes where it stopped.
+Multi-turn entries are played by the ``bfcl`` env in eval mode, single-turn ones by the ``toolcall`` env
+(``test_id``: BFCL's AST checker); :mod:`agent_tune.eval.targets` says which. Every episode goes through
+:func:`agent_tune.rollout.run_episode`, the loop training uses; this module only schedules episodes (a
+concurrency limit), feeds them a server-backed policy, and appends one record per finished episode to the
+results file (:class:`~agent_tune.eval.store.ResultStore`), so a killed run resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from agent_tune.envs import make_env
-from agent_tune.envs.bfcl.data import category_of, load_entry
 from agent_tune.eval.client import ModelInfo, OpenAIClient, RequestError, RetryPolicy, ServerUnavailableError
 from agent_tune.eval.policies import (
     ChatCompletionsPolicy,
@@ -27,6 +27,7 @@ from agent_tune.eval.policies import (
     UsageCounter,
 )
 from agent_tune.eval.store import ResultStore
+from agent_tune.eval.targets import ENVS, category_of, env_kwargs, num_turns
 from agent_tune.parsing import get_tool_parser
 from agent_tune.rollout import ChatRenderer, EpisodeResult, PromptTooLongError, RolloutLimits, run_episode
 from agent_tune.rollout.episode_metrics import METRIC_KEYS, episode_metrics
@@ -42,6 +43,7 @@ class EvalSettings:
 
     base_url: str
     model: str
+    env: str = "bfcl"  # bfcl: multi-turn entries; toolcall: single-turn entries
     mode: str = "tokens"
     tokenizer: str | None = None
     template: str = "tokenizer"
@@ -62,6 +64,8 @@ class EvalSettings:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        if self.env not in ENVS:
+            raise ValueError(f"--env must be one of {', '.join(ENVS)}, got {self.env!r}")
         if self.mode not in MODES:
             raise ValueError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.concurrency < 1:
@@ -81,8 +85,7 @@ class EvalSettings:
         d = asdict(self)
         d.pop("api_key")
         d.pop("progress")
-        d["env"] = "bfcl"
-        d["eval_mode"] = True
+        d["eval_mode"] = self.env == "bfcl"
         return d
 
 
@@ -130,10 +133,20 @@ def episode_turns(result: EpisodeResult) -> list[list[str]]:
     return turns
 
 
+def single_turn_calls(env: Any, result: EpisodeResult) -> list[dict[str, Any]]:
+    """The calls the env decoded from a single-turn episode's answer (its own parsers), as ``{name, arguments}``."""
+    texts = [m["content"] for m in result.messages if m.get("role") == "assistant"]
+    if not texts:
+        return []
+    return [{"name": c.name, "arguments": c.arguments} for c in env.extract_tool_calls(texts[-1]).calls]
+
+
 def build_record(
-    test_id: str, sample: int, result: EpisodeResult, tokens_generated: int | None = None
+    test_id: str, sample: int, result: EpisodeResult, tokens_generated: int | None = None,
+    decoded_calls: list[Any] | None = None,
 ) -> dict[str, Any]:
-    """One results-file line for a finished episode."""
+    """One results-file line for a finished episode. ``decoded_calls`` overrides the env's own (single-turn
+    envs report none: :func:`single_turn_calls`)."""
     info = result.info
     keys = ("category", "accuracy", "num_turns", "force_terminated", "turn_scores", "turn_errors", "decoded_calls",
             "end_reason")
@@ -142,6 +155,11 @@ def build_record(
     rec.update(episode_metrics(result))  # the keys training logs too (agent_tune.rollout.episode_metrics)
     rec["category"] = rec["category"] or category_of(test_id)
     rec["accuracy"] = float(rec["accuracy"] or 0.0)
+    if decoded_calls is not None:
+        rec["decoded_calls"] = decoded_calls
+    rec["num_turns"] = rec["num_turns"] or num_turns(test_id)
+    if rec["end_reason"] is None:  # envs without their own (single-turn): how the runner ended it
+        rec["end_reason"] = "completed" if result.termination == "done" else result.termination
     rec["termination"] = result.termination
     rec["stop_reasons"] = list(result.stop_reasons)
     rec["prompt_tokens"] = len(result.trajectory.prompt_ids)
@@ -156,10 +174,9 @@ def build_record(
 def failed_record(test_id: str, sample: int, reason: str, detail: str) -> dict[str, Any]:
     """A record for an entry that could not be played at all (its prompt does not fit the context):
     BFCL fails such an entry (an inference error)."""
-    entry = load_entry(test_id)
     return {
-        "test_id": test_id, "sample": sample, "category": entry.category, "accuracy": 0.0,
-        **{k: 0.0 for k in METRIC_KEYS}, "zero_call": 1.0, "truncated": 1.0, "num_turns": entry.num_turns,
+        "test_id": test_id, "sample": sample, "category": category_of(test_id), "accuracy": 0.0,
+        **{k: 0.0 for k in METRIC_KEYS}, "zero_call": 1.0, "truncated": 1.0, "num_turns": num_turns(test_id),
         "force_terminated": False, "turn_scores": [], "turn_errors": [], "decoded_calls": [],
         "end_reason": reason, "termination": reason, "stop_reasons": [],
         "prompt_tokens": None, "tokens_generated": 0, "responses": [], "error": detail,
@@ -190,7 +207,7 @@ class Evaluator:
     async def _episode(self, client: OpenAIClient, policy: CompletionsPolicy | None, limits: RolloutLimits,
                        test_id: str, sample: int) -> dict[str, Any]:
         s = self.settings
-        env = make_env("bfcl", test_id=test_id, eval_mode=True, tool_parser=s.tool_parser,
+        env = make_env(s.env, **env_kwargs(s.env, test_id), tool_parser=s.tool_parser,
                        reasoning_parser=s.reasoning_parser, **s.env_kwargs)
         renderer: Any = self.renderer
         tokens = None
@@ -211,7 +228,8 @@ class Evaluator:
                 tokens = chat.usage.completion_tokens
                 for k in ("requests", "prompt_tokens", "completion_tokens"):
                     setattr(self.usage, k, getattr(self.usage, k) + getattr(chat.usage, k))
-            return build_record(test_id, sample, result, tokens)
+            calls = single_turn_calls(env, result) if s.env == "toolcall" else None
+            return build_record(test_id, sample, result, tokens, calls)
         finally:
             env.close()
 
@@ -241,7 +259,7 @@ class Evaluator:
                 return EvalOutcome(Path(output), store.records, 0, skipped, [], time.time() - started, info, self.usage)
             run_meta = {"run_id": uuid.uuid4().hex[:12], "run_started": started}
             sem = asyncio.Semaphore(s.concurrency)
-            bar = _progress(len(tasks), skipped, s.progress)
+            bar = _progress(len(tasks), skipped, s.progress, f"{s.env} eval")
             correct = sum(r["accuracy"] for r in store.records)
             done_count = len(store.records)
             abort: list[BaseException] = []
@@ -287,12 +305,12 @@ class Evaluator:
             )
 
 
-def _progress(total: int, initial: int, enabled: bool):
+def _progress(total: int, initial: int, enabled: bool, desc: str = "bfcl eval"):
     if not enabled:
         return None
     from tqdm import tqdm
 
-    return tqdm(total=total, initial=initial, unit="ep", desc="bfcl eval", file=sys.stderr, dynamic_ncols=True,
+    return tqdm(total=total, initial=initial, unit="ep", desc=desc, file=sys.stderr, dynamic_ncols=True,
                 smoothing=0.1)
 
 

@@ -1,10 +1,11 @@
-"""Scores of an evaluation: pass@k, per-category accuracy and the leaderboard's multi-turn overall.
+"""Scores of an evaluation: pass@k, per-category accuracy and the leaderboard's summaries.
 
 A *record* is one finished episode (one sample of one entry) as stored in the results jsonl (see
 :mod:`agent_tune.eval.store`). Accuracy per category is pass@1: the mean over entries of the fraction of
 their samples that BFCL counts correct (with one sample per entry, correct / entries, as the leaderboard
 computes it over the entries evaluated). Multi-turn overall is the unweighted mean of the four scored
-categories, as the leaderboard computes it.
+categories, as the leaderboard computes it; the single-turn summaries (non-live, live, irrelevance,
+relevance, overall) follow :mod:`agent_tune.eval.leaderboard`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections import Counter, defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
 from agent_tune.envs.bfcl.data import SCORED_CATEGORIES
+from agent_tune.envs.bfcl.single_turn import SINGLE_TURN_CATEGORIES
+from agent_tune.eval.leaderboard import leaderboard_summaries
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -85,10 +88,12 @@ def k_values_for(n: int) -> list[int]:
 
 
 def summarize(records: Iterable[Mapping[str, Any]], wall_time_s: float | None = None) -> dict[str, Any]:
-    """The report of one results file: per category, multi-turn overall, and totals.
+    """The report of one results file: per category, multi-turn overall, the leaderboard's summaries, totals.
 
-    ``overall.multi_turn_accuracy`` is the unweighted mean of the scored categories present; it equals the
-    leaderboard's number only when all four are present (``overall.categories`` says which were).
+    ``overall.multi_turn_accuracy`` is the unweighted mean of the scored multi-turn categories present; it
+    equals the leaderboard's number only when all four are present (``overall.categories`` says which
+    were). ``summaries`` holds the leaderboard's summary scores computable from the categories present
+    (accuracy and pass@k each), see :func:`~agent_tune.eval.leaderboard.leaderboard_summaries`.
     """
     records = list(records)
     by_cat: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
@@ -109,8 +114,24 @@ def summarize(records: Iterable[Mapping[str, Any]], wall_time_s: float | None = 
     if wall_time_s is not None:
         overall["wall_time_s"] = wall_time_s
         overall["entries_per_s"] = overall["entries"] / wall_time_s if wall_time_s > 0 else None
-    return {"samples_per_entry": n_per_entry, "k": ks, "categories": categories, "overall": overall}
+    return {"samples_per_entry": n_per_entry, "k": ks, "categories": categories, "overall": overall,
+            "summaries": summaries_of(categories, ks)}
+
+
+def summaries_of(categories: Mapping[str, Mapping[str, Any]], ks: Sequence[int]) -> dict[str, dict[str, Any]]:
+    """The leaderboard's summaries of ``categories``, for accuracy and each pass@k, merged per summary."""
+    out = leaderboard_summaries(categories, "accuracy")
+    for k in ks:
+        key = f"pass@{k}"
+        with_key = {c: s for c, s in categories.items() if key in s}
+        if len(with_key) == len(categories):
+            for name, summary in leaderboard_summaries(with_key, key).items():
+                out[name][key] = summary[key]
+    return out
+
+
+_ORDER = tuple(SCORED_CATEGORIES) + tuple(SINGLE_TURN_CATEGORIES)
 
 
 def _category_order(cat: str) -> tuple[int, str]:
-    return (SCORED_CATEGORIES.index(cat) if cat in SCORED_CATEGORIES else len(SCORED_CATEGORIES), cat)
+    return (_ORDER.index(cat) if cat in _ORDER else len(_ORDER), cat)

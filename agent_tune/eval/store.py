@@ -68,7 +68,7 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 # Settings that must match for a file to be resumed.
 COMPAT_KEYS = (
-    "model", "mode", "template", "tool_parser", "reasoning_parser", "temperature", "top_p", "max_tokens", "n",
+    "env", "model", "mode", "template", "tool_parser", "reasoning_parser", "temperature", "top_p", "max_tokens", "n",
     "env_kwargs",
 )
 

@@ -3,7 +3,8 @@
 It serves ``GET /v1/models``, ``POST /v1/completions`` (token-id prompts, vLLM's ``return_token_ids``) and
 ``POST /v1/chat/completions`` (with ``tools``). What it answers is decided by a *script*: a function of the
 BFCL entry (found from the conversation's first user message), the user-turn index and the step within
-the turn, returning the assistant text (Hermes ``<tool_call>`` blocks for calls).
+the turn, returning the assistant text (Hermes ``<tool_call>`` blocks for calls). Multi-turn and
+single-turn entries alike (single-turn ones have one turn of one step).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from aiohttp import web
 
 from agent_tune.envs.bfcl.data import load_entry
 from agent_tune.envs.bfcl.replay import TURN_END_TEXT, ground_truth_calls
-from agent_tune.parsing import get_tool_parser
+from agent_tune.envs.bfcl.single_turn import is_single_turn_id, load_single_turn
+from agent_tune.envs.bfcl.single_turn_task import toolrl_ground_truth
+from agent_tune.parsing import ToolCall, get_tool_parser
 
 Script = Callable[[str, int, int], str]  # (test_id, turn, step) -> assistant text
 
@@ -45,11 +48,41 @@ def garbage_script(test_id: str, turn: int, step: int) -> str:
     return GARBAGE
 
 
+def single_turn_answer(test_id: str, correct: bool = True) -> str:
+    """A single-turn entry answered right (one accepted answer: the env's ToolRL ground truth; irrelevance: no
+    call; relevance: a call of the first tool) or wrong (the opposite shape: no call where one is
+    expected, a call where none is)."""
+    entry = load_single_turn(test_id)
+    first_tool = entry.tools[0]["function"]["name"]
+    if entry.possible_answer is None:  # (ir)relevance: BFCL only checks whether a call was made
+        makes_call = (entry.category == "live_relevance") == correct
+        return get_tool_parser("hermes").format_calls([ToolCall(first_tool, {})]) if makes_call else "No call."
+    if not correct:
+        return "I cannot help with that."
+    calls = [ToolCall(c["name"], c["arguments"]) for c in toolrl_ground_truth(entry)]
+    return get_tool_parser("hermes").format_calls(calls)
+
+
+def single_turn_script(right: Sequence[str] | None = None) -> Script:
+    """Answers single-turn entries right when their id is in ``right`` (None: all), wrong otherwise."""
+
+    def script(test_id: str, turn: int, step: int) -> str:
+        return single_turn_answer(test_id, right is None or test_id in right)
+
+    return script
+
+
+def first_user_message(test_id: str) -> str:
+    """The first user message of an entry (multi-turn or single-turn)."""
+    messages = load_single_turn(test_id).messages if is_single_turn_id(test_id) else load_entry(test_id).question[0]
+    return next(m["content"] for m in messages if m["role"] == "user")
+
+
 def first_questions(test_ids: Sequence[str]) -> dict[str, str]:
     """First user message -> test id (asserting it identifies the entry among ``test_ids``)."""
     out: dict[str, str] = {}
     for tid in test_ids:
-        q = load_entry(tid).question[0][-1]["content"]
+        q = first_user_message(tid)
         assert q not in out, f"{tid} and {out.get(q)} share their first question: pick other ids"
         out[q] = tid
     return out

@@ -80,3 +80,36 @@ def test_samples_give_pass_at_k_and_format_rates():
     assert base["format_error_rate"] == pytest.approx(2 / 16)
     assert base["episodes_with_format_errors"] == pytest.approx(1 / 8)
     assert s["overall"]["complete_leaderboard"] is False
+
+
+def test_leaderboard_summaries_follow_bfcl_aggregation():
+    """bfcl-eval's generate_leaderboard_csv: simple = mean of the simple_* categories; non-live = unweighted
+    mean of simple, multiple, parallel, parallel_multiple; live = entry-weighted; irrelevance = mean of the
+    two irrelevance categories; overall = 10/10/10/30 (/40 agentic) weighted."""
+    records = [rec("simple_python_0", 1.0), rec("simple_python_1", 0.0),  # 0.5
+               rec("simple_java_0", 1.0),  # 1.0
+               rec("multiple_0", 1.0),
+               rec("parallel_0", 0.0),
+               rec("parallel_multiple_0", 1.0), rec("parallel_multiple_1", 1.0),
+               rec("irrelevance_0", 1.0),
+               rec("live_simple_0-0-0", 1.0), rec("live_simple_1-1-0", 1.0), rec("live_simple_2-2-0", 0.0),
+               rec("live_multiple_0-0-0", 0.0),
+               rec("live_irrelevance_0-0-0", 0.0),
+               rec("live_relevance_0-0-0", 1.0),
+               rec("multi_turn_base_0", 1.0), rec("multi_turn_miss_func_0", 0.0)]
+    s = summarize(records)["summaries"]
+    assert s["simple"]["accuracy"] == pytest.approx(0.75) and not s["simple"]["complete"]  # no javascript
+    assert s["non_live"]["accuracy"] == pytest.approx((0.75 + 1.0 + 0.0 + 1.0) / 4)
+    assert s["live"]["accuracy"] == pytest.approx(2 / 4)  # weighted: (2/3 * 3 + 0 * 1) / 4, not (2/3 + 0) / 2
+    assert s["irrelevance"]["accuracy"] == pytest.approx(0.5) and s["irrelevance"]["complete"]
+    assert s["relevance"]["accuracy"] == 1.0
+    assert s["multi_turn"]["accuracy"] == pytest.approx(0.5) and not s["multi_turn"]["complete"]
+    expected = (10 * s["non_live"]["accuracy"] + 10 * 0.5 + 10 * 0.5 + 30 * 0.5) / 60
+    assert s["overall"]["accuracy"] == pytest.approx(expected)
+    assert s["overall"]["categories"] == ["non_live", "live", "irrelevance", "multi_turn"]
+    assert not s["overall"]["complete"]  # agentic is never run
+
+
+def test_multi_turn_only_report_has_no_single_turn_summaries():
+    s = summarize([rec("multi_turn_base_0", 1.0)])["summaries"]
+    assert set(s) == {"multi_turn", "overall"}
