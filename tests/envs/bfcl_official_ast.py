@@ -167,7 +167,8 @@ def _moved_aside() -> Iterator[str]:
 
 @lru_cache(maxsize=1)
 def official_modules() -> types.SimpleNamespace:
-    """``eval_runner``, ``ast_checker``, ``Language``, ``ReturnFormat``, ``MODEL_CONFIG_MAPPING`` of bfcl-eval."""
+    """``eval_runner``, ``ast_checker``, ``Language``, ``ReturnFormat``, ``MODEL_CONFIG_MAPPING``,
+    ``QwenFCHandler`` (hermes decoding) and ``utils`` (result-file layout) of bfcl-eval."""
     ensure_bfcl_project_root()
     before = dict(sys.modules)
     for name in list(_moved_aside()):
@@ -178,6 +179,8 @@ def official_modules() -> types.SimpleNamespace:
         eval_runner = importlib.import_module("bfcl_eval.eval_checker.eval_runner")
         ast_checker = importlib.import_module("bfcl_eval.eval_checker.ast_eval.ast_checker")
         enums = importlib.import_module("bfcl_eval.constants.enums")
+        qwen_fc = importlib.import_module("bfcl_eval.model_handler.local_inference.qwen_fc")
+        utils = importlib.import_module("bfcl_eval.utils")
     finally:
         sys.meta_path.remove(finder)
         _restore(before)
@@ -187,6 +190,8 @@ def official_modules() -> types.SimpleNamespace:
         Language=enums.Language,
         ReturnFormat=enums.ReturnFormat,
         MODEL_CONFIG_MAPPING=ast_checker.MODEL_CONFIG_MAPPING,
+        QwenFCHandler=qwen_fc.QwenFCHandler,
+        utils=utils,
     )
 
 

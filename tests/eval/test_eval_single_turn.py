@@ -4,13 +4,11 @@ scores through the shared runner, and the report, the resume and the BFCL result
 from __future__ import annotations
 
 import json
-import sys
 import types
 from pathlib import Path
 
 import pytest
 
-from agent_tune.envs.bfcl.data import ensure_bfcl_project_root
 from agent_tune.envs.bfcl.single_turn import LIVE, NON_LIVE, SINGLE_TURN_CATEGORIES, load_single_turn
 from agent_tune.eval.bfcl_format import DEFAULT_REGISTRY_NAME, write_bfcl_results
 from agent_tune.eval.cli import main as eval_main
@@ -19,6 +17,7 @@ from agent_tune.eval.metrics import summarize
 from agent_tune.eval.report import format_table
 from agent_tune.eval.selection import select_test_ids
 from agent_tune.eval.store import read_results
+from tests.envs.bfcl_official_ast import official_modules
 from tests.eval.scripted_server import ScriptedServer, single_turn_script
 
 IDS = select_test_ids(suite="single_turn_python", limit=2)
@@ -112,49 +111,28 @@ async def test_pass_at_k_and_resume(qwen_tok, tmp_path):
 # ---------------------------------------------------------------- result files, read as bfcl-eval reads them
 
 
-def _stub(name: str, **attrs) -> None:
-    if name not in sys.modules:
-        module = types.ModuleType(name)
-        module.__dict__.update(attrs)
-        sys.modules[name] = module
-
-
 @pytest.fixture(scope="module")
 def official():
-    """bfcl-eval's own per-entry runner steps and its Qwen FC handler (the default registry name's).
-
-    As in test_bfcl_agreement.py: the modules that pull in provider SDKs and tree-sitter are replaced by
-    stand-ins; the checker reads only ``MODEL_CONFIG_MAPPING[model].underscore_to_dot`` from the model
-    config, False for the Qwen FC models (bfcl-eval's constants/model_config.py)."""
-    ensure_bfcl_project_root()
-    _stub("bfcl_eval.constants.model_config", MODEL_CONFIG_MAPPING={})
-    _stub("bfcl_eval.model_handler.parser.java_parser", parse_java_function_call=None)
-    _stub("bfcl_eval.model_handler.parser.js_parser", parse_javascript_function_call=None)
-    from bfcl_eval.constants.enums import Language, ReturnFormat
-    from bfcl_eval.eval_checker import eval_runner
-    from bfcl_eval.eval_checker.ast_eval import ast_checker
-    from bfcl_eval.model_handler.local_inference.qwen_fc import QwenFCHandler
-    from bfcl_eval.utils import get_directory_structure_by_id, sort_key
-
+    """bfcl-eval's own per-entry runner steps and its Qwen FC handler (the default registry name's), imported
+    with the scoped stand-ins of ``tests/envs/bfcl_official_ast.py``."""
+    off = official_modules()
     model_name = DEFAULT_REGISTRY_NAME.replace("/", "_")  # as bfcl evaluate names the model folder
-    if DEFAULT_REGISTRY_NAME not in ast_checker.MODEL_CONFIG_MAPPING:  # the stand-in's empty mapping
-        ast_checker.MODEL_CONFIG_MAPPING[DEFAULT_REGISTRY_NAME] = types.SimpleNamespace(underscore_to_dot=False)
-    handler = QwenFCHandler("Qwen/Qwen3-4B-Instruct-2507", 0.0, DEFAULT_REGISTRY_NAME, True)
+    handler = off.QwenFCHandler("Qwen/Qwen3-4B-Instruct-2507", 0.0, DEFAULT_REGISTRY_NAME, True)
 
     def verdict(row: dict) -> bool:
         entry = load_single_turn(row["id"])
         prompt = {"id": entry.test_id, "function": entry.functions}
         if entry.possible_answer is None:
-            out = eval_runner._evaluate_single_relevance_entry(
+            out = off.eval_runner._evaluate_single_relevance_entry(
                 handler, entry.test_id, row["result"], prompt, model_name, entry.category)
         else:
-            out = eval_runner._evaluate_single_ast_entry(
+            out = off.eval_runner._evaluate_single_ast_entry(
                 handler, entry.test_id, row["result"], entry.possible_answer, prompt, model_name, entry.category,
-                language=Language.PYTHON, return_format=ReturnFormat.PYTHON)
+                language=off.Language.PYTHON, return_format=off.ReturnFormat.PYTHON)
         return bool(out["valid"])
 
-    return types.SimpleNamespace(verdict=verdict, folder=get_directory_structure_by_id, sort_key=sort_key,
-                                 registry_dir=handler.registry_dir_name)
+    return types.SimpleNamespace(verdict=verdict, folder=off.utils.get_directory_structure_by_id,
+                                 sort_key=off.utils.sort_key, registry_dir=handler.registry_dir_name)
 
 
 @pytest.mark.parametrize("form", ["canonical", "raw"])
