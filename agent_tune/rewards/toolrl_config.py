@@ -12,6 +12,11 @@ reward starts). The variants, each with ToolRL's variable:
 * ``granularity`` (Section 5.3): ``default`` (Section 3.3); ``finegrained`` (``REFINEDREWARD``);
   ``intermediate`` (``INTERMEDIATEREWARD``); ``coarse`` (``COARSEREWARD``): the matching itself lives in
   :func:`agent_tune.rewards.toolrl.match_calls`;
+* ``matching``: how the calls are matched at any granularity: ``toolrl`` (default: ToolRL's code,
+  ``match_score`` and ``compute_tool_call_reward`` in its ``rlla.py``: duplicate tool names count, calls
+  paired greedily in ground-truth order, ordered lists in the finegrained and coarse variants) or
+  ``optimal`` (order-free: name sets, the best one-to-one pairing, so reordered parallel calls are not
+  penalised); see :mod:`agent_tune.rewards.toolrl`;
 * ``no_call_tasks``: how a task whose answer calls no tool is scored: ``scored`` (agent-tune's default:
   the correctness maximum when the policy calls nothing too, the minimum otherwise) or ``ignored``
   (ToolRL's code: correctness 0 there, only the format reward speaks).
@@ -28,8 +33,10 @@ from typing import Any, Mapping
 LENGTH_MODES = ("none", "fixed", "scheduled")
 SCALES = ("default", "max1", "two_stage", "smooth")
 GRANULARITIES = ("default", "finegrained", "intermediate", "coarse")
+MATCHINGS = ("toolrl", "optimal")
 NO_CALL_TASKS = ("scored", "ignored")
-_CHOICES = {"length": LENGTH_MODES, "scale": SCALES, "granularity": GRANULARITIES, "no_call_tasks": NO_CALL_TASKS}
+_CHOICES = {"length": LENGTH_MODES, "scale": SCALES, "granularity": GRANULARITIES, "matching": MATCHINGS,
+            "no_call_tasks": NO_CALL_TASKS}
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,9 @@ class ToolRLRewardConfig:
     two_stage_step: int = 30  # two_stage: the first step of the second stage
     smooth_schedule_steps: int | None = 150  # smooth: the horizon (ToolRL's constant); None: total_training_steps
     granularity: str = "default"  # default | finegrained | intermediate | coarse
+    # toolrl: ToolRL's code's matching (users switching from ToolRL get its numbers) | optimal: order-free, best
+    # one-to-one pairing, for tasks whose parallel calls may come in any order (a reordering is not penalised)
+    matching: str = "toolrl"
     no_call_tasks: str = "scored"  # scored | ignored
     total_training_steps: int | None = None  # the trainer's, for the schedules' default horizon
 

@@ -62,6 +62,20 @@ def test_schedules_read_the_global_step() -> None:
     assert _play(exact, step=5, reward=smooth).reward == pytest.approx(1.5 + 2.5)
 
 
+def test_matching_option_reaches_the_reward() -> None:
+    # two parallel calls answered in the other order, coarse: ToolRL's code compares ordered lists -> 1 - 3;
+    # matching=optimal takes them in any order -> 1 + 3; accuracy (order-free) is 1 either way
+    task = dict(TASK, ground_truth=[{"name": "add", "arguments": {"a": 2, "b": 3}},
+                                    {"name": "add", "arguments": {"a": 1, "b": 1}}])
+    text = _hermes("add", a=1, b=1) + "\n" + _hermes("add", a=2, b=3)
+    toolrl = _play(text, task=task, reward={"granularity": "coarse"})
+    assert toolrl.reward == pytest.approx(-2.0) and toolrl.info["accuracy"] == 1.0
+    optimal = _play(text, task=task, reward={"granularity": "coarse", "matching": "optimal"})
+    assert optimal.reward == pytest.approx(4.0) and optimal.info["accuracy"] == 1.0
+    with pytest.raises(ValueError, match="toolcall env: reward.matching='best' is not one of toolrl, optimal"):
+        make_env("toolcall", reward={"matching": "best"})
+
+
 def test_unfinished_response_scores_the_variant_minimum() -> None:
     env = make_env("toolcall", reward={"scale": "smooth"})
     env.set_global_step(0)

@@ -1,4 +1,4 @@
-"""ToolRL's reward: bounds, partial credit in the right order, optimal pairing."""
+"""ToolRL's reward: bounds, partial credit in the right order, optimal pairing (``matching=optimal``)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,16 @@ import pytest
 
 from agent_tune.parsing import ToolCall
 from agent_tune.rewards.toolrl import toolrl_score
+from agent_tune.rewards.toolrl_config import ToolRLRewardConfig
 
 GT = [ToolCall("add", {"a": 1, "b": 2}), ToolCall("mul", {"x": 3, "y": 4})]
+OPTIMAL = ToolRLRewardConfig(matching="optimal")
 
 
-def test_exact_match_scores_max() -> None:
-    s = toolrl_score(list(reversed(GT)), GT, format_ok=True)  # order does not matter
+@pytest.mark.parametrize("matching", ["toolrl", "optimal"])
+def test_exact_match_scores_max(matching: str) -> None:
+    # default granularity: the order of calls with distinct names does not matter under either matching
+    s = toolrl_score(list(reversed(GT)), GT, format_ok=True, config=ToolRLRewardConfig(matching=matching))
     assert s.correctness == pytest.approx(3.0) and s.reward == pytest.approx(4.0) and s.exact
 
 
@@ -46,4 +50,11 @@ def test_format_reward_is_separate() -> None:
 def test_pairing_is_optimal_not_greedy_by_order() -> None:
     gt = [ToolCall("f", {"a": 1, "b": 2}), ToolCall("f", {"a": 1, "b": 3})]
     pred = [ToolCall("f", {"a": 1, "b": 3}), ToolCall("f", {"a": 1, "b": 2})]
-    assert toolrl_score(pred, gt, True).exact
+    s = toolrl_score(pred, gt, True, OPTIMAL)
+    assert s.exact and s.correctness == pytest.approx(3.0)
+    # greedy in ground-truth order would pair f(a=1, b=2) with f(a=1, b=5) (score 2 against 1.5), leaving
+    # f(a=1) only f(b=2) (score 0); the optimal pairing crosses them: (1/2 + 1) + (1/2 + 1) = 3 against 2,
+    # S = 1 + 3 = 4 of S_max = 1 + 2 + 3 = 6 -> -3 + 6 * 4/6 = 1
+    gt = [ToolCall("f", {"a": 1, "b": 2}), ToolCall("f", {"a": 1})]
+    pred = [ToolCall("f", {"a": 1, "b": 5}), ToolCall("f", {"b": 2})]
+    assert toolrl_score(pred, gt, True, OPTIMAL).correctness == pytest.approx(1.0)

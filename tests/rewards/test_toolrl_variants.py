@@ -54,18 +54,24 @@ def test_intermediate_counts_whole_calls() -> None:
     assert _correct(GT, "intermediate") == pytest.approx(3.0)
 
 
-def test_coarse_is_all_or_nothing_in_any_order() -> None:
-    # COARSEREWARD: max iff the calls equal the ground truth
-    assert _correct(WRONG_VALUE, "coarse") == pytest.approx(-3.0)
-    assert _correct(list(reversed(GT)), "coarse") == pytest.approx(3.0)
-    assert _correct(GT + [ADD], "coarse") == pytest.approx(-3.0)
+def test_coarse_is_all_or_nothing() -> None:
+    # COARSEREWARD: max iff the calls equal the ground truth: ToolRL's code compares ordered lists,
+    # matching=optimal takes them in any order
+    for matching in ("toolrl", "optimal"):
+        assert _correct(WRONG_VALUE, "coarse", matching=matching) == pytest.approx(-3.0)
+        assert _correct(GT, "coarse", matching=matching) == pytest.approx(3.0)
+        assert _correct(GT + [ADD], "coarse", matching=matching) == pytest.approx(-3.0)
+    assert _correct(list(reversed(GT)), "coarse", matching="optimal") == pytest.approx(3.0)
+    assert _correct(list(reversed(GT)), "coarse") == pytest.approx(-3.0)
 
 
+@pytest.mark.parametrize("matching", ["toolrl", "optimal"])
 @pytest.mark.parametrize("granularity", ["default", "finegrained", "intermediate", "coarse"])
-def test_every_granularity_agrees_at_the_ends(granularity: str) -> None:
-    assert match_calls(GT, GT, granularity).fraction == pytest.approx(1.0)
-    assert match_calls([ToolCall("sub", {})], GT, granularity).fraction == pytest.approx(0.0)
-    assert match_calls([], [], granularity).exact
+def test_every_granularity_agrees_at_the_ends(granularity: str, matching: str) -> None:
+    assert match_calls(GT, GT, granularity, matching).fraction == pytest.approx(1.0)
+    assert match_calls(GT, GT, granularity, matching).exact
+    assert match_calls([ToolCall("sub", {})], GT, granularity, matching).fraction == pytest.approx(0.0)
+    assert match_calls([], [], granularity, matching).exact
 
 
 # ----------------------------------------------------------------------------- scale (5.2)
@@ -160,6 +166,114 @@ def test_reasoning_as_toolrl_reads_it() -> None:
     assert toolrl_reasoning("<think> unfinished") is None and toolrl_reasoning("no tags") is None
 
 
+# ----------------------------------------------------------------------------- matching: toolrl | optimal
+
+
+def _f(**arguments) -> ToolCall:
+    return ToolCall("f", arguments)
+
+
+# (ground truth, prediction, granularity, correctness under matching=toolrl, under matching=optimal), worked
+# by hand from ToolRL's rlla.py (match_score, compute_tool_call_reward) and from the optimal rule.
+# toolrl: O = match_score: 1 if the lists are equal, 0 if one is empty, else multiset Jaccard; calls paired
+# greedily in ground-truth order (best unused same-name prediction, first on a tie, score > 0).
+# optimal: O = set Jaccard; the best one-to-one pairing.
+MATCHING_CASES = {
+    # duplicated names, GT [f, f], pred [f]; S_max = 1 + 2 + 2 = 5.
+    # toolrl: names |{f}| / (2 + 1 - 1) = 1/2, f(a=1) paired (1 + 1) -> S = 2.5 -> -3 + 6 * 2.5/5 = 0
+    # optimal: names {f} = {f}: 1 -> S = 3 -> -3 + 6 * 3/5 = 0.6
+    "duplicate_names": ([_f(a=1), _f(a=2)], [_f(a=1)], "default", 0.0, 0.6),
+    # the same under finegrained: toolrl names [f, f] != [f] -> 0, f(a=1): keys [a] = [a] 1 + value 1 -> S = 2
+    # -> -3 + 6 * 2/5 = -0.6; optimal: name sets equal -> S = 3 -> 0.6
+    "duplicate_names_finegrained": ([_f(a=1), _f(a=2)], [_f(a=1)], "finegrained", -0.6, 0.6),
+    # a duplicated prediction, GT [f(a=1)], pred [f(a=1), f(a=1)]; S_max = 1 + 1 + 1 = 3.
+    # toolrl: names 1 / (1 + 2 - 1) = 1/2, pair 1 + 1 -> S = 2.5 -> -3 + 6 * 2.5/3 = 2
+    # optimal: names 1 -> S = 3 -> 3 (sets do not see the repeated call)
+    "duplicate_prediction": ([_f(a=1)], [_f(a=1), _f(a=1)], "default", 2.0, 3.0),
+    # greedy takes the wrong prediction: GT [f(a=1, b=2), f(a=1)], pred [f(a=1, b=5), f(b=2)]; S_max = 6.
+    # f(a=1, b=2) against f(a=1, b=5): keys 1 + values 1 = 2; against f(b=2): 1/2 + 1 = 1.5;
+    # f(a=1) against f(a=1, b=5): 1/2 + 1 = 1.5; against f(b=2): 0.
+    # toolrl: names 1, first GT call takes f(a=1, b=5) (2), f(a=1) is left f(b=2) (0, unpaired) -> S = 3 -> 0
+    # optimal: 1.5 + 1.5 -> S = 4 -> -3 + 6 * 4/6 = 1
+    "greedy_suboptimal": ([_f(a=1, b=2), _f(a=1)], [_f(a=1, b=5), _f(b=2)], "default", 0.0, 1.0),
+    # a tie goes to the first prediction: GT [f(a=1, b=2), f(a=1)], pred [f(a=1), f(b=2)]; S_max = 6.
+    # f(a=1, b=2) scores 1/2 + 1 against either; f(a=1) 2 against f(a=1), 0 against f(b=2).
+    # toolrl: the first GT call takes f(a=1) (1.5), f(a=1) is left f(b=2) (0) -> S = 2.5 -> -3 + 2.5 = -0.5
+    # optimal: 1.5 + 2 -> S = 4.5 -> -3 + 4.5 = 1.5
+    "greedy_tie": ([_f(a=1, b=2), _f(a=1)], [_f(a=1), _f(b=2)], "default", -0.5, 1.5),
+    # reordered parallel calls, GT [add(a=1, b=2), mul(x=3, y=4)], pred [mul, add]; S_max = 7 (intermediate 3).
+    # default: multiset names 1, every call paired with its own -> S = 7 -> 3 under both
+    "reordered_default": (GT, [MUL, ADD], "default", 3.0, 3.0),
+    # finegrained: toolrl names [add, mul] != [mul, add] -> 0, pairs (1 + 2) * 2 -> S = 6 -> -3 + 36/7 = 15/7;
+    # optimal: name sets equal -> S = 7 -> 3
+    "reordered_finegrained": (GT, [MUL, ADD], "finegrained", 15 / 7, 3.0),
+    # intermediate: ToolRL compares whole calls, found wherever they are: names 1 + 2 calls -> 3 under both
+    "reordered_intermediate": (GT, [MUL, ADD], "intermediate", 3.0, 3.0),
+    # coarse: toolrl compares the ordered lists -> -3; optimal in any order -> 3
+    "reordered_coarse": (GT, [MUL, ADD], "coarse", -3.0, 3.0),
+    # intermediate with duplicates, GT [add, add], pred [add]; S_max = 3.
+    # toolrl: names 1/2 + 1 call -> 1.5 -> 0; optimal: names 1 + 1 call -> 2 -> -3 + 6 * 2/3 = 1
+    "duplicate_names_intermediate": ([ADD, ADD], [ADD], "intermediate", 0.0, 1.0),
+    # argument order under finegrained, GT [f(a=1, b=2)], pred [f(b=2, a=3)]; S_max = 4.
+    # toolrl: keys [a, b] != [b, a] -> 0, value b -> S = 1 + 0 + 1 = 2 -> 0; optimal: key sets equal -> S = 3 -> 1.5
+    "argument_order_finegrained": ([_f(a=1, b=2)], [_f(b=2, a=3)], "finegrained", 0.0, 1.5),
+    # ... but the same call in another argument order is ToolRL's exact match (dicts compare unordered) -> 3
+    "argument_order_only_finegrained": ([_f(a=1, b=2)], [_f(b=2, a=1)], "finegrained", 3.0, 3.0),
+    # default granularity: the key overlap is a multiset Jaccard of unique keys, i.e. the set one -> 1.5 both
+    "argument_order_default": ([_f(a=1, b=2)], [_f(b=2, a=3)], "default", 1.5, 1.5),
+    # empty lists (no_call_tasks=scored): no call either side -> 3; a missing or an unasked call -> -3
+    "empty_both": ([], [], "default", 3.0, 3.0),
+    "empty_prediction": ([_f(a=1)], [], "default", -3.0, -3.0),
+    "empty_ground_truth": ([], [_f()], "default", -3.0, -3.0),
+    # no parameters against one: toolrl match_score([], [a]) = 0 (one list empty), value 0: score 0, unpaired;
+    # optimal J({}, {a}) = 0; S = names 1 of S_max = 1 + 1 + 0 = 2 -> 0 both
+    "empty_parameters": ([_f()], [_f(a=1)], "default", 0.0, 0.0),
+    # exact ordered match with a repeated call: S_max at every granularity
+    "exact_ordered": ([_f(a=1), _f(a=1), ADD], [_f(a=1), _f(a=1), ADD], "finegrained", 3.0, 3.0),
+}
+
+
+@pytest.mark.parametrize("case", MATCHING_CASES, ids=str)
+def test_matching_toolrl_against_optimal(case: str) -> None:
+    gt, pred, granularity, toolrl, optimal = MATCHING_CASES[case]
+    for matching, want in (("toolrl", toolrl), ("optimal", optimal)):
+        cfg = ToolRLRewardConfig(granularity=granularity, matching=matching)
+        assert toolrl_score(pred, gt, True, cfg).correctness == pytest.approx(want), matching
+
+
+def test_matching_parts_follow_the_rule() -> None:
+    # greedy_suboptimal: toolrl pairs one call (keys 1, values 1), optimal two (keys 1/2 + 1/2, values 2)
+    gt, pred = [_f(a=1, b=2), _f(a=1)], [_f(a=1, b=5), _f(b=2)]
+    t, o = match_calls(pred, gt, matching="toolrl"), match_calls(pred, gt, matching="optimal")
+    assert (t.name_match, t.param_name_match, t.param_value_match) == (1.0, 1.0, 1.0)
+    assert (o.name_match, o.param_name_match, o.param_value_match) == (1.0, 1.0, 2.0)
+    # duplicate names: the name match is the multiset one (1/2) or the set one (1)
+    assert match_calls([_f(a=1)], [_f(a=1), _f(a=2)]).name_match == 0.5
+    assert match_calls([_f(a=1)], [_f(a=1), _f(a=2)], matching="optimal").name_match == 1.0
+    # ToolRL's exact-match short-cut gives every part its maximum: 1 name, 1 key overlap, 2 values, even
+    # where finegrained would read the argument order [b, a] as a key mismatch
+    s = toolrl_score([_f(b=2, a=1)], [_f(a=1, b=2)], True, ToolRLRewardConfig(granularity="finegrained"))
+    assert (s.name_match, s.param_name_match, s.param_value_match, s.max_score) == (1.0, 1.0, 2.0, 4.0)
+    # intermediate: the value part counts calls reproduced
+    s = toolrl_score(GT, GT, True, ToolRLRewardConfig(granularity="intermediate"))
+    assert (s.name_match, s.param_name_match, s.param_value_match, s.max_score) == (1.0, 0.0, 2.0, 3.0)
+
+
+def test_exact_is_order_free_under_both_matchings() -> None:
+    # exact (the env's accuracy) is a metric, the same under both: reordered parallel calls are exact even
+    # where toolrl's coarse reward gives them the minimum
+    for matching in ("toolrl", "optimal"):
+        cfg = ToolRLRewardConfig(granularity="coarse", matching=matching)
+        assert toolrl_score([MUL, ADD], GT, True, cfg).exact
+        assert not toolrl_score([ADD, ADD], [ADD], True, cfg).exact
+    assert toolrl_score([MUL, ADD], GT, True, ToolRLRewardConfig(granularity="coarse")).correctness == -3.0
+
+
+def test_match_calls_checks_the_matching() -> None:
+    with pytest.raises(ValueError, match="reward.matching='greedy' is not one of toolrl, optimal"):
+        match_calls(GT, GT, matching="greedy")
+
+
 # ----------------------------------------------------------------------------- tasks without calls
 
 
@@ -216,6 +330,7 @@ def test_toolrl_format_rule(answer: str, calls: bool, response: bool, ok: bool) 
         ({"length": "long"}, "reward.length='long' is not one of none, fixed, scheduled"),
         ({"granularity": "refined"}, "reward.granularity='refined' is not one of default, finegrained, intermediate"),
         ({"no_call_tasks": "skip"}, "reward.no_call_tasks='skip' is not one of scored, ignored"),
+        ({"matching": "greedy"}, "reward.matching='greedy' is not one of toolrl, optimal"),
         ({"length_target": 0}, "reward.length_target=0 must be an integer >= 1"),
         ({"two_stage_step": True}, "reward.two_stage_step=True must be an integer >= 0"),
         ({"smooth_schedule_steps": 1.5}, "reward.smooth_schedule_steps=1.5 must be an integer >= 1"),
@@ -231,6 +346,8 @@ def test_bad_values_name_the_key_and_the_allowed_values(kwargs: dict, message: s
 
 def test_from_mapping() -> None:
     assert ToolRLRewardConfig.from_mapping(None) == ToolRLRewardConfig()
+    assert ToolRLRewardConfig().matching == "toolrl"  # ToolRL's numbers unless asked otherwise
+    assert ToolRLRewardConfig.from_mapping({"matching": "optimal"}).matching == "optimal"
     cfg = ToolRLRewardConfig.from_mapping({"length": "scheduled", "total_training_steps": 105, "scale": "smooth"})
     assert cfg.length == "scheduled" and cfg.scale == "smooth" and ToolRLRewardConfig.from_mapping(cfg) is cfg
     with pytest.raises(ValueError, match="reward.lenght is not a reward option; known: length, "):

@@ -24,6 +24,7 @@ VARIANTS = [
     [f"{KEY}.granularity=finegrained"],  # REFINEDREWARD
     [f"{KEY}.granularity=intermediate"],  # INTERMEDIATEREWARD
     [f"{KEY}.granularity=coarse"],  # COARSEREWARD
+    [f"{KEY}.matching=optimal"],  # agent-tune's order-free matching (default: toolrl, ToolRL's code's)
 ]
 
 
