@@ -5,7 +5,7 @@
 # acc (config/agent_tune_toolcall_bfcl_cpu.yaml holds every hyper-parameter). Writes the metrics per step
 # ($WORK_DIR/checkpoints/metrics.jsonl) and a PNG of reward, acc, format errors, calls and groups with signal
 # per step ($WORK_DIR/learning_signal_bfcl_single.png). Running it again resumes from the last checkpoint.
-#   bash benchmarks/learning_signal_bfcl_single.sh [hydra overrides...]     (~2 min per step on 2 cores)
+#   bash benchmarks/learning_signal_bfcl_single.sh [hydra overrides...]   (estimated ~2 min a step on 2 cores)
 # Passed only when set: STEPS (trainer.total_training_steps), LR (actor_rollout_ref.actor.optim.lr).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../examples/_common.sh"
