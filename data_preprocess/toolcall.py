@@ -5,6 +5,8 @@ Sources:
 * ``--source bfcl [--categories ...]``: BFCL v4's single-turn entries (default: every Python category),
   split by id with a seed into train/val/test (``agent_tune.envs.bfcl.single_turn_splits``); each row
   names its entry (``extra_info.env.kwargs.test_id``) and the env scores it with BFCL's AST checker.
+  ``--shots K``: K worked examples per row (other entries' questions and reference calls, drawn from the
+  train split for every split: ``data_preprocess/bfcl_single_turn.py``).
 * ``--source rlla FILE``: ToolRL's rlla data, raw JSON (``rlla_rl.json``) or processed parquet
   (``rlla_4k/train.parquet``), read by ``data_preprocess/rlla.py``; split into train/val (``--val-size``).
   The prompt is the dialogue (``input``); ``--keep-instruction`` also keeps ToolRL's system prompt (its
@@ -19,7 +21,7 @@ worked examples (earlier user/assistant turns, default 2) or, with ``--shots 0``
 the question. A 135M model almost never calls a tool from the hint alone (1 valid call in 128 samples
 here) but does with two worked examples (51 in 128), and GRPO can only learn from groups that differ.
 
-    python data_preprocess/toolcall.py --source bfcl --out data/bfcl_single [--categories simple_python multiple]
+    python data_preprocess/toolcall.py --source bfcl --out data/bfcl_single [--categories simple_python] [--shots 2]
     python data_preprocess/toolcall.py --source rlla rlla_rl.json --out data/rlla [--val-size 100]
     python data_preprocess/toolcall.py --input tasks.jsonl --out data/toolcall [--val-size 50]
     python data_preprocess/toolcall.py --synthetic arith --n 256 --out data/arith [--seed 0] [--shots 2]
@@ -185,7 +187,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=None,
                     help="split seed (default: 42 for bfcl, as data_preprocess/bfcl.py; 0 otherwise)")
     ap.add_argument("--shots", type=int, default=None,
-                    help="synthetic: worked examples before the question (default 2; 0: a hint)")
+                    help="synthetic: worked examples before the question (default 2; 0: a hint); bfcl: worked "
+                         "examples from other train entries before each row's question (default 0)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     if args.source:
@@ -194,8 +197,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             ap.error(f"--source {kind}: choose bfcl or rlla FILE")
         if (kind == "rlla") != bool(files) or len(files) > 1:
             ap.error("--source rlla takes one FILE; --source bfcl takes none")
-    if args.shots is not None and not args.synthetic:
-        ap.error("--shots applies to --synthetic only (BFCL single-turn entries each bring their own tools)")
+    if args.shots is not None and not (args.synthetic or (args.source and args.source[0] == "bfcl")):
+        ap.error("--shots applies to --synthetic and --source bfcl (rlla and --input tasks bring their own prompts)")
+    if args.shots is not None and args.shots < 0:
+        ap.error(f"--shots must be >= 0, got {args.shots}")
     if args.categories and not (args.source and args.source[0] == "bfcl"):
         ap.error("--categories applies to --source bfcl")
     return args
@@ -208,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             from agent_tune.envs.bfcl.single_turn import SINGLE_TURN_CATEGORIES
 
             seed = 42 if args.seed is None else args.seed
-            splits = bfcl_single_turn.build_splits(args.categories or SINGLE_TURN_CATEGORIES, seed)
+            splits = bfcl_single_turn.build_splits(args.categories or SINGLE_TURN_CATEGORIES, seed, args.shots or 0)
         else:
             seed = 0 if args.seed is None else args.seed
             if args.source:

@@ -29,7 +29,11 @@ A BFCL single-turn entry is a task too: ``test_id`` (to the constructor or to ``
 ``"simple_python_12"``) plays that entry's question with its functions as tools
 (:mod:`agent_tune.envs.bfcl.single_turn_task`). The reward stays ToolRL's, against one concrete accepted
 answer; ``info["accuracy"]`` is then BFCL's AST verdict (:mod:`agent_tune.envs.bfcl.ast_check`) on the
-decoded calls, and ``info["ast_error_type"]`` names the failed check ("" when right).
+decoded calls, and ``info["ast_error_type"]`` names the failed check ("" when right). ``shots`` (test ids
+of OTHER single-turn entries, chosen by ``data_preprocess/toolcall.py --source bfcl --shots K``) puts worked
+examples of the call format before the task's question: each entry's question and its reference calls,
+written by ``tool_parser`` (:mod:`agent_tune.envs.bfcl.single_turn_shots`; the shot's function is not among
+the task's tools).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Any, Mapping, Sequence
 
 from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, StepResult, ToolResult
 from agent_tune.envs.bfcl.single_turn import SingleTurnEntry
+from agent_tune.envs.bfcl.single_turn_shots import single_turn_shot_messages
 from agent_tune.envs.bfcl.single_turn_task import score_response, task_for
 from agent_tune.envs.registry import register_env
 from agent_tune.parsing import ParsedResponse, ToolCall
@@ -83,6 +88,7 @@ class ToolCallToolEnv(BaseToolEnv):
         test_id: str | None = None,
         answer_format: str = "native",
         reward: Mapping[str, Any] | ToolRLRewardConfig | None = None,
+        shots: Sequence[str] | None = None,
     ) -> None:
         if reward_scale not in REWARD_SCALES:
             raise ValueError(f"toolcall env: reward_scale={reward_scale!r} is not one of {', '.join(REWARD_SCALES)}")
@@ -101,6 +107,11 @@ class ToolCallToolEnv(BaseToolEnv):
         self.answer_format = answer_format
         self.system_prompt = system_prompt
         self.test_id = test_id
+        self.shots = [str(s) for s in (shots if shots is not None else [])]
+        try:
+            self._shot_messages = single_turn_shot_messages(self.shots, tool_parser)  # built (and checked) once
+        except (ValueError, KeyError) as exc:
+            raise ValueError(f"toolcall env: shots: {exc}") from None
         self.entry: SingleTurnEntry | None = None
         self._done = True
 
@@ -126,6 +137,8 @@ class ToolCallToolEnv(BaseToolEnv):
         (given here or to the constructor), whose data replaces them."""
         self.entry = None
         if test_id or self.test_id:
+            if (test_id or self.test_id) in self.shots:
+                raise ValueError(f"toolcall env: {test_id or self.test_id} is among its own shots")
             self.entry, task = task_for(test_id or self.test_id)
             question, messages, tools, ground_truth = None, task["messages"], task["tools"], task["ground_truth"]
         if isinstance(ground_truth, str):  # a JSON string, as parquet rows may carry it
@@ -143,7 +156,14 @@ class ToolCallToolEnv(BaseToolEnv):
         self.expects_calls = self.entry.expects_calls if self.entry is not None else bool(self.ground_truth)
         self.expects_response = not self.expects_calls if expects_response is None else bool(expects_response)
         self._done = False
-        return self._first_observation([dict(m) for m in messages])
+        return self._first_observation(self._with_shots([dict(m) for m in messages]))
+
+    def _with_shots(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The task's messages with the shots' turns after its leading system messages (if any)."""
+        lead = 0
+        while lead < len(messages) and messages[lead].get("role") == "system":
+            lead += 1
+        return messages[:lead] + [dict(m) for m in self._shot_messages] + messages[lead:]
 
     def _first_observation(self, messages: list[dict[str, Any]]) -> Observation:
         """The task's messages after the configured system prompt, with the tool schemas for the chat

@@ -75,6 +75,7 @@ TRAIN_SCRIPTS = [
     "examples/run_grpo_cpu_smoke.sh",
     "examples/run_grpo_toolrl.sh",
     "benchmarks/learning_signal.sh",
+    "benchmarks/learning_signal_bfcl_single.sh",
 ]
 
 
@@ -102,6 +103,8 @@ def test_nothing_but_paths_unless_exported(script, tmp_path):
         ("examples/run_grpo_retool.sh", "TOTAL_STEPS", "3", ["trainer.total_training_steps", "trainer.save_freq"]),
         ("examples/run_grpo_cpu_smoke.sh", "RESPONSE_LENGTH", "32", ["data.max_response_length"]),
         ("benchmarks/learning_signal.sh", "STEPS", "5", ["trainer.total_training_steps"]),
+        ("benchmarks/learning_signal_bfcl_single.sh", "STEPS", "5", ["trainer.total_training_steps"]),
+        ("benchmarks/learning_signal_bfcl_single.sh", "LR", "1e-5", ["actor_rollout_ref.actor.optim.lr"]),
         ("examples/run_grpo_bfcl_cpu.sh", "TOTAL_STEPS", "4", ["trainer.total_training_steps"]),
         ("examples/run_grpo_toolrl.sh", "MODEL_PATH", "Qwen/Qwen2.5-7B-Instruct", ["actor_rollout_ref.model.path"]),
         ("examples/run_grpo_toolrl.sh", "GROUP_SIZE", "8", ["actor_rollout_ref.rollout.n"]),
@@ -127,6 +130,26 @@ def test_config_name_and_extra_arguments_pass_through(tmp_path):
     (train,) = [c for c in calls if c[:2] == ["-m", "verl_ext.train"]]
     assert train[train.index("--config-name") + 1] == "agent_tune_retool_cpu"
     assert train[-1] == "a.b=1"
+
+
+def test_bfcl_single_benchmark_builds_shot_rows_trains_and_plots(tmp_path):
+    calls = _run("benchmarks/learning_signal_bfcl_single.sh", tmp_path, {})
+    work = tmp_path / "work"
+    build, train, plot = calls
+    assert build[0].endswith("data_preprocess/toolcall.py")
+    assert build[1:] == ["--source", "bfcl", "--categories", "simple_python", "--shots", "2", "--out", f"{work}/data"]
+    assert train[train.index("--config-name") + 1] == "agent_tune_toolcall_bfcl_cpu"
+    assert _overrides(calls)["data.train_files"] == f"{work}/data/train.parquet"
+    assert plot[0].endswith("benchmarks/plot_metrics.py") and plot[1] == f"{work}/checkpoints/metrics.jsonl"
+    assert plot[plot.index("--out") + 1] == f"{work}/learning_signal_bfcl_single.png"
+    keys = set(plot[plot.index("--keys") + 1:plot.index("--title")])
+    assert {"reward", "acc", "format_errors", "num_calls"} <= keys
+    # every plotted key is one the step-metrics writer logs
+    from verl_ext.step_metrics import SAMPLE_KEYS, VERL_KEYS, collapse_metrics
+
+    logged = set(VERL_KEYS.values()) | set(SAMPLE_KEYS)
+    logged |= set(collapse_metrics([{"num_generations": 1, "num_calls": 1, "group": 0, "reward": 1.0}]))
+    assert keys <= logged, keys - logged
 
 
 def test_toolrl_builds_rlla_rows_once(tmp_path):
