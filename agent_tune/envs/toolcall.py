@@ -5,15 +5,15 @@ parser, reasoning stripped first) are compared with the ground-truth calls by To
 (:mod:`agent_tune.rewards.toolrl`). Nothing is executed: the step's final observation
 (``format_tool_response``) is the env's verdict on each call block (accepted, unknown function, not
 decodable), which the transcript and rollout dumps show; the episode ends there. The format reward is
-ToolRL's structural check: 1 when the response has the shape the task expects (at least one tool call when the ground
-truth calls tools, no call when it does not), every call block decodes and names a tool that was
-offered, and, if ``require_reasoning`` is set, the response carries a reasoning block. (A plain-text
+ToolRL's structural check: 1 when the response has the shape the task expects (at least one tool call
+when the ground truth calls tools, no call when it does not), every call block decodes and names a tool
+that was offered, and, if ``require_reasoning`` is set, the response carries a reasoning block. (A plain-text
 answer to a task that needs a call earns no format reward: otherwise "never try a call" would out-score
 every imperfect attempt.) ``reward_scale="unit"`` maps the reward's range (ToolRL's [-3, 4] by default)
 onto [0, 1].
 
 ``reward`` picks ToolRL's reward variant (:class:`~agent_tune.rewards.toolrl_config.ToolRLRewardConfig`:
-length reward, scale schedule, granularity), whose schedules read the trainer step the runner hands over
+length reward, scale schedule, granularity, matching as ToolRL's code or order-free), whose schedules read the trainer step the runner hands over
 (``BaseToolEnv.set_global_step``). ``answer_format="toolrl"`` asks for ToolRL's own layout
 (:mod:`agent_tune.rewards.toolrl_format`: ``<think>``, then a ``<tool_call>`` block of JSON lines and/or a
 ``<response>``; ``tool_parser`` must be ``toolrl``): the format reward is ToolRL's structural rule for the
