@@ -13,14 +13,14 @@ every imperfect attempt.) ``reward_scale="unit"`` maps the reward's range (ToolR
 onto [0, 1].
 
 ``reward`` picks ToolRL's reward variant (:class:`~agent_tune.rewards.toolrl_config.ToolRLRewardConfig`:
-length reward, scale schedule, granularity, matching as ToolRL's code or order-free), whose schedules read the trainer step the runner hands over
-(``BaseToolEnv.set_global_step``). ``answer_format="toolrl"`` asks for ToolRL's own layout
-(:mod:`agent_tune.rewards.toolrl_format`: ``<think>``, then a ``<tool_call>`` block of JSON lines and/or a
-``<response>``; ``tool_parser`` must be ``toolrl``): the format reward is ToolRL's structural rule for the
-parts the ground truth has (``expects_response`` in the task, default: a response iff no call), the
-reasoning is ToolRL's ``<think>`` block, and a call line that does not decode makes the correctness its
-minimum, as in ToolRL's reward. The tools are then listed in the system prompt (the task's own, as ToolRL's
-rows carry it, else one written from ``tools``), not given to the chat template.
+length reward, scale schedule, granularity, matching as ToolRL's code or order-free), whose schedules read the
+trainer step the runner hands over (``BaseToolEnv.set_global_step``). ``answer_format="toolrl"`` asks for
+ToolRL's own layout (:mod:`agent_tune.rewards.toolrl_format`: ``<think>``, then a ``<tool_call>`` block of
+JSON lines and/or a ``<response>``; ``tool_parser`` must be ``toolrl``): the format reward is ToolRL's
+structural rule for the parts the ground truth has (``expects_response`` in the task, default: a response iff
+no call), the reasoning is ToolRL's ``<think>`` block, and a call line that does not decode makes the
+correctness its minimum, as in ToolRL's reward. The tools are then listed in the system prompt (the task's
+own, as ToolRL's rows carry it, else one written from ``tools``), not given to the chat template.
 
 A task is ``reset(question=..., tools=[...], ground_truth=[{"name", "arguments"}, ...])``
 (``messages`` may replace ``question``); ``data_preprocess/toolcall.py`` writes such rows.
