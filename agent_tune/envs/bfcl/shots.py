@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from agent_tune.envs.bfcl.backend import BFCLBackend
 from agent_tune.envs.bfcl.calls import parse_call_string, syntax_error_text
@@ -110,13 +110,18 @@ def eligible_shots(test_id: str, pool: Iterable[str], max_shot_chars: int = DEFA
 def choose_shots(test_id: str, k: int, pool: Sequence[str], seed: int = 0,
                  max_shot_chars: int = DEFAULT_MAX_SHOT_CHARS) -> list[str]:
     """``k`` shots for ``test_id`` drawn from ``pool`` (reproducible for a seed and row); fewer if fewer qualify."""
+    return draw_shots(test_id, k, seed, lambda: eligible_shots(test_id, pool, max_shot_chars))
+
+
+def draw_shots(test_id: str, k: int, seed: int, candidates: Callable[[], Sequence[str]]) -> list[str]:
+    """``k`` of the ``candidates()`` (computed only when ``k > 0``) for row ``test_id``, the same for a seed
+    and row; fewer if fewer qualify. Multi-turn and single-turn shots are drawn by this one rule."""
     if k < 0:
         raise ValueError(f"number of shots must be >= 0, got {k}")
     if k == 0:
         return []
-    candidates = eligible_shots(test_id, pool, max_shot_chars)
-    rng = random.Random(f"{seed}:{test_id}")
-    return rng.sample(candidates, min(k, len(candidates)))
+    pool = list(candidates())
+    return random.Random(f"{seed}:{test_id}").sample(pool, min(k, len(pool)))
 
 
 @lru_cache(maxsize=1024)

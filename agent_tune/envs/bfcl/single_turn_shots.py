@@ -23,11 +23,11 @@ rows do. :func:`single_turn_shot_messages` renders the chosen ids; the env prepe
 
 from __future__ import annotations
 
-import random
 from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
 from agent_tune.envs.bfcl.ast_check import ast_verdict
+from agent_tune.envs.bfcl.shots import draw_shots
 from agent_tune.envs.bfcl.single_turn import SingleTurnEntry, load_single_turn
 from agent_tune.envs.bfcl.single_turn_task import toolrl_ground_truth
 from agent_tune.parsing import ToolCall, get_tool_parser
@@ -88,13 +88,7 @@ def eligible_single_turn_shots(test_id: str, pool: Iterable[str],
 def choose_single_turn_shots(test_id: str, pool: Sequence[str], k: int, seed: int = 0,
                              max_chars: int = DEFAULT_MAX_SHOT_CHARS) -> list[str]:
     """``k`` shots for ``test_id`` drawn from ``pool`` (the same for a seed and row); fewer if fewer qualify."""
-    if k < 0:
-        raise ValueError(f"number of shots must be >= 0, got {k}")
-    if k == 0:
-        return []
-    candidates = eligible_single_turn_shots(test_id, pool, max_chars)
-    rng = random.Random(f"{seed}:{test_id}")
-    return rng.sample(candidates, min(k, len(candidates)))
+    return draw_shots(test_id, k, seed, lambda: eligible_single_turn_shots(test_id, pool, max_chars))
 
 
 @lru_cache(maxsize=4096)
