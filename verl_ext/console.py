@@ -325,6 +325,9 @@ def watch(
         for row in read_rows(metrics, final):
             steps_done.append(int(row["step"]))
             logger.info(progress.line(row, clock()))
+            if row.get("groups_with_signal") == 0.0:
+                logger.warning("step %s: no GRPO group carries gradient (every group's rewards are equal): "
+                               "this step did not update the policy", row["step"])
         for row in read_rows(val, final):
             logger.info(validation_line(row))
 

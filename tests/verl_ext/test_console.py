@@ -171,7 +171,8 @@ CHILD = textwrap.dedent("""
         say("noise " * 5)
         time.sleep(0.2)
         with open(metrics, "a") as f:
-            f.write(json.dumps({"step": step, "reward": 0.5 * step, "acc": 0.0, "step_time_s": 30.0}) + "\\n")
+            f.write(json.dumps({"step": step, "reward": 0.5 * step, "acc": 0.0, "step_time_s": 30.0,
+                                "groups_with_signal": 1.0 if step == 1 else 0.0}) + "\\n")
     if code:
         say("Traceback (most recent call last):")
         say('  File "x.py", line 1, in <module>')
@@ -212,6 +213,9 @@ def test_watch_a_successful_child(tmp_path: Path) -> None:
     assert f"[agent-tune] checkpoints: {tmp_path} (latest {tmp_path / 'global_step_2'})" in lines
     assert lines[-1] == f"[agent-tune] full log: {tmp_path / 'train.log'}"
     assert "noise" not in console and echoed == ""
+    # a step whose groups all have equal rewards says so on the console
+    silent = [line for line in lines if "no GRPO group carries gradient" in line]
+    assert len(silent) == 1 and "step 2:" in silent[0]
 
 
 def test_watch_a_failing_child_shows_the_cause(tmp_path: Path) -> None:
