@@ -6,8 +6,10 @@ parser, reasoning stripped first) are compared with the ground-truth calls by To
 (``format_tool_response``) is the env's verdict on each call block (accepted, unknown function, not
 decodable), which the transcript and rollout dumps show; the episode ends there. The format reward is
 ToolRL's structural check: 1 when the response has the shape the task expects (at least one tool call
-when the ground truth calls tools, no call when it does not), every call block decodes and names a tool
-that was offered, and, if ``require_reasoning`` is set, the response carries a reasoning block. (A plain-text
+when the ground truth calls tools, no call when it does not), every call block decodes, and, if
+``require_reasoning`` is set, the response carries a reasoning block. As in ToolRL's reward, the format
+does not ask which function was called: a well-formed call of a function that was not offered keeps the
+format reward, loses the correctness (no name matches), and counts as a format error in ``info``. (A plain-text
 answer to a task that needs a call earns no format reward: otherwise "never try a call" would out-score
 every imperfect attempt.) ``reward_scale="unit"`` maps the reward's range (ToolRL's [-3, 4] by default)
 onto [0, 1].
@@ -32,18 +34,19 @@ answer; ``info["accuracy"]`` is then BFCL's AST verdict (:mod:`agent_tune.envs.b
 decoded calls, and ``info["ast_error_type"]`` names the failed check ("" when right). ``shots`` (test ids
 of OTHER single-turn entries, chosen by ``data_preprocess/toolcall.py --source bfcl --shots K``) puts worked
 examples of the call format before the task's question: each entry's question and its reference calls,
-written by ``tool_parser`` (:mod:`agent_tune.envs.bfcl.single_turn_shots`; the shot's function is not among
-the task's tools).
+written by ``tool_parser`` (:mod:`agent_tune.envs.bfcl.single_turn_shots`); the shots' functions are offered
+beside the task's own, in an order seeded by the task.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from typing import Any, Mapping, Sequence
 
 from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, StepResult, ToolResult
 from agent_tune.envs.bfcl.single_turn import SingleTurnEntry
-from agent_tune.envs.bfcl.single_turn_shots import single_turn_shot_messages
+from agent_tune.envs.bfcl.single_turn_shots import single_turn_shot_messages, single_turn_shot_tools
 from agent_tune.envs.bfcl.single_turn_task import score_response, task_for
 from agent_tune.envs.registry import register_env
 from agent_tune.parsing import ParsedResponse, ToolCall
@@ -151,12 +154,23 @@ class ToolCallToolEnv(BaseToolEnv):
             messages = [{"role": "user", "content": question}]
         if isinstance(tools, str):
             tools = json.loads(tools)
-        self.tools = [_as_tool(t) for t in tools]
+        self.tools = self._with_shot_tools([_as_tool(t) for t in tools], test_id or self.test_id or str(messages))
         self.ground_truth = [_as_call(c) for c in ground_truth]
         self.expects_calls = self.entry.expects_calls if self.entry is not None else bool(self.ground_truth)
         self.expects_response = not self.expects_calls if expects_response is None else bool(expects_response)
         self._done = False
         return self._first_observation(self._with_shots([dict(m) for m in messages]))
+
+    def _with_shot_tools(self, tools: list[dict[str, Any]], seed: str) -> list[dict[str, Any]]:
+        """The task's tools and the shots' functions (a name the task offers keeps the task's schema), in an
+        order seeded by the task (``seed``), so where the task's own function sits carries no information."""
+        if not self.shots:
+            return tools
+        names = {t["function"]["name"] for t in tools}
+        extra = [t for t in single_turn_shot_tools(self.shots) if t["function"]["name"] not in names]
+        merged = tools + list({t["function"]["name"]: t for t in extra}.values())
+        random.Random(seed).shuffle(merged)
+        return merged
 
     def _with_shots(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The task's messages with the shots' turns after its leading system messages (if any)."""
@@ -209,7 +223,7 @@ class ToolCallToolEnv(BaseToolEnv):
         reasoning, parsed = self.parser.parse(raw_response)
         results = self._judge_calls(parsed)
         unknown = sum(1 for r in results if r.error and r.name is not None)
-        score, format_ok = self._score(raw_response, reasoning, parsed, unknown)
+        score, format_ok = self._score(raw_response, reasoning, parsed)
         reward = score.reward if self.reward_scale == "toolrl" else score.unit_reward
         info = {
             "accuracy": float(score.exact),
@@ -233,7 +247,7 @@ class ToolCallToolEnv(BaseToolEnv):
         return StepResult(self.format_tool_response(results), reward, True, info)
 
     def _score(
-        self, raw_response: str, reasoning: str | None, parsed: ParsedResponse, unknown: int
+        self, raw_response: str, reasoning: str | None, parsed: ParsedResponse
     ) -> tuple[ToolRLScore, bool]:
         """ToolRL's reward for the response in this env's answer format and reward variant, and whether
         the format reward was earned."""
@@ -244,8 +258,7 @@ class ToolCallToolEnv(BaseToolEnv):
                                  toolrl_reasoning(raw_response), undecodable_calls=bool(parsed.errors))
             return score, format_ok
         right_shape = (not self.stop(raw_response)) == self.expects_calls
-        format_ok = (right_shape and not parsed.errors and not unknown
-                     and (reasoning is not None or not self.require_reasoning))
+        format_ok = right_shape and not parsed.errors and (reasoning is not None or not self.require_reasoning)
         return toolrl_score(parsed.calls, self.ground_truth, format_ok, config, step, reasoning), format_ok
 
     def finalize(self, reason: str = "truncated") -> StepResult:

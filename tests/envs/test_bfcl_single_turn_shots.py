@@ -18,6 +18,7 @@ from agent_tune.envs.bfcl.single_turn_shots import (
     eligible_single_turn_shots,
     shot_size,
     single_turn_shot_messages,
+    single_turn_shot_tools,
 )
 from agent_tune.envs.bfcl.single_turn_splits import single_turn_split_ids
 from agent_tune.envs.bfcl.single_turn_task import toolrl_ground_truth
@@ -115,7 +116,12 @@ def test_env_prepends_the_shots_and_the_row_prompt_matches(splits: dict[str, lis
         assert obs.messages == row["prompt"]
         entry = load_single_turn(kwargs["test_id"])
         assert obs.messages[2 * K:] == entry.messages
-        assert obs.tools == entry.tools  # the shots' functions are not offered
+        # the row's functions and the shots', in an order seeded by the row
+        shown = {t["function"]["name"]: t for t in obs.tools}
+        assert all(shown[t["function"]["name"]] == t for t in entry.tools)
+        assert set(shown) == {t["function"]["name"] for t in entry.tools + single_turn_shot_tools(kwargs["shots"])}
+        assert len(shown) == len(obs.tools)
+        assert make_env("toolcall", **kwargs).reset().tools == obs.tools
         assert [m["role"] for m in obs.messages[:2 * K]] == ["user", "assistant"] * K
 
 
@@ -132,6 +138,12 @@ def test_shots_follow_a_system_prompt_and_do_not_change_the_score() -> None:
     right, again = env.step(answer), plain.step(answer)
     assert (right.reward, right.info["accuracy"]) == (again.reward, again.info["accuracy"])
     assert right.info["accuracy"] == 1.0
+    # the shot's function is offered (no format error) but it is the wrong function for the row
+    shot_answer = single_turn_shot_messages(shots)[1]["content"]
+    env.reset()
+    wrong = env.step(shot_answer)
+    assert wrong.info["accuracy"] == 0.0 and wrong.info["format_errors"] == 0 and wrong.info["format_ok"] == 1.0
+    assert wrong.info["ast_error_type"] and wrong.reward == pytest.approx(-2.0)
 
 
 def test_bad_shots_are_refused() -> None:
@@ -167,6 +179,6 @@ def test_prompt_with_shots_fits_the_cpu_config(splits: dict[str, list[dict]]) ->
 
     renderer = ChatRenderer(AutoTokenizer.from_pretrained(str(ensure_smollm2())), template="smollm2_tools")
     limit = OmegaConf.load(CONFIG).data.max_prompt_length
-    lengths = [len(renderer.render_prompt(r["prompt"], load_single_turn(r["extra_info"]["test_id"]).tools))
-               for r in splits["train"]]
+    envs = [make_env("toolcall", **r["extra_info"]["env"]["kwargs"]) for r in splits["train"]]
+    lengths = [len(renderer.render_prompt(r["prompt"], env.reset().tools)) for r, env in zip(splits["train"], envs)]
     assert max(lengths) <= limit, (max(lengths), limit)

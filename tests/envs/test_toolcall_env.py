@@ -37,8 +37,11 @@ def test_wrong_value_partial_and_malformed_loses_format() -> None:
     broken = _play("<tool_call>\n{oops\n</tool_call>")
     assert (broken.info["format_ok"] == 0.0 and broken.info["format_errors"] == 1
             and broken.reward == pytest.approx(-3.0))
+    # ToolRL's format is structural: a well-formed call of a function not offered keeps it, loses the
+    # correctness (no name matches), and is counted as a format error
     unknown = _play(_call("launch", a=1))
-    assert unknown.info["format_ok"] == 0.0
+    assert unknown.info["format_ok"] == 1.0 and unknown.info["format_errors"] == 1
+    assert unknown.reward == pytest.approx(-2.0) and unknown.info["accuracy"] == 0.0
 
 
 def test_unit_scale_and_reasoning_requirement() -> None:

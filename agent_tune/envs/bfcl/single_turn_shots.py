@@ -8,8 +8,12 @@ entry answered by its reference calls, shown as earlier turns before the row's q
                written by the configured tool parser (``format_calls``)
 
 Nothing follows the assistant turn: a single-turn episode is one generation, so the calls end the shot
-(no tool result, no closing text). The shot's function is NOT among the row's tools (the template lists
-only the row's own): a shot demonstrates the format of a call, not which function to call.
+(no tool result, no closing text). The shots' functions are offered beside the row's own
+(:func:`single_turn_shot_tools`; the env lists them all in one seeded order), so a shot shows a call to a
+listed function, the behaviour the row asks for. (Shots calling functions the listing does not offer taught
+SmolLM2-135M to invent function names: in a 3-step GRPO check of that layout not one of 48 calls named an
+offered function.) The row's checker still scores only the row's own functions: calling a shot's function
+is a wrong function.
 
 :func:`choose_single_turn_shots` picks them for a row, deterministically from a seed and the row's id,
 from a pool of entries: never the row's own entry, only entries whose question is one user message with
@@ -23,6 +27,7 @@ rows do. :func:`single_turn_shot_messages` renders the chosen ids; the env prepe
 
 from __future__ import annotations
 
+import copy
 from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
@@ -98,6 +103,11 @@ def _shot(test_id: str, tool_parser: str) -> tuple[tuple[str, str], tuple[str, s
         raise ValueError(f"toolcall shots: {test_id} has no reference answer or is not one user question")
     question, calls = parts
     return ("user", question), ("assistant", get_tool_parser(tool_parser).format_calls(list(calls)))
+
+
+def single_turn_shot_tools(ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The OpenAI-style tools of the shots' entries, in shot order, fresh dicts each call."""
+    return [copy.deepcopy(tool) for test_id in ids for tool in load_single_turn(test_id).tools]
 
 
 def single_turn_shot_messages(ids: Sequence[str], tool_parser: str = "hermes") -> list[dict[str, Any]]:
