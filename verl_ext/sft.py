@@ -92,7 +92,7 @@ def validate(config: DictConfig) -> None:
 
     from verl_ext.sft_dataset import BAD_ROWS, PAD_MODES
 
-    if OmegaConf.is_missing(config.data, "train_files"):
+    if not config.data.get("train_files"):
         raise ConfigError("config key 'data.train_files': missing (the SFT conversations, .parquet or .jsonl)")
     for key in ("engine", "optim", "checkpoint"):
         try:
