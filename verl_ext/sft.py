@@ -45,8 +45,9 @@ MODEL_KEYS = ("model.path", "model.tokenizer_path")
 CHILD_CONFIG = "sft_config.yaml"
 SFT_LOG = "sft.log"
 METRICS_FILE = "sft_metrics.jsonl"
-# verl's console logger: "step:3 - train/loss:1.234 - train/grad_norm:5.6 - ..."
-_STEP_LINE = re.compile(r"^step:(\d+) - (.*)$")
+# verl's console logger: "step:3 - train/loss:1.234 - train/grad_norm:5.6 - ...", often right after tqdm's
+# progress bar on the same line
+_STEP_LINE = re.compile(r"(?<![\w/])step:(\d+) - (.*)$")
 _SHOWN = ("SFT rows:", "  skipped row", "  ... and ")
 
 
@@ -162,7 +163,7 @@ def child_environment(config: DictConfig) -> dict[str, str]:
 
 def parse_step_line(line: str) -> dict[str, float] | None:
     """verl's console line for a step as ``{"step": N, "train/loss": ..., ...}``; ``None`` for other lines."""
-    m = _STEP_LINE.match(line.strip())
+    m = _STEP_LINE.search(line.strip())
     if not m:
         return None
     record: dict[str, float] = {"step": int(m.group(1))}

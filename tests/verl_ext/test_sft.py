@@ -136,19 +136,24 @@ def test_parse_step_line_and_summary():
     rec = parse_step_line(LINE)
     assert rec["step"] == 3 and rec["train/loss"] == pytest.approx(0.1156) and rec["train/lr"] == 1e-4
     assert parse_step_line("Epoch 1/1: 10%") is None
+    bar = "Epoch 1/1:  62%|######3   | 5/8 [02:01<06:04, 121.58s/it]"  # tqdm's bar, then verl's line
+    assert parse_step_line(bar + LINE) == rec
     assert step_summary(rec, 8) == "step 3/8: loss 0.1156, grad_norm 1.63, lr 0.0001"
 
 
 def test_follow_shows_report_and_steps_and_appends_metrics(tmp_path):
     child = io.StringIO("noise\nSFT rows: 3 rendered, 1 skipped (render: 1)\n  skipped row x [render]: bad\n"
-                        "Epoch 1/1:  25%|##| 2/8 [02:48<08:17]\r" + LINE + "more noise\n")
+                        "Epoch 1/1:  25%|##| 2/8 [02:48<08:17]\r" + LINE + "Epoch 1/1: 38%|###| 3/8 [03:59<06:26]"
+                        + LINE.replace("step:3", "step:4") + "more noise\n")
     log, echo = io.StringIO(), io.StringIO()
     follow(child, log, tmp_path / "m.jsonl", 8, False, echo)
     assert echo.getvalue().splitlines() == ["SFT rows: 3 rendered, 1 skipped (render: 1)",
                                             "  skipped row x [render]: bad",
-                                            "step 3/8: loss 0.1156, grad_norm 1.63, lr 0.0001"]
+                                            "step 3/8: loss 0.1156, grad_norm 1.63, lr 0.0001",
+                                            "step 4/8: loss 0.1156, grad_norm 1.63, lr 0.0001"]
     assert "noise" in log.getvalue()
-    assert json.loads((tmp_path / "m.jsonl").read_text())["train/loss"] == pytest.approx(0.1156)
+    records = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [3, 4] and records[0]["train/loss"] == pytest.approx(0.1156)
 
 
 def test_latest_checkpoint(tmp_path):
