@@ -1,4 +1,4 @@
-"""The ``agent-tune`` command line: ``envs``, ``train``, ``curriculum``, ``eval``."""
+"""The ``agent-tune`` command line: ``envs``, ``train``, ``sft``, ``curriculum``, ``eval``."""
 
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ def main(argv: list[str] | None = None) -> int:
         from verl_ext.train import main as train_main
 
         return int(train_main(argv[1:]) or 0)
+    if argv and argv[0] == "sft":
+        from verl_ext.sft import main as sft_main
+
+        return int(sft_main(argv[1:]) or 0)
     if argv and argv[0] == "curriculum":
         from verl_ext.curriculum import main as curriculum_main
 
@@ -39,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("envs", help="list registered environments").set_defaults(func=_cmd_envs)
     sub.add_parser("train", help="GRPO training with verl: agent-tune train --config-name NAME key=value ...")
+    sub.add_parser("sft", help="multi-turn SFT with verl's SFT trainer, rows tokenised like the RL rollouts: "
+                   "agent-tune sft --config-name agent_tune_sft_cpu data.train_files=... key=value ...")
     sub.add_parser("curriculum", help="a curriculum of training stages, each from the one before: "
                    "agent-tune curriculum --curriculum NAME --run-dir DIR (see agent-tune curriculum -h)")
     sub.add_parser("eval", help="BFCL multi-turn evaluation against an OpenAI-compatible server "

@@ -1,0 +1,223 @@
+"""SFT rows from conversations, tokenised exactly as the RL rollout tokenises the same episode.
+
+A conversation (``messages`` + ``tools``, as a data row holds them) is read as the episode the runner
+(:mod:`agent_tune.rollout.runner`) would have produced if the policy had written its assistant messages:
+
+    prompt      = render_prompt(messages before the first assistant message, tools)        mask 0
+    per assistant message:
+        policy  = encode(assistant text) + [end-of-turn token]                                 mask 1
+        env     = render_delta(the non-assistant messages up to the next assistant message)  mask 0
+                  (only when another assistant message follows: the episode ends with the policy's turn)
+
+so ``input_ids`` and ``loss_mask`` equal the trajectory's ``prompt_ids + response_ids`` and
+``[0] * len(prompt_ids) + response_mask`` (the test ``tests/rollout/test_sft_rows.py`` plays the runner
+against a scripted policy and compares them token for token). The template's separators (the ``"\\n"``
+after ``<|im_end|>``, the next ``<|im_start|>assistant\\n``) are env tokens, as in the trajectory; each
+group of consecutive non-assistant messages is one observation, one delta (Qwen-style templates fold a
+run of tool messages into one user turn). Two assistant messages in a row are two generations with an
+empty observation between them (the separator and the generation prompt). Messages after the last
+assistant message carry no loss and are left out.
+
+The assistant text is what the policy writes: ``content`` verbatim, or, for a message with structured
+``tool_calls`` (OpenAI format), the text the template writes for the message (content and call blocks).
+(Qwen3's thinking template, ``qwen3``, starts such a
+message with an empty ``<think>`` block, as Qwen3 in thinking mode writes it; ``content`` is never
+rewritten.) The tools are rendered once, in the prompt, as the runner does.
+
+A conversation that cannot be rendered (no assistant message, nothing before it, a template error, a
+malformed message) or that is longer than ``max_length`` raises :class:`BadConversation` carrying the
+reason; :func:`render_rows` collects those per row id instead, so callers skip and count them or fail.
+Nothing is truncated.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+from agent_tune.rollout.chat_render import ChatRenderer, Message, TemplateError
+
+POLICY = 1
+ENV = 0
+
+
+class BadConversation(ValueError):
+    """A conversation that cannot become an SFT row; ``kind`` is ``"too_long"`` or ``"render"``."""
+
+    def __init__(self, message: str, kind: str = "render") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class SFTRow:
+    """One rendered conversation: the token ids and the loss mask (1 on the policy's tokens)."""
+
+    row_id: str
+    input_ids: list[int]
+    loss_mask: list[int]
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+@dataclass
+class RenderReport:
+    """The rows that rendered and, per row id, why the others did not."""
+
+    rows: list[SFTRow] = field(default_factory=list)
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)  # (row id, kind, reason)
+
+    def counts(self) -> dict[str, int]:
+        """Rows rendered and skipped, the skipped ones by kind."""
+        out = {"rendered": len(self.rows), "skipped": len(self.skipped)}
+        for _, kind, _ in self.skipped:
+            out[f"skipped_{kind}"] = out.get(f"skipped_{kind}", 0) + 1
+        return out
+
+    def summary(self, limit: int = 20) -> str:
+        """A readable account: the counts, then up to ``limit`` skipped rows with their reasons."""
+        c = self.counts()
+        kinds = ", ".join(f"{k[len('skipped_'):]}: {v}" for k, v in sorted(c.items()) if k.startswith("skipped_"))
+        lines = [f"SFT rows: {c['rendered']} rendered, {c['skipped']} skipped" + (f" ({kinds})" if kinds else "")]
+        for row_id, kind, reason in self.skipped[:limit]:
+            lines.append(f"  skipped row {row_id} [{kind}]: {reason}")
+        if len(self.skipped) > limit:
+            lines.append(f"  ... and {len(self.skipped) - limit} more skipped rows")
+        return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- one conversation
+def assistant_text(renderer: ChatRenderer, message: Message) -> str:
+    """The text the policy writes for an assistant ``message``: its content, or with structured
+    ``tool_calls`` (or ``reasoning_content``) the template's rendering of the whole message between the
+    generation prompt and the end-of-turn token."""
+    content = message.get("content")
+    if content is None:
+        content = ""
+    if not isinstance(content, str):
+        raise BadConversation(f"assistant content must be a string, got {type(content).__name__}")
+    if not message.get("tool_calls") and not message.get("reasoning_content"):
+        return content
+    prefix = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    head = renderer.render_text(prefix, add_generation_prompt=True)
+    whole = renderer.render_text(prefix + [dict(message, content=content)])
+    tail = renderer.end_of_turn + renderer.after_end_of_turn
+    if not whole.startswith(head) or not whole.endswith(tail):
+        raise BadConversation(
+            f"template {renderer.template_name!r} does not render an assistant message with tool_calls as "
+            "generation prompt + text + end-of-turn"
+        )
+    return whole[len(head): len(whole) - len(tail)]
+
+
+def render_conversation(
+    renderer: ChatRenderer,
+    messages: Sequence[Message],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    max_length: int | None = None,
+) -> tuple[list[int], list[int]]:
+    """``(input_ids, loss_mask)`` of a conversation, as the runner's trajectory would hold them.
+
+    Raises:
+        BadConversation: the conversation cannot be rendered (``kind="render"``) or has more than
+            ``max_length`` tokens (``kind="too_long"``).
+    """
+    msgs = [_check_message(m, i) for i, m in enumerate(messages)]
+    turns = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
+    if not turns:
+        raise BadConversation("no assistant message: nothing to train on")
+    if turns[0] == 0:
+        raise BadConversation("the conversation opens with an assistant message: no prompt to render")
+    eot = renderer.end_of_turn_id
+    try:
+        ids = renderer.render_prompt(msgs[: turns[0]], tools or None)
+        mask = [ENV] * len(ids)
+        for k, i in enumerate(turns):
+            policy = renderer.encode(assistant_text(renderer, msgs[i])) + [eot]
+            ids += policy
+            mask += [POLICY] * len(policy)
+            if k + 1 < len(turns):  # the observation up to the next generation (possibly no message)
+                env = renderer.render_delta(msgs[i + 1: turns[k + 1]])
+                ids += env
+                mask += [ENV] * len(env)
+    except TemplateError as exc:
+        raise BadConversation(str(exc)) from exc
+    if max_length is not None and len(ids) > max_length:
+        raise BadConversation(f"{len(ids)} tokens, more than max_length {max_length}", kind="too_long")
+    return ids, mask
+
+
+def _check_message(message: Any, index: int) -> dict[str, Any]:
+    """A message as a plain dict with a known role; anything else is a :class:`BadConversation`."""
+    if not isinstance(message, Mapping):
+        raise BadConversation(f"message {index} is a {type(message).__name__}, not a mapping")
+    role = message.get("role")
+    if role not in ("system", "user", "assistant", "tool"):
+        raise BadConversation(f"message {index} has role {role!r} (system, user, assistant or tool expected)")
+    return {k: v for k, v in message.items() if v is not None or k == "content"}
+
+
+# --------------------------------------------------------------------------- many conversations
+def render_rows(
+    renderer: ChatRenderer,
+    conversations: Iterable[tuple[str, Sequence[Message], Sequence[Mapping[str, Any]] | None]],
+    max_length: int | None = None,
+) -> RenderReport:
+    """Render ``(row_id, messages, tools)`` conversations; the bad ones are listed, never truncated."""
+    report = RenderReport()
+    for row_id, messages, tools in conversations:
+        try:
+            ids, mask = render_conversation(renderer, messages, tools, max_length)
+        except BadConversation as exc:
+            report.skipped.append((row_id, exc.kind, str(exc)))
+            continue
+        report.rows.append(SFTRow(row_id, ids, mask))
+    return report
+
+
+def read_conversations(
+    path: str | Path,
+    messages_key: str = "messages",
+    tools_key: str = "tools",
+    id_key: str = "id",
+) -> Iterator[tuple[str, list[Any], list[Any] | None]]:
+    """``(row_id, messages, tools)`` per row of a ``.jsonl`` or ``.parquet`` file.
+
+    The row id is the row's ``id_key`` value when it has one, else ``<file name>:<row index>``. Tools
+    and messages may be lists or JSON strings (as some parquet writers store nested data)."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        import pandas as pd
+
+        records = pd.read_parquet(path).to_dict(orient="records")
+    elif path.suffix in (".jsonl", ".json"):
+        with open(path, encoding="utf-8") as f:
+            records = [json.loads(line) for line in f if line.strip()]
+    else:
+        raise ValueError(f"{path}: SFT data must be .jsonl or .parquet")
+    for index, record in enumerate(records):
+        rid = record.get(id_key)
+        row_id = str(rid) if rid is not None and rid == rid else f"{path.name}:{index}"
+        yield row_id, _plain(record.get(messages_key)), _plain(record.get(tools_key)) or None
+
+
+def _plain(value: Any, top: bool = True) -> Any:
+    """Nested parquet values (numpy arrays) as plain lists and dicts; a top-level JSON string is decoded
+    (parquet merges the keys of nested dicts across rows, so writers store messages and tools as JSON)."""
+    if isinstance(value, str):
+        if not top:
+            return value
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    if hasattr(value, "tolist") and not isinstance(value, (dict, list)):
+        value = value.tolist()
+    if isinstance(value, dict):
+        return {k: _plain(v, False) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, False) for v in value]
+    return value

@@ -1,0 +1,285 @@
+"""``agent-tune sft``: compose a Hydra config from ``config/`` and run verl's own SFT trainer (FSDP).
+
+    agent-tune sft --config-name agent_tune_sft_cpu data.train_files=data/sft_synth/train.parquet
+
+The rows are multi-turn tool conversations rendered by :class:`verl_ext.sft_dataset.AgentTuneSFTDataset`
+(``data.custom_cls``), token for token as the RL rollout holds the same conversation; the loss is on the
+assistant tokens only (verl's ``sft_loss`` on the loss mask). Options as ``agent-tune train``:
+``--config-name`` (default ``agent_tune_sft``), ``--config-dir``, ``--cfg`` (print the composed config and
+exit), ``--verbose`` (stream verl's whole output), then Hydra overrides.
+
+The launcher composes and checks the config (unknown keys, bad values and missing data files fail here,
+naming the key), resolves ``model.path=smollm2``, then starts verl's trainer under ``torchrun`` (one process
+per GPU of ``trainer.n_gpus_per_node``, one process on CPU, where it first loads agent-tune's CPU support:
+:mod:`verl_ext.cpu.launch`). The child's whole output goes to ``<trainer.default_local_dir>/sft.log``; the
+console shows the data report (rows rendered, rows skipped with their row ids and reasons), one line per
+step with the loss, and at the end the checkpoint and its Hugging Face folder
+(``global_step_<N>/huggingface``: the ``actor_rollout_ref.model.path`` of a GRPO run). Per-step metrics
+are appended to ``<trainer.default_local_dir>/sft_metrics.jsonl``. Running the same command again resumes
+from the latest checkpoint (``trainer.resume_mode=auto``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Sequence
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from verl_ext.train import ConfigError, check_data_files, check_override_syntax, compose_config, smollm2_dir
+
+logger = logging.getLogger("verl_ext.sft")
+
+DEFAULT_CONFIG_NAME = "agent_tune_sft"
+SMOLLM2_ALIAS = "smollm2"
+MODEL_KEYS = ("model.path", "model.tokenizer_path")
+CHILD_CONFIG = "sft_config.yaml"
+SFT_LOG = "sft.log"
+METRICS_FILE = "sft_metrics.jsonl"
+# verl's console logger: "step:3 - train/loss:1.234 - train/grad_norm:5.6 - ...", often right after tqdm's
+# progress bar on the same line
+_STEP_LINE = re.compile(r"(?<![\w/])step:(\d+) - (.*)$")
+_SHOWN = ("SFT rows:", "  skipped row", "  ... and ")
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """Split ``argv`` into launcher options and Hydra overrides."""
+    parser = argparse.ArgumentParser(
+        prog="agent-tune sft",
+        description="Multi-turn SFT with verl's SFT trainer on an agent-tune Hydra config. "
+                    "Overrides: key=value, +key=value, ~key.",
+    )
+    parser.add_argument("--config-name", "-cn", default=DEFAULT_CONFIG_NAME, help="config to compose")
+    parser.add_argument("--config-dir", "-cd", default=None, help="folder of configs (default: repo config/)")
+    parser.add_argument("--cfg", action="store_true", help="print the composed config and exit")
+    parser.add_argument("--verbose", "-v", action="store_true", help="stream verl's whole output")
+    parser.add_argument("--_child", dest="child", metavar="CONFIG_YAML", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides")
+    args = parser.parse_args(list(argv))
+    check_override_syntax(parser, args.overrides)
+    return args
+
+
+def resolve_model_paths(config: DictConfig) -> None:
+    """Replace the alias ``smollm2`` in ``model.path`` / ``model.tokenizer_path`` by the cached HF folder."""
+    if not any(OmegaConf.select(config, k, default=None) == SMOLLM2_ALIAS for k in MODEL_KEYS):
+        return
+    from agent_tune.models.smollm2 import SmolLM2NotFoundError, ensure_smollm2
+
+    try:
+        path = str(ensure_smollm2(smollm2_dir(config)))
+    except (SmolLM2NotFoundError, FileExistsError) as exc:
+        raise ConfigError(f"config key 'model.path' ({SMOLLM2_ALIAS}): {exc}") from exc
+    with open_dict(config):
+        for key in MODEL_KEYS:
+            if OmegaConf.select(config, key, default=None) == SMOLLM2_ALIAS:
+                OmegaConf.update(config, key, path, merge=False)
+
+
+def validate(config: DictConfig) -> None:
+    """Start-up checks, naming the key: verl's engine/optimizer/checkpoint dataclasses, and what
+    agent-tune's dataset and this launcher support."""
+    from hydra.errors import HydraException
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from verl_ext.sft_dataset import BAD_ROWS, PAD_MODES
+
+    if not config.data.get("train_files"):
+        raise ConfigError("config key 'data.train_files': missing (the SFT conversations, .parquet or .jsonl)")
+    for key in ("engine", "optim", "checkpoint"):
+        try:
+            omega_conf_to_dataclass(config[key])
+        except HydraException as exc:
+            raise ConfigError(f"config key '{key}': {exc}") from exc
+        except (AssertionError, ValueError, TypeError) as exc:
+            raise ConfigError(f"config key '{key}': {exc}") from exc
+    data = config.data
+    if data.get("truncation") != "error":
+        raise ConfigError(f"config key 'data.truncation': {data.get('truncation')!r}; agent-tune never truncates "
+                          "SFT rows (set 'error'; data.bad_rows decides what happens to long rows)")
+    if data.get("pad_mode") not in PAD_MODES:
+        raise ConfigError(f"config key 'data.pad_mode': {data.get('pad_mode')!r}, expected one of {PAD_MODES}")
+    if data.get("bad_rows", "skip") not in BAD_ROWS:
+        raise ConfigError(f"config key 'data.bad_rows': {data.get('bad_rows')!r}, expected one of {BAD_ROWS}")
+    if int(data.max_length) <= 0:
+        raise ConfigError(f"config key 'data.max_length': must be positive, got {data.max_length}")
+    if int(config.trainer.nnodes) != 1:
+        raise ConfigError("config key 'trainer.nnodes': agent-tune sft runs on one node (start verl's "
+                          "sft_trainer with torchrun yourself for more)")
+    world = 1 if config.trainer.device == "cpu" else int(config.trainer.n_gpus_per_node)
+    if int(data.train_batch_size) % world:
+        raise ConfigError(f"config key 'data.train_batch_size': {data.train_batch_size} is not divisible by "
+                          f"the {world} processes")
+    if config.trainer.device == "cpu" and config.engine.strategy == "fsdp":
+        raise ConfigError("config key 'engine.strategy': FSDP1 needs CUDA; use fsdp2 on CPU")
+
+
+# ------------------------------------------------------------------------------------------ the child
+def child_main(config_path: str) -> int:
+    """One torchrun process: verl's SFT trainer on the saved config."""
+    from agent_tune.logs import setup_logging
+
+    setup_logging()
+    config = OmegaConf.load(config_path)
+    if config.trainer.device == "cpu":
+        from verl_ext.cpu.launch import enable_cpu_support
+
+        enable_cpu_support(config)
+    from verl.trainer.sft_trainer import run_sft
+    from verl.utils.device import auto_set_device
+
+    auto_set_device(config)
+    run_sft(config)
+    return 0
+
+
+# --------------------------------------------------------------------------------------- the launcher
+def child_command(config: DictConfig, config_file: Path) -> list[str]:
+    """``torchrun`` on one node: one process per GPU, one on CPU."""
+    nproc = 1 if config.trainer.device == "cpu" else int(config.trainer.n_gpus_per_node)
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+            f"--nproc_per_node={nproc}", "-m", "verl_ext.sft", "--_child", str(config_file)]
+
+
+def child_environment(config: DictConfig) -> dict[str, str]:
+    """The child's environment: ours, unbuffered, plus agent-tune's CPU support for ``trainer.device=cpu``."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if config.trainer.device == "cpu":
+        from verl_ext.cpu.launch import cpu_environment
+
+        env.update(cpu_environment(env))
+        env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+    return env
+
+
+def parse_step_line(line: str) -> dict[str, float] | None:
+    """verl's console line for a step as ``{"step": N, "train/loss": ..., ...}``; ``None`` for other lines."""
+    m = _STEP_LINE.search(line.strip())
+    if not m:
+        return None
+    record: dict[str, float] = {"step": int(m.group(1))}
+    for part in m.group(2).split(" - "):
+        key, _, value = part.partition(":")
+        try:
+            record[key.strip()] = float(value)
+        except ValueError:
+            continue
+    return record
+
+
+def step_summary(record: dict[str, float], total: int | None) -> str:
+    """``step 3/8: loss 1.2345, grad_norm 5.67, lr 1e-04``."""
+    parts = [f"loss {record['train/loss']:.4f}"] if "train/loss" in record else []
+    if "train/grad_norm" in record:
+        parts.append(f"grad_norm {record['train/grad_norm']:.3g}")
+    if "train/lr" in record:
+        parts.append(f"lr {record['train/lr']:.3g}")
+    of = f"/{total}" if total else ""
+    return f"step {int(record['step'])}{of}: " + ", ".join(parts)
+
+
+def follow(stream: IO[str], log: IO[str], metrics: Path, total: int | None, verbose: bool, echo: IO[str]) -> None:
+    """Copy the child's output to the log; show the data report and a line per step; append step metrics."""
+    for line in stream:
+        log.write(line)
+        log.flush()
+        if verbose:
+            echo.write(line)
+        for piece in line.split("\r"):  # tqdm's progress bar shares lines with verl's step lines
+            record = parse_step_line(piece)
+            if record is not None:
+                with metrics.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(record) + "\n")
+                if not verbose:
+                    echo.write(step_summary(record, total) + "\n")
+            elif not verbose and piece.startswith(_SHOWN):
+                echo.write(piece if piece.endswith("\n") else piece + "\n")
+        echo.flush()
+
+
+def latest_checkpoint(out: Path) -> Path | None:
+    """The ``global_step_<N>`` folder with the largest N, if any."""
+    steps = [(int(p.name.rsplit("_", 1)[1]), p) for p in out.glob("global_step_*")
+             if p.name.rsplit("_", 1)[1].isdigit()]
+    return max(steps)[1] if steps else None
+
+
+def launch(config: DictConfig, config_name: str, verbose: bool, echo: IO[str] = sys.stdout) -> int:
+    """Run verl's SFT trainer under torchrun, follow it, report the checkpoint; the child's exit status."""
+    from verl_ext.console import failure_excerpt
+
+    out = Path(str(config.trainer.default_local_dir)).expanduser().resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    with open_dict(config):
+        config.trainer.default_local_dir = str(out)
+    config_file = out / CHILD_CONFIG
+    OmegaConf.save(config, config_file)
+    total = OmegaConf.select(config, "trainer.total_training_steps", default=None)
+    log_path = out / SFT_LOG
+    with log_path.open("a", encoding="utf-8") as log:
+        offset = log.tell()
+        stamp = datetime.datetime.now().isoformat(timespec="seconds")
+        log.write(f"===== agent-tune sft --config-name {config_name}: {stamp} =====\n")
+        log.flush()
+        proc = subprocess.Popen(child_command(config, config_file), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, env=child_environment(config))
+        logger.info("Training started (pid %d); full log: %s", proc.pid, log_path)
+        try:
+            follow(proc.stdout, log, out / METRICS_FILE, total, verbose, echo)
+        finally:
+            rc = proc.wait()
+    if rc != 0:
+        with log_path.open(encoding="utf-8", errors="replace") as f:
+            f.seek(offset)
+            tail = f.read().splitlines()
+        echo.write(f"agent-tune sft: training failed (exit {rc}):\n" + "\n".join(failure_excerpt(tail, limit=30))
+                   + f"\nfull log: {log_path}\n")
+        return rc
+    ckpt = latest_checkpoint(out)
+    if ckpt is not None:
+        hf = ckpt / "huggingface"
+        echo.write(f"checkpoint: {ckpt}\n")
+        if (hf / "config.json").is_file():
+            echo.write(f"Hugging Face folder (actor_rollout_ref.model.path for GRPO): {hf}\n")
+    echo.write(f"per-step metrics: {out / METRICS_FILE}; full log: {log_path}\n")
+    echo.flush()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``agent-tune sft``; returns the process exit code."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.child:
+        return child_main(args.child)
+    from agent_tune.logs import setup_logging
+
+    setup_logging()
+    started = time.monotonic()
+    try:
+        config = compose_config(args.config_name, args.overrides, args.config_dir)
+        resolve_model_paths(config)
+        if args.cfg:
+            print(OmegaConf.to_yaml(config))
+            return 0
+        validate(config)
+        check_data_files(config)
+        logger.info("Config %s: %d overrides; model %s; run folder %s [%.0f s]", args.config_name,
+                    len(args.overrides), config.model.path,
+                    Path(str(config.trainer.default_local_dir)).expanduser().resolve(), time.monotonic() - started)
+    except ConfigError as exc:
+        print(f"agent-tune sft: error: {exc}", file=sys.stderr)
+        return 2
+    return launch(config, args.config_name, args.verbose)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
