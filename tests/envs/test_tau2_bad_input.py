@@ -46,6 +46,9 @@ def test_undecodable_block_is_answered_not_recorded() -> None:
     assert r.observation.messages[0]["content"].startswith("Error: tool call #1 could not be parsed")
     assert [m.role for m in env.episode.trajectory] == ["assistant", "user"]  # nothing recorded for tau2
     assert env.episode.num_errors == 1
+    r = env.step('Let me do that. <tool_call>\n{"name": "create_task"\n</tool_call>')  # text + a broken block
+    assert not r.done and r.info["format_errors"] == 1 and len(env.user.seen) == 1  # the user heard nothing
+    assert [m["role"] for m in r.observation.messages] == ["tool"] and env.episode.num_errors == 2
 
 
 def test_empty_message_ends_as_agent_error() -> None:

@@ -58,6 +58,7 @@ class Tau2ToolEnv(BaseToolEnv):
     """tau2-bench: tools on tau2's environment, a simulated user, tau2's evaluator as the reward."""
 
     description = "tau2-bench customer service (airline, retail, telecom, mock) with a simulated user, tau2's reward"
+    blocking_reset = True  # reset waits for the user's first message: the runner calls it off the event loop
 
     def __init__(
         self,

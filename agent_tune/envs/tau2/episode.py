@@ -144,13 +144,15 @@ class Tau2Episode:
             raise RuntimeError(f"tau2 episode: the agent cannot act now (to_role={self.to_role}, done={self.done})")
         if message.is_tool_call() and LLMSoloAgent.is_stop(message):
             message.tool_calls = None  # a stop ends the episode: its calls are not run (tau2 would not either)
+        if undecodable and not message.is_tool_call():
+            # only broken call blocks (maybe with text around them): an attempt at calling tools, so nothing
+            # reaches the user, and nothing reached the environment
+            self.num_errors += undecodable
+            self.step_count += 1  # the agent's message (bound for the environment: no limit check) ...
+            self.to_role = AGENT
+            self._after_step()  # ... and the environment's answer (the errors), after which limits apply
+            return []
         if not message.is_tool_call() and not message.has_text_content():
-            if undecodable:  # only broken call blocks: nothing reaches the user or the environment
-                self.num_errors += undecodable
-                self.step_count += 1  # the agent's message (bound for the environment: no limit check) ...
-                self.to_role = AGENT
-                self._after_step()  # ... and the environment's answer (the errors), after which limits apply
-                return []
             self.termination = TerminationReason.AGENT_ERROR
             self.error_reason = "empty agent message"
             return []
