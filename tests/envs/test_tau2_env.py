@@ -152,3 +152,14 @@ def test_bad_config_names_the_option() -> None:
         make_env("tau2", domain="mock", user=scripted(), max_steps=0)
     with pytest.raises(ValueError, match="has no task '999'"):
         make_env("tau2", domain="mock", task_id="999", user=scripted()).reset()
+
+
+def test_task_with_a_message_history_starts_where_it_ends() -> None:
+    env = make_env("tau2", domain="mock", task_id="update_task_with_message_history",
+                   user=scripted("Please mark it completed."))
+    obs = env.reset()
+    assert [m["role"] for m in obs.messages] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert obs.messages[2]["tool_calls"][0]["function"]["name"] == "create_task"
+    env.step(hermes("update_task_status", {"task_id": "task_2", "status": "completed"}))
+    r = env.step("Done, task_2 is completed.")
+    assert r.done and r.reward == 1.0 and r.info["termination_reason"] == "user_stop"
