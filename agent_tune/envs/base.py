@@ -134,6 +134,9 @@ class BaseToolEnv(ABC):
 
     description: ClassVar[str] = ""
     sampler_hints: ClassVar[SamplerHints] = SamplerHints()
+    # True when ``reset`` waits on something slow (tau2 asks its simulated user for the first message): the
+    # runner then calls it in a worker thread, so it does not stall the other episodes on the event loop.
+    blocking_reset: ClassVar[bool] = False
     global_step: int | None = None  # the trainer step playing this episode; None outside training
 
     @classmethod

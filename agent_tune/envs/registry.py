@@ -20,6 +20,7 @@ ENTRY_POINT_GROUP = "agent_tune.envs"
 _BUILTIN: dict[str, str] = {
     "bfcl": "agent_tune.envs.bfcl.env:BFCLToolEnv",
     "retool": "agent_tune.envs.retool:ReToolToolEnv",
+    "tau2": "agent_tune.envs.tau2.env:Tau2ToolEnv",
     "toolcall": "agent_tune.envs.toolcall:ToolCallToolEnv",
 }
 

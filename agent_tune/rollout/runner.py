@@ -31,6 +31,8 @@ Decisions (documented here because the trainer and the evaluator rely on them):
   stepping the env on the partial text; an observation that would not fit, leaving at least one token for
   the policy, is not appended and ends the episode the same way. A policy returning more tokens than asked
   is cut to its ``max_tokens``. Masks and log-probs stay aligned in every case.
+* ``reset`` runs on the event loop, except for envs that declare ``blocking_reset`` (tau2 waits for its
+  simulated user's first message there): theirs runs in a worker thread.
 * Env steps go through the event loop's :class:`~agent_tune.rollout.step_batcher.StepBatcher`: steps of
   concurrent episodes of one env class are run together by ``batch_step``, in a worker thread.
 * Training progress: ``run_episode(global_step=...)`` hands the trainer's step to the env
@@ -49,6 +51,7 @@ Decisions (documented here because the trainer and the evaluator rely on them):
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from dataclasses import dataclass, field
@@ -138,7 +141,8 @@ async def run_episode(
     timings = {"prompt": 0.0, "generate": 0.0, "decode": 0.0, "env": 0.0, "delta": 0.0}
     hints = env.sampler_hints
     env.set_global_step(global_step)
-    obs = env.reset(**dict(task or {}))
+    task_kwargs = dict(task or {})
+    obs = await asyncio.to_thread(env.reset, **task_kwargs) if env.blocking_reset else env.reset(**task_kwargs)
     if not isinstance(obs, Observation):
         raise TypeError(f"{type(env).__name__}.reset() returned {type(obs).__name__}, not Observation")
     initial_tools = list(obs.tools) if obs.tools else None

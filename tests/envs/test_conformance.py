@@ -20,6 +20,11 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {
                       "tools": [{"name": "add", "description": "Add.", "parameters": {"type": "object", "properties": {
                           "a": {"type": "integer"}, "b": {"type": "integer"}}}}]},
                  '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>', BAD_HERMES),
+    "tau2": ({"domain": "mock", "user": {"kind": "scripted", "turns": ["Create a task 'Meeting' for user_1."]}},
+             {"task_id": "create_task_1"},
+             '<tool_call>\n{"name": "create_task", "arguments": {"user_id": "user_1", "title": "Meeting"}}\n'
+             '</tool_call>',
+             BAD_HERMES),
     "examples.envs.calculator:CalculatorToolEnv": (
         {}, {"question": "What is 2 + 3?", "answer": 5},
         '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>', BAD_HERMES),

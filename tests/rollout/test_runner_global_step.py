@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -27,3 +28,20 @@ async def test_global_step_reaches_the_env_before_reset(qwen_tok, global_step) -
     res = await run_episode(env, ScriptedPolicy(renderer, ["Hello"]), renderer, RolloutLimits(512, 64),
                             global_step=global_step)
     assert env.step_at_reset == global_step and res.reward == 1.0
+
+
+class ThreadRecordingEnv(ScriptedEnv):
+    """Records the thread its ``reset`` ran in."""
+
+    def reset(self, **task: Any) -> Observation:
+        self.reset_thread = threading.current_thread()
+        return super().reset(**task)
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+async def test_blocking_reset_runs_off_the_event_loop(qwen_tok, blocking) -> None:
+    renderer = ChatRenderer(qwen_tok, "qwen3_instruct")
+    env = ThreadRecordingEnv(Observation(messages=[user_msg("Hi")]), [step(reward=1.0, done=True)])
+    env.blocking_reset = blocking
+    res = await run_episode(env, ScriptedPolicy(renderer, ["Hello"]), renderer, RolloutLimits(512, 64))
+    assert (env.reset_thread is not threading.current_thread()) == blocking and res.reward == 1.0

@@ -1,0 +1,243 @@
+"""The tau2-bench environment ("tau2", :class:`Tau2ToolEnv`): a customer-service agent, a simulated user.
+
+One instance plays one task of a tau2 domain (``mock``, ``airline``, ``retail``, ``telecom``) on its own
+tau2 ``Environment`` (its own database: concurrent episodes share nothing). The policy is tau2's agent: its
+system prompt is tau2's agent prompt with the domain policy (``LLMAgent.system_prompt``), its tools the
+domain's tools (JSON schema, tau2's ``openai_schema``). The conversation starts as tau2's does: the agent's
+greeting, then the user's first message (the user speaks from tau2's user-simulator prompt built from the
+task's user scenario, :mod:`agent_tune.users`).
+
+Each step: the policy's text -> ``extract_tool_calls`` (reasoning stripped, the configured parser) -> tau2's
+``AssistantMessage``. With tool calls, they run on the environment and the results come back as ``tool``
+messages; without, the text goes to the user and the user's answer comes back as a ``user`` message (in
+telecom the user may first run its own phone tools, as tau2's dual control has it). The turn logic, the
+endings and the limits (``max_steps``, ``max_errors``) are tau2's orchestrator's
+(:mod:`agent_tune.envs.tau2.episode`). At the end the episode is tau2's ``SimulationRun`` (kept as
+``env.simulation``), scored by tau2's ``evaluate_simulation``: ``info["accuracy"]`` and the reward are
+tau2's reward (:mod:`agent_tune.envs.tau2.scoring`).
+
+Never raises on model output: a call block that cannot be decoded is answered with an error message
+(counted as a format error and a tau2 error; nothing runs, nothing is recorded); a call to an unknown tool
+or with missing/unexpected parameters runs on tau2 (which answers with its error text) and counts a format
+error. A user that cannot answer after its retries ends the episode (``user_error``, reason in
+``info["user_error"]``, reward 0). ``batch_step`` asks the users of all episodes of a batch concurrently.
+
+A task is ``reset(domain=..., task_id=...)`` (or both given to the constructor); ``task_set`` picks another
+tau2 task set of the domain (``telecom_full``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Mapping, Sequence
+
+from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, StepResult, ToolResult
+from agent_tune.envs.registry import register_env
+from agent_tune.envs.tau2 import loader
+from agent_tune.envs.tau2.episode import USER, Tau2Episode
+from agent_tune.envs.tau2.messages import (
+    assistant_message,
+    call_problem,
+    history_messages,
+    tool_result_message,
+    tool_schemas,
+    undecodable_message,
+    user_message,
+)
+from agent_tune.envs.tau2.scoring import progress, reward_summary, score_simulation
+from agent_tune.parsing import ParsedResponse
+from agent_tune.parsing.response import ResponseParser
+from agent_tune.users import LLMUser, User, UserConfig, make_user, run_sync
+
+DEFAULT_MAX_STEPS = 200  # tau2's CLI default (tau2.config.DEFAULT_MAX_STEPS)
+DEFAULT_MAX_ERRORS = 10  # tau2.config.DEFAULT_MAX_ERRORS
+
+
+@register_env("tau2")
+class Tau2ToolEnv(BaseToolEnv):
+    """tau2-bench: tools on tau2's environment, a simulated user, tau2's evaluator as the reward."""
+
+    description = "tau2-bench customer service (airline, retail, telecom, mock) with a simulated user, tau2's reward"
+    blocking_reset = True  # reset waits for the user's first message: the runner calls it off the event loop
+
+    def __init__(
+        self,
+        domain: str | None = None,
+        task_id: str | int | None = None,
+        user: Mapping[str, Any] | UserConfig | None = None,
+        task_set: str | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        max_errors: int = DEFAULT_MAX_ERRORS,
+        tool_parser: str = "hermes",
+        reasoning_parser: str = "none",
+    ) -> None:
+        if domain is not None:
+            try:
+                loader.check_domain(domain)
+            except ValueError as exc:
+                raise ValueError(f"tau2 env: {exc}") from None
+        if int(max_steps) < 1:
+            raise ValueError(f"tau2 env: max_steps must be >= 1, got {max_steps}")
+        if int(max_errors) < 1:
+            raise ValueError(f"tau2 env: max_errors must be >= 1, got {max_errors}")
+        if user is None:
+            raise ValueError("tau2 env: `user` is required (user.kind=llm with base_url and model, or kind=scripted)")
+        try:
+            self.user_config = UserConfig.from_mapping(user)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"tau2 env: {exc}") from None
+        self.domain = domain
+        self.task_id = None if task_id is None else str(task_id)
+        self.task_set = task_set
+        self.max_steps = int(max_steps)
+        self.max_errors = int(max_errors)
+        self.parser = ResponseParser(tool_parser, reasoning_parser)
+        self.episode: Tau2Episode | None = None
+        self.simulation = None  # tau2's SimulationRun of the last finished episode
+        self._done = True
+
+    @classmethod
+    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
+        """Construct the env from ``kwargs`` (every option checked) and, for an LLM user, check that its
+        endpoint answers and serves the model (:meth:`LLMUser.health_check`; the message names the URL)."""
+        try:
+            env = cls(**kwargs)
+        except TypeError as exc:
+            raise ValueError(f"tau2 env: {exc}") from None
+        if env.user_config.kind == "llm":
+            LLMUser(env.user_config).health_check()
+
+    # ------------------------------------------------------------------ episode start
+    def reset(self, domain: str | None = None, task_id: str | int | None = None, task_set: str | None = None,
+              **_: Any) -> Observation:
+        """Start task ``task_id`` of ``domain`` (here or from the constructor): the agent's greeting and the
+        user's first message. Extra task fields (a dataset row's columns) are ignored."""
+        domain = domain or self.domain
+        task_id = task_id if task_id is not None else self.task_id
+        if not domain or task_id is None:
+            raise ValueError("tau2 env: reset() needs a domain and a task_id (e.g. domain='airline', task_id='0')")
+        task = loader.load_task(task_set or self.task_set or domain, task_id)
+        self.episode = episode = Tau2Episode(domain, task, loader.new_environment(domain), self.max_steps,
+                                             self.max_errors)
+        self.user: User = make_user(self.user_config)
+        self.tools = tool_schemas(episode.environment.get_tools())
+        self._tool_index = {t["function"]["name"]: t for t in self.tools}
+        self.simulation = None
+        self._format_errors = self._num_steps = self._num_calls = self._turns = 0
+        self._done = False
+        messages = [{"role": "system", "content": episode.agent_system_prompt},
+                    *history_messages(episode.trajectory)]
+        if episode.to_role == USER and not episode.done:
+            messages.extend(user_message(m) for m in run_sync(episode.user_acts(self.user)))
+        return Observation(messages=messages, tools=self.tools)
+
+    # ------------------------------------------------------------------ parsing
+    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
+        """Strip reasoning with the reasoning parser, then decode calls with the tool-call parser."""
+        return self.parser.parse(raw_response)[1]
+
+    def format_tool_response(self, results: Sequence[ToolResult]) -> Observation:
+        """One ``tool`` message per result, in call order."""
+        messages = [{"role": "tool", "content": r.content, **({"name": r.name} if r.name else {})} for r in results]
+        return Observation(messages=messages, tools=self.tools)
+
+    # ------------------------------------------------------------------ stepping
+    def step(self, raw_response: str) -> StepResult:
+        return type(self).batch_step([self], [raw_response])[0]
+
+    @classmethod
+    def batch_step(cls, envs: Sequence[BaseToolEnv], raw_responses: Sequence[str]) -> list[StepResult]:
+        """Step every episode: the policies' messages first, then all users that must answer, concurrently
+        (one event loop in this worker thread), then the scores of the episodes that ended."""
+        if len(envs) != len(raw_responses):
+            raise ValueError(f"batch_step got {len(envs)} envs and {len(raw_responses)} responses")
+        for env in envs:
+            if not isinstance(env, Tau2ToolEnv) or env._done:
+                raise EnvStateError("tau2 env: step() with no episode running; call reset() first")
+        steps = [env._agent_step(raw) for env, raw in zip(envs, raw_responses)]
+        waiting = [i for i, env in enumerate(envs) if env._user_turn()]
+        if waiting:
+            async def ask_all() -> list[list[dict[str, Any]]]:
+                return await asyncio.gather(*(envs[i]._user_step() for i in waiting))
+
+            for i, said in zip(waiting, run_sync(ask_all())):
+                steps[i][0].extend(said)
+        return [env._result(messages, info) for env, (messages, info) in zip(envs, steps)]
+
+    def _agent_step(self, raw_response: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """The policy's message on the episode: (messages for the policy so far, this step's info)."""
+        episode = self.episode
+        assert episode is not None
+        self._num_steps += 1
+        parsed = self.extract_tool_calls(raw_response)
+        errors = len(parsed.errors)
+        if episode.done:  # the user ended the conversation before the policy spoke (its first message)
+            return [], {"format_errors": 0}
+        message = assistant_message(parsed, episode.new_call_id)
+        problems = [call_problem(c.name, c.arguments, self._tool_index) for c in parsed.calls]
+        errors += sum(p is not None for p in problems)
+        self._num_calls += len(parsed.calls)
+        self._format_errors += errors
+        results = episode.agent_acts(message, undecodable=len(parsed.errors))
+        messages = [tool_result_message(r, c.name) for r, c in zip(results, parsed.calls)]
+        messages.extend(undecodable_message(e.index, e.reason) for e in parsed.errors)
+        if not message.is_tool_call() and not parsed.errors and message.has_text_content():
+            self._turns += 1
+        info = {"format_errors": errors, "call_problems": [p for p in problems if p]}
+        return messages, info
+
+    def _user_turn(self) -> bool:
+        return self.episode is not None and not self.episode.done and self.episode.to_role == USER
+
+    async def _user_step(self) -> list[dict[str, Any]]:
+        assert self.episode is not None
+        return [user_message(m) for m in await self.episode.user_acts(self.user)]
+
+    def _result(self, messages: list[dict[str, Any]], info: dict[str, Any]) -> StepResult:
+        assert self.episode is not None
+        if not self.episode.done:
+            return StepResult(Observation(messages=messages, tools=self.tools), 0.0, False,
+                              {**info, "tau2_steps": self.episode.step_count})
+        return self._finish(messages, info)
+
+    def finalize(self, reason: str = "truncated") -> StepResult:
+        """End the episode now (token budget): tau2's ``max_steps`` ending, which scores 0."""
+        if self._done or self.episode is None:
+            raise EnvStateError("tau2 env: finalize() with no episode running")
+        self.episode.cut()
+        return self._finish([], {"truncated": True, "finalize_reason": reason})
+
+    # ------------------------------------------------------------------ results
+    def _finish(self, messages: list[dict[str, Any]], step_info: dict[str, Any]) -> StepResult:
+        episode = self.episode
+        assert episode is not None
+        self._done = True
+        self.simulation = episode.simulation()
+        reward_info, eval_error = score_simulation(self.simulation, episode.task, episode.domain)
+        reward = float(reward_info.reward) if reward_info is not None else 0.0
+        info = {
+            **step_info,
+            "accuracy": reward,
+            "progress": progress(reward_info),
+            "format_errors": self._format_errors,
+            "num_steps": self._num_steps,
+            "num_calls": self._num_calls,
+            "turns_completed": self._turns,
+            "domain": episode.domain,
+            "task_id": episode.task.id,
+            "termination_reason": episode.termination.value,
+            "tau2_reward": reward,
+            "tau2_steps": episode.step_count,
+            "tau2_errors": episode.num_errors,
+            **reward_summary(reward_info),
+        }
+        if episode.error_reason is not None:
+            info["user_error" if episode.termination.value == "user_error" else "agent_error"] = episode.error_reason
+        if eval_error is not None:
+            info["evaluator_error"] = eval_error
+        return StepResult(Observation(messages=messages, tools=self.tools), reward, True, info)
+
+    def close(self) -> None:
+        """Drop the episode (its environment and database). Safe twice."""
+        self.episode = None
+        self._done = True

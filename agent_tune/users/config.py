@@ -1,0 +1,91 @@
+"""The user's configuration (``user:`` in Hydra) and :func:`make_user`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Any, Mapping
+
+from agent_tune.users.base import User
+
+USER_KINDS = ("llm", "scripted")
+
+
+@dataclass(frozen=True)
+class UserConfig:
+    """How to build the simulated user of an episode.
+
+    ``kind="llm"``: an OpenAI-compatible chat endpoint at ``base_url`` (e.g. ``http://127.0.0.1:8000/v1``)
+    serving ``model``, sampled with ``temperature`` (tau2's default for its user: 0.0) and ``max_tokens``
+    (``None``: the server's default); ``api_key_env`` names the environment variable holding the API key
+    (``None``: no key is sent). A request waits ``timeout_s``; a failed or unusable answer is retried
+    ``max_retries`` times, waiting ``backoff_s``, then twice as long each time, between tries.
+    ``kind="scripted"``: replays ``turns`` (:class:`~agent_tune.users.scripted.ScriptedUser`), for tests.
+    """
+
+    kind: str = "llm"
+    base_url: str | None = None
+    model: str | None = None
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    api_key_env: str | None = None
+    timeout_s: float = 120.0
+    max_retries: int = 3
+    backoff_s: float = 1.0
+    turns: tuple[Any, ...] = ()
+
+    @classmethod
+    def from_mapping(cls, value: Mapping[str, Any] | UserConfig | None) -> UserConfig:
+        """Build and check a config from a mapping (a Hydra node); ``ValueError`` names the bad key."""
+        if value is None:
+            value = {}
+        if isinstance(value, UserConfig):
+            config = value
+        else:
+            if not isinstance(value, Mapping):
+                raise ValueError(f"user: expected a mapping, got {type(value).__name__}")
+            known = {f.name for f in fields(cls)}
+            unknown = sorted(set(value) - known)
+            if unknown:
+                raise ValueError(f"user: unknown keys {unknown}; known: {', '.join(sorted(known))}")
+            data = dict(value)
+            if "turns" in data:
+                data["turns"] = tuple(data["turns"] or ())
+            config = cls(**data)
+        config.check()
+        return config
+
+    def check(self) -> None:
+        """Raise ``ValueError`` naming the key (``user.<key>``) of the first invalid option."""
+        if self.kind not in USER_KINDS:
+            raise ValueError(f"user.kind={self.kind!r} is not one of {', '.join(USER_KINDS)}")
+        if self.kind == "scripted":
+            return
+        for key in ("base_url", "model"):
+            if not isinstance(getattr(self, key), str) or not getattr(self, key):
+                raise ValueError(f"user.{key} is required for kind=llm (got {getattr(self, key)!r})")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"user.base_url must start with http:// or https:// (got {self.base_url!r})")
+        if not 0.0 <= float(self.temperature) <= 2.0:
+            raise ValueError(f"user.temperature must be in [0, 2] (got {self.temperature})")
+        if self.max_tokens is not None and int(self.max_tokens) < 1:
+            raise ValueError(f"user.max_tokens must be >= 1 or null (got {self.max_tokens})")
+        if float(self.timeout_s) <= 0:
+            raise ValueError(f"user.timeout_s must be > 0 (got {self.timeout_s})")
+        if int(self.max_retries) < 0:
+            raise ValueError(f"user.max_retries must be >= 0 (got {self.max_retries})")
+        if float(self.backoff_s) < 0:
+            raise ValueError(f"user.backoff_s must be >= 0 (got {self.backoff_s})")
+        if self.api_key_env is not None and self.api_key_env not in os.environ:
+            raise ValueError(f"user.api_key_env names {self.api_key_env!r}, which is not set in the environment")
+
+
+def make_user(config: Mapping[str, Any] | UserConfig | None) -> User:
+    """A fresh user for one episode, as ``config`` describes it."""
+    from agent_tune.users.llm import LLMUser
+    from agent_tune.users.scripted import ScriptedUser
+
+    config = UserConfig.from_mapping(config)
+    if config.kind == "scripted":
+        return ScriptedUser(config.turns)
+    return LLMUser(config)

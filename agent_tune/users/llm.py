@@ -1,0 +1,117 @@
+"""A user simulated by an LLM behind any OpenAI-compatible ``/chat/completions`` endpoint (async httpx)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any, Sequence
+
+import httpx
+
+from agent_tune.users.base import UserError, UserReply, UserToolCall
+from agent_tune.users.config import UserConfig
+
+
+class UserUnavailableError(ValueError):
+    """The user's endpoint failed its start-up health check (the message names the URL)."""
+
+
+class _BadAnswer(Exception):
+    """One answer that cannot be used (retried)."""
+
+
+class LLMUser:
+    """Asks ``config.model`` at ``config.base_url`` for the user's next message.
+
+    Every request is retried (``max_retries``, exponential backoff) on a transport error, an HTTP error
+    status, or an answer that is not a usable chat completion (no choices, invalid tool-call arguments,
+    neither text nor tool calls); when all tries fail :meth:`reply` raises :class:`UserError` with the last
+    reason. Stateless: the conversation is the caller's. :meth:`health_check` is for start-up.
+    """
+
+    def __init__(self, config: UserConfig | dict[str, Any]) -> None:
+        self.config = UserConfig.from_mapping(config)
+        if self.config.kind != "llm":
+            raise ValueError(f"LLMUser needs user.kind=llm, got {self.config.kind!r}")
+        self.url = self.config.base_url.rstrip("/")
+
+    def _headers(self) -> dict[str, str]:
+        env = self.config.api_key_env
+        return {"Authorization": f"Bearer {os.environ[env]}"} if env else {}
+
+    def health_check(self) -> None:
+        """``GET <base_url>/models``; raise :class:`UserUnavailableError` naming the URL unless it answers and
+        lists ``model``."""
+        url = f"{self.url}/models"
+        try:
+            response = httpx.get(url, headers=self._headers(), timeout=min(self.config.timeout_s, 10.0))
+            response.raise_for_status()
+            listed = [m.get("id") for m in response.json().get("data", [])]
+        except (httpx.HTTPError, ValueError, AttributeError, TypeError) as exc:
+            raise UserUnavailableError(
+                f"user simulator at {self.url} is unreachable or not OpenAI-compatible "
+                f"(GET {url}: {type(exc).__name__}: {exc})") from None
+        if self.config.model not in listed:
+            raise UserUnavailableError(
+                f"user simulator at {self.url} does not serve model {self.config.model!r} (it lists {listed})")
+
+    def _payload(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": [{k: v for k, v in m.items() if v is not None} for m in messages],
+            "temperature": self.config.temperature,
+        }
+        if self.config.max_tokens is not None:
+            payload["max_tokens"] = self.config.max_tokens
+        if tools:
+            payload["tools"] = list(tools)
+            payload["tool_choice"] = "auto"
+        return payload
+
+    @staticmethod
+    def _decode(body: Any) -> UserReply:
+        try:
+            message = body["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError):
+            raise _BadAnswer(f"not a chat completion: {str(body)[:200]}") from None
+        if not isinstance(message, dict):
+            raise _BadAnswer(f"not a chat message: {str(message)[:200]}")
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            raise _BadAnswer(f"content is not text: {str(content)[:200]}")
+        calls = []
+        for k, call in enumerate(message.get("tool_calls") or ()):
+            try:
+                function = call["function"]
+                arguments = json.loads(function.get("arguments") or "{}")
+                if not isinstance(arguments, dict):
+                    raise ValueError("arguments are not an object")
+                calls.append(UserToolCall(str(call.get("id") or f"user_call_{k}"), str(function["name"]), arguments))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise _BadAnswer(f"invalid tool call {str(call)[:200]}: {exc}") from None
+        if not calls and (content is None or not content.strip()):
+            raise _BadAnswer("empty reply (no text, no tool call)")
+        return UserReply(content, tuple(calls))
+
+    async def reply(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None) -> UserReply:
+        """The user's next message; :class:`UserError` after ``max_retries`` failed retries."""
+        payload = self._payload(messages, tools)
+        reason = ""
+        async with httpx.AsyncClient(timeout=self.config.timeout_s, headers=self._headers()) as client:
+            for attempt in range(self.config.max_retries + 1):
+                if attempt:
+                    await asyncio.sleep(self.config.backoff_s * 2 ** (attempt - 1))
+                try:
+                    response = await client.post(f"{self.url}/chat/completions", json=payload)
+                    response.raise_for_status()
+                    return self._decode(response.json())
+                except httpx.HTTPStatusError as exc:
+                    reason = f"HTTP {exc.response.status_code}: {exc.response.text[:200]}"
+                except httpx.HTTPError as exc:
+                    reason = f"{type(exc).__name__}: {exc}"
+                except ValueError as exc:  # the body is not JSON
+                    reason = f"answer is not JSON: {exc}"
+                except _BadAnswer as exc:
+                    reason = str(exc)
+        raise UserError(f"user simulator at {self.url} failed {self.config.max_retries + 1} times; last: {reason}")

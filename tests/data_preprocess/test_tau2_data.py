@@ -1,0 +1,25 @@
+"""data_preprocess/tau2.py: tau2's own splits as verl rows whose env kwargs build a playable episode."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from agent_tune.envs import make_env
+from data_preprocess import tau2 as tau2_data
+
+
+def test_rows_follow_tau2_splits_and_build_the_env(tmp_path) -> None:
+    counts = tau2_data.write_splits(tmp_path, ["airline", "retail"], ["train", "test"])
+    assert counts == {"train": {"airline": 30, "retail": 74}, "test": {"airline": 20, "retail": 40}}
+    train = pd.read_parquet(tmp_path / "train.parquet")
+    test = pd.read_parquet(tmp_path / "test.parquet")
+    assert not set(map(tuple, train["extra_info"].map(lambda e: (e["domain"], e["task_id"])))) & set(
+        map(tuple, test["extra_info"].map(lambda e: (e["domain"], e["task_id"]))))
+    row = json.loads((tmp_path / "test.jsonl").read_text().splitlines()[0])
+    assert row["data_source"] == "tau2/airline" and row["extra_info"]["env"]["name"] == "tau2"
+    assert row["prompt"][0]["role"] == "system" and "<policy>" in row["prompt"][0]["content"]
+    env = make_env("tau2", user={"kind": "scripted", "turns": ["Hello."]}, **row["extra_info"]["env"]["kwargs"])
+    obs = env.reset()
+    assert obs.messages[:2] == row["prompt"] and obs.messages[2] == {"role": "user", "content": "Hello."}
