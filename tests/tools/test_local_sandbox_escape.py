@@ -203,9 +203,8 @@ def test_memory_bomb(box):
 
 def test_infinite_loop_cpu_limit(box):
     limits = ExecutionLimits(cpu_seconds=1, wall_seconds=20)
-    t0 = time.monotonic()
     r = box.run("while True:\n    pass", limits)
-    assert time.monotonic() - t0 < 8
+    # killed by the CPU limit, not by the 20 s wall clock (no wall-time bound here: a loaded box stretches it)
     assert not r.timed_out and r.error and "SIGXCPU" in r.error and "CPU time limit" in r.error
 
 
@@ -213,7 +212,7 @@ def test_sleeping_program_wall_clock_limit(box):
     limits = ExecutionLimits(cpu_seconds=10, wall_seconds=1.5)
     t0 = time.monotonic()
     r = box.run("import time\nprint('started', flush=True)\ntime.sleep(60)", limits)
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 30  # not the program's 60 s sleep (generous: a loaded box is slow)
     assert r.timed_out and r.exit_code is None and r.stdout == "started\n"
     assert "wall-clock limit" in r.error
     assert wait_no_children() == []
