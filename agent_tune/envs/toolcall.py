@@ -225,8 +225,11 @@ class ToolCallToolEnv(BaseToolEnv):
         unknown = sum(1 for r in results if r.error and r.name is not None)
         score, format_ok = self._score(raw_response, reasoning, parsed)
         reward = score.reward if self.reward_scale == "toolrl" else score.unit_reward
+        decoded = [{"name": c.name, "arguments": dict(c.arguments)} for c in parsed.calls]
         info = {
             "accuracy": float(score.exact),
+            "decoded_calls": decoded,  # every decoded call; ``calls``: those naming an offered function
+            "calls": [c for c, r in zip(decoded, results) if not r.error],
             "progress": score.fraction,
             "format_ok": float(format_ok),
             "format_errors": len(parsed.errors) + unknown,
@@ -269,5 +272,6 @@ class ToolCallToolEnv(BaseToolEnv):
         self._done = True
         worst = self.reward_config.reward_range(self.global_step)[0] if self.reward_scale == "toolrl" else 0.0
         info = {"accuracy": 0.0, "progress": 0.0, "format_ok": 0.0, "format_errors": 1, "num_steps": 1,
-                "num_calls": 0, "turns_completed": 0, "truncated": True, "finalize_reason": reason}
+                "num_calls": 0, "turns_completed": 0, "truncated": True, "finalize_reason": reason,
+                "decoded_calls": [], "calls": []}
         return StepResult(Observation(), worst, True, info)

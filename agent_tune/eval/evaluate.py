@@ -133,20 +133,11 @@ def episode_turns(result: EpisodeResult) -> list[list[str]]:
     return turns
 
 
-def single_turn_calls(env: Any, result: EpisodeResult) -> list[dict[str, Any]]:
-    """The calls the env decoded from a single-turn episode's answer (its own parsers), as ``{name, arguments}``."""
-    texts = [m["content"] for m in result.messages if m.get("role") == "assistant"]
-    if not texts:
-        return []
-    return [{"name": c.name, "arguments": c.arguments} for c in env.extract_tool_calls(texts[-1]).calls]
-
-
 def build_record(
     test_id: str, sample: int, result: EpisodeResult, tokens_generated: int | None = None,
-    decoded_calls: list[Any] | None = None,
 ) -> dict[str, Any]:
-    """One results-file line for a finished episode. ``decoded_calls`` overrides the env's own (single-turn
-    envs report none: :func:`single_turn_calls`)."""
+    """One results-file line for a finished episode (``decoded_calls`` as the env reports them: BFCL's per
+    turn and step, the toolcall env's one list of ``{name, arguments}``)."""
     info = result.info
     keys = ("category", "accuracy", "num_turns", "force_terminated", "turn_scores", "turn_errors", "decoded_calls",
             "end_reason")
@@ -155,8 +146,6 @@ def build_record(
     rec.update(episode_metrics(result))  # the keys training logs too (agent_tune.rollout.episode_metrics)
     rec["category"] = rec["category"] or category_of(test_id)
     rec["accuracy"] = float(rec["accuracy"] or 0.0)
-    if decoded_calls is not None:
-        rec["decoded_calls"] = decoded_calls
     rec["num_turns"] = rec["num_turns"] or num_turns(test_id)
     if rec["end_reason"] is None:  # envs without their own (single-turn): how the runner ended it
         rec["end_reason"] = "completed" if result.termination == "done" else result.termination
@@ -228,8 +217,7 @@ class Evaluator:
                 tokens = chat.usage.completion_tokens
                 for k in ("requests", "prompt_tokens", "completion_tokens"):
                     setattr(self.usage, k, getattr(self.usage, k) + getattr(chat.usage, k))
-            calls = single_turn_calls(env, result) if s.env == "toolcall" else None
-            return build_record(test_id, sample, result, tokens, calls)
+            return build_record(test_id, sample, result, tokens)
         finally:
             env.close()
 

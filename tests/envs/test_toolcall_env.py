@@ -42,6 +42,11 @@ def test_wrong_value_partial_and_malformed_loses_format() -> None:
     unknown = _play(_call("launch", a=1))
     assert unknown.info["format_ok"] == 1.0 and unknown.info["format_errors"] == 1
     assert unknown.reward == pytest.approx(-2.0) and unknown.info["accuracy"] == 0.0
+    # every decoded call is reported; ``calls`` (what training counts as valid) only the offered ones
+    assert unknown.info["decoded_calls"] == [{"name": "launch", "arguments": {"a": 1}}] and unknown.info["calls"] == []
+    both = _play(_call("add", a=2, b=3) + "\n" + _call("launch", a=1))
+    assert both.info["calls"] == [{"name": "add", "arguments": {"a": 2, "b": 3}}]
+    assert [c["name"] for c in both.info["decoded_calls"]] == ["add", "launch"]
 
 
 def test_unit_scale_and_reasoning_requirement() -> None:
