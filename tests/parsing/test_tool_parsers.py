@@ -130,6 +130,20 @@ def test_hermes_format_is_qwen_canonical() -> None:
     assert get_tool_parser("hermes").format_calls(calls[1:]).startswith("<tool_call>\n")
 
 
+_block_pieces = st.sampled_from(
+    ["<tool_call>", "</tool_call>", "\n", "x", "{}", " ", "<tool_call>\n", "\n</tool_call>"]
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(text=st.lists(_block_pieces, max_size=30).map("".join))
+def test_hermes_block_scan_finds_the_spans_of_bfcl_evals_regex(text: str) -> None:
+    """``_blocks`` (str.find) yields exactly the spans the scorer's regex ``_BLOCK.finditer`` matches."""
+    from agent_tune.parsing.hermes import _BLOCK, _blocks
+
+    assert list(_blocks(text)) == [(m.start(), m.group(1), m.end()) for m in _BLOCK.finditer(text)]
+
+
 # ----------------------------------------------------------------------------- llama3_json
 
 
