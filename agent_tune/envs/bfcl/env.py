@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, StepResult, ToolResult
@@ -60,6 +61,12 @@ from agent_tune.rewards import bfcl as rewards
 ADDITIONAL_FUNCTION_PROMPT = "I have updated some more functions you can choose from. What about now?"
 
 REWARD_KINDS = rewards.REWARD_KINDS
+
+
+@lru_cache(maxsize=256)
+def _initial_tools(test_id: str) -> dict[str, dict[str, Any]]:
+    """Name -> tool visible when ``test_id`` starts (shared read-only: each episode copies it)."""
+    return {tool_name(t): t for t in shared_entry(test_id).functions}
 
 
 @register_env("bfcl")
@@ -129,7 +136,7 @@ class BFCLToolEnv(BaseToolEnv):
         self.entry = entry
         self._model = BFCLBackend.for_entry(test_id)
         self._gt = ground_truth_trace(test_id)
-        self._tools: dict[str, dict[str, Any]] = {tool_name(t): t for t in entry.functions}
+        self._tools: dict[str, dict[str, Any]] = dict(_initial_tools(test_id))
         self._hints = HintBuilder(self._model, self._tools) if self.augment else None
         self._turn = 0
         self._steps_in_turn = 0
@@ -327,10 +334,6 @@ class BFCLToolEnv(BaseToolEnv):
         reward = info["accuracy"] if self.eval_mode else self._reward(info)
         return StepResult(Observation(messages=pending, tools=self.tools), reward, True, info)
 
-    def _scoreable(self, turn: int) -> bool:
-        assert self.entry is not None
-        return bool(self.entry.ground_truth[turn]) or self.score_empty_turns
-
     def metrics(self) -> dict[str, Any]:
         """Episode metrics so far: turn scores, accuracy, progress, format errors, steps.
 
@@ -339,16 +342,15 @@ class BFCLToolEnv(BaseToolEnv):
         (turns never reached count as failed).
         """
         assert self.entry is not None
-        turns = range(self.entry.num_turns)
         # BFCL's verdict looks only at turns with non-empty ground truth.
-        required = [bool(self.entry.ground_truth[t]) for t in turns]
+        required = [bool(calls) for calls in self.entry.ground_truth]
         return {
             "test_id": self.entry.id,
             "category": self.entry.category,
             "turn_scores": list(self._turn_scores),
             "turn_errors": list(self._turn_errors),
             "accuracy": rewards.accuracy(self._turn_scores, required, self._force_terminated, self._forced_turns),
-            "progress": rewards.progress(self._turn_scores, [self._scoreable(t) for t in turns]),
+            "progress": rewards.progress(self._turn_scores, [r or self.score_empty_turns for r in required]),
             "format_errors": self._format_errors,
             "num_steps": self._num_steps,
             "num_calls": self._num_calls,
