@@ -24,13 +24,16 @@ from agent_tune.envs.bfcl.data import BACKEND_MODULES, STATELESS_CLASSES, BFCLDa
 _BLOCKED_NAMES = frozenset({"kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run"})
 
 
+_JSON = json.JSONEncoder()
+
+
 def format_result(value: Any) -> str:
     """Render a call's return value as bfcl-eval does: strings as is, dicts as JSON, the rest ``str``."""
     if type(value) is str:
         return value
     if type(value) is dict:
         try:
-            return json.dumps(value)
+            return _JSON.encode(value)  # = json.dumps(value): the encoder json.dumps uses for default options
         except Exception:
             return str(value)
     return str(value)
@@ -67,7 +70,11 @@ def _reduce_random(rng: random.Random) -> tuple[Any, ...]:
     return _restore_random, (type(rng), rng.getstate(), {k: v for k, v in vars(rng).items() if k != "gauss_next"})
 
 
-_DISPATCH = {**copyreg.dispatch_table, random.Random: _reduce_random}
+class _PristinePickler(pickle.Pickler):
+    """Pickles the pristine instances: the same objects as plain pickling, except that a ``Random`` is
+    rebuilt without being seeded first."""
+
+    dispatch_table = {**copyreg.dispatch_table, random.Random: _reduce_random}
 
 
 _owners_by_classes: dict[tuple[tuple[str, type], ...], dict[str, str]] = {}
@@ -92,9 +99,7 @@ def _pristine_instances(test_id: str) -> bytes:
     entry = load_entry(test_id)
     instances = BFCLBackend(entry.involved_classes, entry.initial_config, entry.long_context).instances
     buffer = io.BytesIO()
-    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.dispatch_table = _DISPATCH
-    pickler.dump(instances)
+    _PristinePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(instances)
     return buffer.getvalue()
 
 
