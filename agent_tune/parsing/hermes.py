@@ -76,6 +76,22 @@ def _next_index(out: ParsedResponse) -> int:
 def _decode_block(body: str, raw: str) -> ToolCall | str:
     """The call (its ``raw`` text given) in the span the scorer's regex captured, or why the scorer would
     not take it."""
+    # Fast path, the well-formed call: the same tests as the path below, inlined; anything else (and any
+    # decoding error) goes down that path, which words the reason.
+    stripped = body.strip(_json.JSON_WS)
+    try:
+        obj, end = _json.DECODER.raw_decode(stripped, 0)
+    except (ValueError, RecursionError):
+        obj, end = None, -1
+    if end == len(stripped) and type(obj) is dict:
+        name, args = obj.get("name"), obj.get("arguments")
+        if type(name) is str and name.strip() and type(args) is dict:
+            return ToolCall(name, args, raw)
+    return _decode_block_checked(body, raw)
+
+
+def _decode_block_checked(body: str, raw: str) -> ToolCall | str:
+    """:func:`_decode_block` step by step, with the reason for every way a block can fail."""
     try:
         obj = _json.loads(body)
     except _json.DecodeFailure as exc:
@@ -94,9 +110,12 @@ def _decode_block(body: str, raw: str) -> ToolCall | str:
 
 def _scan_gap(text: str, lo: int, hi: int, out: ParsedResponse) -> str:
     """Record every tag in ``text[lo:hi]`` (outside accepted-form blocks) as an error; return the rest."""
+    tag = _TAG.search(text, lo, hi)
+    if tag is None:  # the usual gap
+        return text[lo:hi]
     content: list[str] = []
     pos = lo
-    while (tag := _TAG.search(text, pos, hi)) is not None:
+    while tag is not None:
         content.append(text[pos : tag.start()])
         if tag.group(0) == CLOSE:
             stop, reason = tag.end(), f"{CLOSE} without an opening {OPEN}; write {FORM}"
@@ -104,6 +123,7 @@ def _scan_gap(text: str, lo: int, hi: int, out: ParsedResponse) -> str:
             stop, reason = _off_form_block(text, tag.start(), hi)
         out.errors.append(ToolCallError(_next_index(out), text[tag.start() : stop], reason))
         pos = stop
+        tag = _TAG.search(text, pos, hi)
     content.append(text[pos:hi])
     return "".join(content)
 
