@@ -39,7 +39,6 @@ calls ran); the final info lists the graded ones (``syntax_grades``).
 from __future__ import annotations
 
 import json
-from collections import Counter
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
@@ -145,7 +144,7 @@ class BFCLToolEnv(BaseToolEnv):
         self._format_errors = 0
         self._num_calls = 0
         self._syntax_grades: list[float] = []
-        self._all_model_results: Counter[str] = Counter()  # every result text of the model's calls, counted
+        self._all_model_results: dict[str, int] = {}  # every result text of the model's calls, counted
         self._turn_scores: list[float | None] = []
         self._turn_errors: list[str | None] = []
         self._decoded: list[list[list[str]]] = [[]]
@@ -274,7 +273,8 @@ class BFCLToolEnv(BaseToolEnv):
                     results.append(ToolResult(text, call.name, error=True))
                     continue
             result = self._model.execute(call.name, call.arguments)
-            self._all_model_results[result] += 1  # scoring sees the backend's own text, never a hint
+            counts = self._all_model_results  # scoring sees the backend's own text, never a hint
+            counts[result] = counts.get(result, 0) + 1
             executed.append(to_call_string(call))
             if self._hints is not None:
                 result = with_hint(result, self._hints.for_result(call.name, call.arguments, result))
