@@ -63,6 +63,14 @@ REWARD_KINDS = rewards.REWARD_KINDS
 
 
 @lru_cache(maxsize=256)
+def _announcement(test_id: str, turn: int) -> str:
+    """The user message announcing the functions held back until ``turn`` (miss_func), rendered once."""
+    new_tools = shared_entry(test_id).missed_function[turn]
+    listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in new_tools)
+    return f"{listing}\n{ADDITIONAL_FUNCTION_PROMPT}"
+
+
+@lru_cache(maxsize=256)
 def _initial_tools(test_id: str) -> dict[str, dict[str, Any]]:
     """Name -> tool visible when ``test_id`` starts (shared read-only: each episode copies it)."""
     return {tool_name(t): t for t in shared_entry(test_id).functions}
@@ -171,8 +179,7 @@ class BFCLToolEnv(BaseToolEnv):
                 self._tools[tool_name(tool)] = tool
             if self._hints is not None:
                 self._hints.tools = self._tools
-            listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in new_tools)
-            return [{"role": "user", "content": f"{listing}\n{ADDITIONAL_FUNCTION_PROMPT}"}]
+            return [{"role": "user", "content": _announcement(self.entry.id, turn)}]
         return [dict(m) for m in self.entry.question[turn]]
 
     # ------------------------------------------------------------------ parsing
