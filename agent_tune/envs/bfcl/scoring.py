@@ -11,15 +11,10 @@ Turns with empty ground truth are not scored by BFCL (``BFCLToolEnv`` may score 
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from agent_tune.envs.bfcl.backend import BFCLBackend
-from agent_tune.envs.bfcl.data import BACKEND_MODULES
-
-_fs = importlib.import_module(BACKEND_MODULES["GorillaFileSystem"])
-_Directory, _File = _fs.Directory, _fs.File
 
 
 @dataclass
@@ -42,49 +37,9 @@ def state_differences(model: BFCLBackend, ground_truth_state: dict[str, dict[str
         model_instance = model.instances[class_name]
         for attr, gt_value in gt_attrs.items():
             model_value = getattr(model_instance, attr)
-            if not _equal(model_value, gt_value):
+            if model_value != gt_value:
                 diffs.setdefault(class_name, {})[attr] = {"model": model_value, "ground_truth": gt_value}
     return diffs
-
-
-def _equal(model_value: Any, gt_value: Any) -> bool:
-    """``not (model_value != gt_value)``, the state checker's test; a file-system tree is compared by
-    :func:`_same_tree` (the same answer without one Python call per file)."""
-    if type(model_value) is _Directory and type(gt_value) is _Directory:
-        return _same_tree(model_value, gt_value)
-    return not (model_value != gt_value)
-
-
-def _same_tree(a: Any, b: Any) -> bool:
-    """``a == b`` for two bfcl-eval ``Directory`` trees, walked as their ``__eq__`` walks them: names equal,
-    and contents equal as dicts (same size, every key of ``a`` in ``b``, values equal: a ``File`` equals a
-    ``File`` with the same name and content, a ``Directory`` a ``Directory`` recursively). Any other pair
-    of values is compared with ``==``. Checked against ``==`` on every entry's states by the tests."""
-    if not (a.name == b.name):
-        return False
-    a_contents, b_contents = a.contents, b.contents
-    if len(a_contents) != len(b_contents):
-        return False
-    missing = _MISSING
-    for key, av in a_contents.items():
-        bv = b_contents.get(key, missing)
-        if bv is missing:
-            return False
-        if av is bv:
-            continue
-        kind = type(av)
-        if kind is _File and type(bv) is _File:
-            if not (av.name == bv.name and av.content == bv.content):
-                return False
-        elif kind is _Directory and type(bv) is _Directory:
-            if not _same_tree(av, bv):
-                return False
-        elif not (av == bv):
-            return False
-    return True
-
-
-_MISSING = object()
 
 
 def missing_results(model_results: Mapping[str, int], ground_truth_results: Mapping[str, int]) -> list[str]:
