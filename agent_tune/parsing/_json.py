@@ -7,7 +7,7 @@ from typing import Any
 
 from agent_tune.parsing.types import ToolCall
 
-_DECODER = json.JSONDecoder()
+DECODER = json.JSONDecoder()
 
 
 class DecodeFailure(Exception):
@@ -18,12 +18,12 @@ class DecodeFailure(Exception):
         self.reason = reason
 
 
-_JSON_WS = " \t\n\r"
+JSON_WS = " \t\n\r"
 
 
 def loads(text: str) -> Any:
     """``json.loads`` raising ``DecodeFailure`` with a readable reason (JSON whitespace only around it)."""
-    text = text.strip(_JSON_WS)
+    text = text.strip(JSON_WS)
     obj, end = raw_decode(text, 0)
     if end != len(text):
         raise DecodeFailure(f"invalid JSON at char {end}: extra data after the JSON value")
@@ -33,7 +33,7 @@ def loads(text: str) -> Any:
 def raw_decode(text: str, pos: int) -> tuple[Any, int]:
     """Decode one JSON value starting at ``pos``; return it and the end index."""
     try:
-        return _DECODER.raw_decode(text, pos)
+        return DECODER.raw_decode(text, pos)
     except json.JSONDecodeError as exc:
         raise DecodeFailure(f"invalid JSON at char {exc.pos - pos}: {exc.msg}") from None
     except RecursionError:

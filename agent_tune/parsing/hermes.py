@@ -14,6 +14,7 @@ JSON string, a stray ``</tool_call>``. See docs/parsing.md.
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 from agent_tune.parsing import _json
 from agent_tune.parsing.base import ToolCallParser
@@ -23,6 +24,7 @@ from agent_tune.parsing.types import ParsedResponse, ToolCall, ToolCallError
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 FORM = '<tool_call>\\n{"name": <function-name>, "arguments": <args-json-object>}\\n</tool_call>'
 _BLOCK = re.compile(rf"{re.escape(OPEN)}\n(.*?)\n{re.escape(CLOSE)}", re.DOTALL)  # bfcl-eval's regex
+_OPEN_NL, _NL_CLOSE = OPEN + "\n", "\n" + CLOSE
 _WS_CLOSE = re.compile(r"\s*" + re.escape(CLOSE))
 _TAG = re.compile(rf"{re.escape(OPEN)}|{re.escape(CLOSE)}")
 
@@ -35,15 +37,15 @@ class HermesToolParser(ToolCallParser):
         out = ParsedResponse(content="")
         content: list[str] = []
         pos = 0
-        for match in _BLOCK.finditer(text):
-            content.append(_scan_gap(text, pos, match.start(), out))
-            result = _decode_block(match.group(1))
-            raw = match.group(0)
+        for start, body, end in _blocks(text):
+            content.append(_scan_gap(text, pos, start, out))
+            raw = text[start:end]
+            result = _decode_block(body, raw)
             if isinstance(result, ToolCall):
-                out.calls.append(ToolCall(result.name, result.arguments, raw))
+                out.calls.append(result)
             else:
                 out.errors.append(ToolCallError(_next_index(out), raw, result))
-            pos = match.end()
+            pos = end
         content.append(_scan_gap(text, pos, len(text), out))
         out.content = "".join(content).strip()
         return out
@@ -53,12 +55,43 @@ class HermesToolParser(ToolCallParser):
         return "\n".join(([content] if content else []) + blocks)
 
 
+def _blocks(text: str) -> Iterator[tuple[int, str, int]]:
+    """(start, body, end) of every span ``_BLOCK.finditer`` matches, found with ``str.find`` (same spans,
+    without the regex's character-by-character lazy scan): the leftmost ``<tool_call>\\n``, its body up
+    to the first ``\\n</tool_call>`` after it, and on from the end; with no close after the leftmost open
+    there is none after any later one either."""
+    pos = 0
+    while (start := text.find(_OPEN_NL, pos)) >= 0:
+        close = text.find(_NL_CLOSE, start + len(_OPEN_NL))
+        if close < 0:
+            return
+        pos = close + len(_NL_CLOSE)
+        yield start, text[start + len(_OPEN_NL) : close], pos
+
+
 def _next_index(out: ParsedResponse) -> int:
     return len(out.calls) + len(out.errors)
 
 
-def _decode_block(body: str) -> ToolCall | str:
-    """The call in the span the scorer's regex captured, or why the scorer would not take it."""
+def _decode_block(body: str, raw: str) -> ToolCall | str:
+    """The call (its ``raw`` text given) in the span the scorer's regex captured, or why the scorer would
+    not take it."""
+    # Fast path, the well-formed call: the same tests as the path below, inlined; anything else (and any
+    # decoding error) goes down that path, which words the reason.
+    stripped = body.strip(_json.JSON_WS)
+    try:
+        obj, end = _json.DECODER.raw_decode(stripped, 0)
+    except (ValueError, RecursionError):
+        obj, end = None, -1
+    if end == len(stripped) and type(obj) is dict:
+        name, args = obj.get("name"), obj.get("arguments")
+        if type(name) is str and name.strip() and type(args) is dict:
+            return ToolCall(name, args, raw)
+    return _decode_block_checked(body, raw)
+
+
+def _decode_block_checked(body: str, raw: str) -> ToolCall | str:
+    """:func:`_decode_block` step by step, with the reason for every way a block can fail."""
     try:
         obj = _json.loads(body)
     except _json.DecodeFailure as exc:
@@ -70,16 +103,19 @@ def _decode_block(body: str) -> ToolCall | str:
                     f"are unreadable; close every block, one per call: {FORM}")
         return f"{exc.reason}; write {FORM}"
     try:
-        return _json.strict_call(obj, "")
+        return _json.strict_call(obj, raw)
     except _json.DecodeFailure as exc:
         return exc.reason
 
 
 def _scan_gap(text: str, lo: int, hi: int, out: ParsedResponse) -> str:
     """Record every tag in ``text[lo:hi]`` (outside accepted-form blocks) as an error; return the rest."""
+    tag = _TAG.search(text, lo, hi)
+    if tag is None:  # the usual gap
+        return text[lo:hi]
     content: list[str] = []
     pos = lo
-    while (tag := _TAG.search(text, pos, hi)) is not None:
+    while tag is not None:
         content.append(text[pos : tag.start()])
         if tag.group(0) == CLOSE:
             stop, reason = tag.end(), f"{CLOSE} without an opening {OPEN}; write {FORM}"
@@ -87,6 +123,7 @@ def _scan_gap(text: str, lo: int, hi: int, out: ParsedResponse) -> str:
             stop, reason = _off_form_block(text, tag.start(), hi)
         out.errors.append(ToolCallError(_next_index(out), text[tag.start() : stop], reason))
         pos = stop
+        tag = _TAG.search(text, pos, hi)
     content.append(text[pos:hi])
     return "".join(content)
 

@@ -53,15 +53,19 @@ def syntax_grade(parsed: ParsedResponse, tools: Mapping[str, dict[str, Any]]) ->
 
     ``tools`` maps a name to its JSON-schema tool (``{"type": "function", "function": {...}}``).
     """
-    grades = [GRADE_BLOCK] * len(parsed.errors)
+    checks = []
     for call in parsed.calls:
         tool = tools.get(call.name)
-        if tool is None:
-            grades.append(GRADE_JSON)
-        elif validate_arguments(tool, call.arguments):
-            grades.append(GRADE_VISIBLE)
-        else:
-            grades.append(GRADE_VALID)
+        checks.append(None if tool is None else validate_arguments(tool, call.arguments))
+    return syntax_grade_of(len(parsed.errors), checks)
+
+
+def syntax_grade_of(undecodable_blocks: int, call_checks: Sequence[Sequence[str] | None]) -> float:
+    """:func:`syntax_grade` from checks already made: the number of blocks that did not decode, and per
+    decoded call ``None`` (no visible tool of that name) or the schema errors of its arguments."""
+    grades = [GRADE_BLOCK] * undecodable_blocks
+    for errors in call_checks:
+        grades.append(GRADE_JSON if errors is None else GRADE_VISIBLE if errors else GRADE_VALID)
     return sum(grades) / len(grades) if grades else GRADE_NO_CALL
 
 

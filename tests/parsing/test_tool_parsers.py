@@ -130,6 +130,44 @@ def test_hermes_format_is_qwen_canonical() -> None:
     assert get_tool_parser("hermes").format_calls(calls[1:]).startswith("<tool_call>\n")
 
 
+_block_pieces = st.sampled_from(
+    ["<tool_call>", "</tool_call>", "\n", "x", "{}", " ", "<tool_call>\n", "\n</tool_call>"]
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(text=st.lists(_block_pieces, max_size=30).map("".join))
+def test_hermes_block_scan_finds_the_spans_of_bfcl_evals_regex(text: str) -> None:
+    """``_blocks`` (str.find) yields exactly the spans the scorer's regex ``_BLOCK.finditer`` matches."""
+    from agent_tune.parsing.hermes import _BLOCK, _blocks
+
+    assert list(_blocks(text)) == [(m.start(), m.group(1), m.end()) for m in _BLOCK.finditer(text)]
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+_call_objects = st.fixed_dictionaries(
+    {}, optional={"name": st.sampled_from(["f", " ", "", 3, None]) | st.text(max_size=4), "arguments": _json_values,
+                  "parameters": _json_values},
+)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(obj=_call_objects | _json_values, pad=st.sampled_from(["", " ", "\n\t", "\u00a0"]),
+       tail=st.sampled_from(["", "}", " x", "\n</tool_call>"]))
+def test_hermes_fast_decode_agrees_with_the_checked_path(obj: object, pad: str, tail: str) -> None:
+    """The inlined fast path of ``_decode_block`` gives what the step-by-step path gives, calls and reasons."""
+    import json
+
+    from agent_tune.parsing.hermes import _decode_block, _decode_block_checked
+
+    body = pad + json.dumps(obj) + pad + tail
+    assert _decode_block(body, "raw") == _decode_block_checked(body, "raw")
+
+
 # ----------------------------------------------------------------------------- llama3_json
 
 

@@ -8,10 +8,13 @@ model sees the same text here as on the leaderboard.
 from __future__ import annotations
 
 import copy
+import copyreg
 import importlib
 import inspect
+import io
 import json
 import pickle
+import random
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -21,13 +24,16 @@ from agent_tune.envs.bfcl.data import BACKEND_MODULES, STATELESS_CLASSES, BFCLDa
 _BLOCKED_NAMES = frozenset({"kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run"})
 
 
+_JSON = json.JSONEncoder()
+
+
 def format_result(value: Any) -> str:
     """Render a call's return value as bfcl-eval does: strings as is, dicts as JSON, the rest ``str``."""
     if type(value) is str:
         return value
     if type(value) is dict:
         try:
-            return json.dumps(value)
+            return _JSON.encode(value)  # = json.dumps(value): the encoder json.dumps uses for default options
         except Exception:
             return str(value)
     return str(value)
@@ -50,10 +56,51 @@ def _public_method_names(cls: type, instance: Any) -> tuple[str, ...]:
     return names
 
 
+def _restore_random(cls: type[random.Random], state: tuple[Any, ...], attrs: dict[str, Any]) -> random.Random:
+    """A ``Random`` in exactly the pickled state, built without seeding it first."""
+    rng = cls.__new__(cls)
+    rng.setstate(state)
+    rng.__dict__.update(attrs)
+    return rng
+
+
+def _reduce_random(rng: random.Random) -> tuple[Any, ...]:
+    # Plain pickling rebuilds a Random by calling Random(), which seeds it from os.urandom (~90 us) only
+    # for setstate to overwrite that seed; several backends hold one.
+    return _restore_random, (type(rng), rng.getstate(), {k: v for k, v in vars(rng).items() if k != "gauss_next"})
+
+
+class _PristinePickler(pickle.Pickler):
+    """Pickles the pristine instances: the same objects as plain pickling, except that a ``Random`` is
+    rebuilt without being seeded first."""
+
+    dispatch_table = {**copyreg.dispatch_table, random.Random: _reduce_random}
+
+
+_owners_by_classes: dict[tuple[tuple[str, type], ...], dict[str, str]] = {}
+
+
+def _method_owners(instances: dict[str, Any]) -> dict[str, str]:
+    """Public method name -> the class whose instance runs it, resolved as bfcl-eval does: public bound
+    methods, a later class winning a name clash (computed once per set of classes; read-only)."""
+    key = tuple((class_name, type(instance)) for class_name, instance in instances.items())
+    owners = _owners_by_classes.get(key)
+    if owners is None:
+        owners = {}
+        for class_name, instance in instances.items():
+            for name in _public_method_names(type(instance), instance):
+                owners[name] = class_name
+        _owners_by_classes[key] = owners
+    return owners
+
+
 @lru_cache(maxsize=256)
 def _pristine_instances(test_id: str) -> bytes:
     entry = load_entry(test_id)
-    return pickle.dumps(BFCLBackend(entry.involved_classes, entry.initial_config, entry.long_context).instances)
+    instances = BFCLBackend(entry.involved_classes, entry.initial_config, entry.long_context).instances
+    buffer = io.BytesIO()
+    _PristinePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(instances)
+    return buffer.getvalue()
 
 
 class BFCLBackend:
@@ -85,21 +132,25 @@ class BFCLBackend:
 
     def _bind(self, instances: dict[str, Any]) -> None:
         self.instances = instances
-        self._methods: dict[str, Callable[..., Any]] = {}
-        for instance in instances.values():
-            # Same resolution as bfcl-eval: public bound methods, a later class wins a name clash.
-            for name in _public_method_names(type(instance), instance):
-                self._methods[name] = getattr(instance, name)
+        self._owners = _method_owners(instances)
+
+    def _method(self, name: str) -> Callable[..., Any] | None:
+        """The bound method a call of ``name`` runs, or None (bound when called: only a few are, per episode)."""
+        owner = self._owners.get(name)
+        return None if owner is None else getattr(self.instances[owner], name)
 
     def param_names(self, name: str) -> list[str]:
         """Parameter names of a method in signature order (for positional ground-truth calls)."""
-        return [p for p in inspect.signature(self._methods[name]).parameters]
+        method = self._method(name)
+        if method is None:
+            raise KeyError(name)
+        return [p for p in inspect.signature(method).parameters]
 
     def execute(self, name: str, arguments: dict[str, Any]) -> str:
         """Run one call; returns the result text, or bfcl-eval's error text if it raised."""
         if name in _BLOCKED_NAMES:
             return format_exception(Exception(f"Function call {name} is not allowed."))
-        method = self._methods.get(name)
+        method = self._method(name)
         if method is None:
             return format_exception(NameError(f"name '{name}' is not defined"))
         try:

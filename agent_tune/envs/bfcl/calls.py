@@ -15,7 +15,7 @@ from agent_tune.parsing.types import ToolCall
 
 def to_call_string(call: ToolCall) -> str:
     """``ToolCall("cd", {"folder": "x"})`` -> ``"cd(folder='x')"`` (BFCL's decoded-call form)."""
-    args = ",".join(f"{k}={v!r}" for k, v in call.arguments.items())
+    args = ",".join([f"{k}={v!r}" for k, v in call.arguments.items()])
     return f"{call.name}({args})"
 
 

@@ -104,6 +104,8 @@ def ensure_bfcl_project_root() -> Path:
     checker in the same process.
     """
     module = sys.modules.get(EVAL_CONFIG_MODULE)
+    if module is not None and _known_root[:2] == [module, module.PROJECT_ROOT]:  # asked at every env construction
+        return _known_root[2]
     if module is None:
         with bfcl_project_root():
             try:
@@ -112,7 +114,11 @@ def ensure_bfcl_project_root() -> Path:
                 raise BFCLDataError(
                     "bfcl-eval is not installed: pip install --no-deps bfcl-eval==2026.3.23 mpmath filelock"
                 ) from exc
-    return Path(module.PROJECT_ROOT)
+    _known_root[:] = [module, module.PROJECT_ROOT, Path(module.PROJECT_ROOT)]
+    return _known_root[2]
+
+
+_known_root: list[Any] = [None, None, None]  # the eval_config module last asked, its PROJECT_ROOT, as a Path
 
 
 @lru_cache(maxsize=1)
@@ -238,3 +244,10 @@ def load_entry(test_id: str) -> BFCLEntry:
         functions=[tool for _, tool in functions],
         missed_function=missed,
     )
+
+
+@lru_cache(maxsize=256)
+def shared_entry(test_id: str) -> BFCLEntry:
+    """:func:`load_entry`, cached (bounded) and shared by every episode of the entry: read-only, nothing may
+    mutate it (the env copies the question messages it shows)."""
+    return load_entry(test_id)

@@ -39,12 +39,13 @@ calls ran); the final info lists the graded ones (``syntax_grades``).
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, StepResult, ToolResult
 from agent_tune.envs.bfcl.backend import BFCLBackend
 from agent_tune.envs.bfcl.calls import to_call_string
-from agent_tune.envs.bfcl.data import BFCLEntry, ensure_bfcl_project_root, load_entry
+from agent_tune.envs.bfcl.data import BFCLEntry, ensure_bfcl_project_root, shared_entry
 from agent_tune.envs.bfcl.ground_truth import ground_truth_trace
 from agent_tune.envs.bfcl.hints import HintBuilder, with_hint
 from agent_tune.envs.bfcl.schema import tool_name, validate_arguments
@@ -59,6 +60,20 @@ from agent_tune.rewards import bfcl as rewards
 ADDITIONAL_FUNCTION_PROMPT = "I have updated some more functions you can choose from. What about now?"
 
 REWARD_KINDS = rewards.REWARD_KINDS
+
+
+@lru_cache(maxsize=256)
+def _announcement(test_id: str, turn: int) -> str:
+    """The user message announcing the functions held back until ``turn`` (miss_func), rendered once."""
+    new_tools = shared_entry(test_id).missed_function[turn]
+    listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in new_tools)
+    return f"{listing}\n{ADDITIONAL_FUNCTION_PROMPT}"
+
+
+@lru_cache(maxsize=256)
+def _initial_tools(test_id: str) -> dict[str, dict[str, Any]]:
+    """Name -> tool visible when ``test_id`` starts (shared read-only: each episode copies it)."""
+    return {tool_name(t): t for t in shared_entry(test_id).functions}
 
 
 @register_env("bfcl")
@@ -124,11 +139,11 @@ class BFCLToolEnv(BaseToolEnv):
         if not test_id:
             raise ValueError("bfcl env: reset() needs a test_id (e.g. 'multi_turn_base_12')")
         self.test_id = test_id
-        entry = load_entry(test_id)
+        entry = shared_entry(test_id)  # read-only, shared with the entry's other episodes
         self.entry = entry
         self._model = BFCLBackend.for_entry(test_id)
         self._gt = ground_truth_trace(test_id)
-        self._tools: dict[str, dict[str, Any]] = {tool_name(t): t for t in entry.functions}
+        self._tools: dict[str, dict[str, Any]] = dict(_initial_tools(test_id))
         self._hints = HintBuilder(self._model, self._tools) if self.augment else None
         self._turn = 0
         self._steps_in_turn = 0
@@ -137,7 +152,7 @@ class BFCLToolEnv(BaseToolEnv):
         self._format_errors = 0
         self._num_calls = 0
         self._syntax_grades: list[float] = []
-        self._all_model_results: list[str] = []
+        self._all_model_results: dict[str, int] = {}  # every result text of the model's calls, counted
         self._turn_scores: list[float | None] = []
         self._turn_errors: list[str | None] = []
         self._decoded: list[list[list[str]]] = [[]]
@@ -164,8 +179,7 @@ class BFCLToolEnv(BaseToolEnv):
                 self._tools[tool_name(tool)] = tool
             if self._hints is not None:
                 self._hints.tools = self._tools
-            listing = "\n".join(json.dumps(t, ensure_ascii=False) for t in new_tools)
-            return [{"role": "user", "content": f"{listing}\n{ADDITIONAL_FUNCTION_PROMPT}"}]
+            return [{"role": "user", "content": _announcement(self.entry.id, turn)}]
         return [dict(m) for m in self.entry.question[turn]]
 
     # ------------------------------------------------------------------ parsing
@@ -191,11 +205,15 @@ class BFCLToolEnv(BaseToolEnv):
             messages.append(msg)
         return Observation(messages=messages, tools=self.tools)
 
-    def _reject_reason(self, call: ToolCall) -> str | None:
+    def _check_call(self, call: ToolCall) -> list[str] | None:
+        """The schema errors of a call's arguments against the tool visible now; None if no such tool."""
         tool = self._tools.get(call.name)
-        if tool is None:
+        return None if tool is None else validate_arguments(tool, call.arguments)
+
+    def _reject_reason(self, call: ToolCall, errors: list[str] | None) -> str | None:
+        """Why training mode refuses ``call`` (given its :meth:`_check_call`), or None if it may run."""
+        if errors is None:
             return f"unknown function '{call.name}'. Available functions: {', '.join(self._tools)}"
-        errors = validate_arguments(tool, call.arguments)
         return "; ".join(errors) if errors else None
 
     # ------------------------------------------------------------------ stepping
@@ -205,7 +223,8 @@ class BFCLToolEnv(BaseToolEnv):
         self._num_steps += 1
         parsed = self.extract_tool_calls(raw_response)
         step_format_errors = len(parsed.errors)
-        grade: float | None = rewards.syntax_grade(parsed, self._tools)  # against the tools visible now
+        checks = [self._check_call(call) for call in parsed.calls]  # against the tools visible now, once
+        grade: float | None = rewards.syntax_grade_of(len(parsed.errors), checks)  # = rewards.syntax_grade
         if rewards.closes_acted_turn(parsed, self._turn_acted):
             grade = None  # the text that answers the user after the turn's calls: not a format attempt
         else:
@@ -216,7 +235,7 @@ class BFCLToolEnv(BaseToolEnv):
                                   step_info={"format_errors": step_format_errors, "syntax_grade": grade})
 
         self._steps_in_turn += 1
-        results, executed, rejected = self._run_calls(parsed)
+        results, executed, rejected = self._run_calls(parsed, checks)
         step_format_errors += rejected
         self._format_errors += step_format_errors
         if executed:
@@ -235,8 +254,12 @@ class BFCLToolEnv(BaseToolEnv):
         observation = Observation(messages=messages, tools=self.tools)
         return StepResult(observation, 0.0, False, {"turn": self._turn, **step_info})
 
-    def _run_calls(self, parsed: ParsedResponse) -> tuple[list[ToolResult], list[str], int]:
+    def _run_calls(
+        self, parsed: ParsedResponse, checks: Sequence[list[str] | None]
+    ) -> tuple[list[ToolResult], list[str], int]:
         """Run the decoded calls on the backend: (results in call order, BFCL call strings run, rejected).
+
+        ``checks`` holds each call's :meth:`_check_call`.
 
         Training mode is strict: a call to an invisible function or with schema-breaking arguments
         does not run, and the model is told why; an undecodable block is answered too. Eval mode runs
@@ -245,9 +268,9 @@ class BFCLToolEnv(BaseToolEnv):
         results: list[ToolResult] = []
         executed: list[str] = []
         rejected = 0
-        for call in parsed.calls:
+        for call, errors in zip(parsed.calls, checks):
             self._num_calls += 1
-            reason = self._reject_reason(call)
+            reason = self._reject_reason(call, errors)
             if reason is not None:
                 rejected += 1
                 if not self.eval_mode:
@@ -257,7 +280,8 @@ class BFCLToolEnv(BaseToolEnv):
                     results.append(ToolResult(text, call.name, error=True))
                     continue
             result = self._model.execute(call.name, call.arguments)
-            self._all_model_results.append(result)  # scoring sees the backend's own text, never a hint
+            counts = self._all_model_results  # scoring sees the backend's own text, never a hint
+            counts[result] = counts.get(result, 0) + 1
             executed.append(to_call_string(call))
             if self._hints is not None:
                 result = with_hint(result, self._hints.for_result(call.name, call.arguments, result))
@@ -281,7 +305,7 @@ class BFCLToolEnv(BaseToolEnv):
             else:
                 # In training mode only the results a schema-respecting policy can reproduce are
                 # required (about 90 entries' ground truth breaks the documented schema).
-                required = gt.required_results(all_required=self.eval_mode)
+                required = gt.required_counts(all_required=self.eval_mode)
                 verdict = score_turn(turn, self._turn_acted, self._model, gt.state, self._all_model_results, required)
         elif self.score_empty_turns:
             error = "agent_tune:acted_on_empty_turn" if self._turn_acted else None
@@ -317,10 +341,6 @@ class BFCLToolEnv(BaseToolEnv):
         reward = info["accuracy"] if self.eval_mode else self._reward(info)
         return StepResult(Observation(messages=pending, tools=self.tools), reward, True, info)
 
-    def _scoreable(self, turn: int) -> bool:
-        assert self.entry is not None
-        return bool(self.entry.ground_truth[turn]) or self.score_empty_turns
-
     def metrics(self) -> dict[str, Any]:
         """Episode metrics so far: turn scores, accuracy, progress, format errors, steps.
 
@@ -329,16 +349,15 @@ class BFCLToolEnv(BaseToolEnv):
         (turns never reached count as failed).
         """
         assert self.entry is not None
-        turns = range(self.entry.num_turns)
         # BFCL's verdict looks only at turns with non-empty ground truth.
-        required = [bool(self.entry.ground_truth[t]) for t in turns]
+        required = [bool(calls) for calls in self.entry.ground_truth]
         return {
             "test_id": self.entry.id,
             "category": self.entry.category,
             "turn_scores": list(self._turn_scores),
             "turn_errors": list(self._turn_errors),
             "accuracy": rewards.accuracy(self._turn_scores, required, self._force_terminated, self._forced_turns),
-            "progress": rewards.progress(self._turn_scores, [self._scoreable(t) for t in turns]),
+            "progress": rewards.progress(self._turn_scores, [r or self.score_empty_turns for r in required]),
             "format_errors": self._format_errors,
             "num_steps": self._num_steps,
             "num_calls": self._num_calls,

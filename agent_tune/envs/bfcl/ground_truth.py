@@ -9,7 +9,8 @@ after each turn. A bounded cache keeps memory flat however many entries are play
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -28,10 +29,19 @@ class GroundTruthTurn:
     results: tuple[str, ...]
     schema_valid: tuple[bool, ...]
     state: dict[str, dict[str, Any]]
+    _required: dict[bool, Counter[str]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        required = {flag: Counter(self.required_results(flag)) for flag in (True, False)}
+        object.__setattr__(self, "_required", required)
 
     def required_results(self, all_required: bool) -> list[str]:
         """Results the response check requires: all of them (BFCL), or the schema-valid ones."""
         return [r for r, ok in zip(self.results, self.schema_valid) if all_required or ok]
+
+    def required_counts(self, all_required: bool) -> Counter[str]:
+        """:meth:`required_results` as a multiset (computed once; read-only)."""
+        return self._required[all_required]
 
 
 def _run(test_id: str) -> tuple[GroundTruthTurn, ...]:

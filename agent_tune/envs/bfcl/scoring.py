@@ -11,9 +11,8 @@ Turns with empty ground truth are not scored by BFCL (``BFCLToolEnv`` may score 
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from agent_tune.envs.bfcl.backend import BFCLBackend
 
@@ -43,9 +42,16 @@ def state_differences(model: BFCLBackend, ground_truth_state: dict[str, dict[str
     return diffs
 
 
-def missing_results(model_results: list[str], ground_truth_results: list[str]) -> list[str]:
-    """Ground-truth results not matched one-for-one by the model's results (multiset difference)."""
-    return list((Counter(ground_truth_results) - Counter(model_results)).elements())
+def missing_results(model_results: Mapping[str, int], ground_truth_results: Mapping[str, int]) -> list[str]:
+    """Ground-truth results not matched one-for-one by the model's results (multiset difference), in the
+    ground truth's order. Both are multisets, result text -> count (a ``Counter``; the env keeps the
+    model's up to date as calls run, so a turn's check costs the size of its ground truth)."""
+    missing: list[str] = []
+    for result, count in ground_truth_results.items():
+        short = count - model_results.get(result, 0)
+        if short > 0:
+            missing.extend([result] * short)
+    return missing
 
 
 def score_turn(
@@ -53,10 +59,14 @@ def score_turn(
     model_acted: bool,
     model: BFCLBackend,
     ground_truth_state: dict[str, dict[str, Any]],
-    all_model_results: list[str],
-    ground_truth_results: list[str],
+    all_model_results: Mapping[str, int],
+    ground_truth_results: Mapping[str, int],
 ) -> TurnVerdict:
-    """Apply the per-turn rule to a turn with non-empty ground truth (state after both have run)."""
+    """Apply the per-turn rule to a turn with non-empty ground truth (state after both have run).
+
+    ``all_model_results`` counts every result text of the model's calls so far, ``ground_truth_results``
+    those the turn requires (multisets, e.g. ``Counter``).
+    """
     if not model_acted:
         return TurnVerdict(False, "multi_turn:empty_turn_model_response", {"turn": turn_index})
     diffs = state_differences(model, ground_truth_state)
