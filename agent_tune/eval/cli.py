@@ -91,6 +91,13 @@ def run_parser() -> argparse.ArgumentParser:
                      help="bfcl-eval registry name the files are filed under")
     out.add_argument("--bfcl-format", choices=FORMATS, default="canonical")
     out.add_argument("--no-progress", action="store_true")
+    rft = p.add_argument_group("rejection sampling (RFT)")
+    rft.add_argument("--sft-out", default=None,
+                     help="also write every successful episode as an SFT row with its exact tokens (jsonl, "
+                     "appended; rerun resumes) for `agent-tune sft`; needs --mode tokens")
+    rft.add_argument("--sft-min-accuracy", type=float, default=None,
+                     help="keep episodes with accuracy >= this (default 1 when no threshold is given)")
+    rft.add_argument("--sft-min-reward", type=float, default=None, help="keep episodes with reward >= this")
     return p
 
 
@@ -165,6 +172,7 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
             max_tokens=args.max_tokens, max_model_len=args.max_model_len, seed=args.seed, timeout=args.timeout,
             max_retries=args.retries, api_key=args.api_key, env_kwargs=args.env_kwargs,
             chat_template_kwargs=args.chat_template_kwargs, progress=not args.no_progress,
+            sft_out=args.sft_out, sft_min_accuracy=args.sft_min_accuracy, sft_min_reward=args.sft_min_reward,
         )
         test_ids = select_test_ids(args.split, args.categories, args.ids, args.split_seed, args.limit, env,
                                    args.suite)
@@ -179,6 +187,12 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
     print(f"ran {outcome.ran} episodes, {outcome.skipped} already in {args.output}, {len(outcome.failed)} failed")
     for test_id, sample, err in outcome.failed[:10]:
         print(f"  failed {test_id} sample {sample}: {err}", file=sys.stderr)
+    if args.sft_out:
+        print(f"RFT: {outcome.sft_rows_written} SFT rows added to {args.sft_out} (accuracy >= "
+              f"{settings.sft_min_accuracy}, reward >= {settings.sft_min_reward})")
+        if outcome.skipped:
+            print(f"  note: {outcome.skipped} episodes already in {args.output} were not played again; their rows "
+                  "are in --sft-out only if the run that played them wrote it", file=sys.stderr)
     if not records:
         return 1 if outcome.failed else 0
     summary = summarize(records, wall_time(records))
