@@ -121,6 +121,9 @@ def validate(config: DictConfig) -> None:
                           f"the {world} processes")
     if config.trainer.device == "cpu" and config.engine.strategy == "fsdp":
         raise ConfigError("config key 'engine.strategy': FSDP1 needs CUDA; use fsdp2 on CPU")
+    from verl_ext.lora import check_lora
+
+    check_lora(config.model, "model")
 
 
 # ------------------------------------------------------------------------------------------ the child
