@@ -30,11 +30,13 @@ from agent_tune.eval.policies import (
 from agent_tune.eval.rft import RFTFilter, RFTWriter, rft_row
 from agent_tune.eval.store import ResultStore
 from agent_tune.eval.targets import ENVS, category_of, env_kwargs, num_turns
+from agent_tune.eval.task_rows import TaskRow, load_task_rows, row_env_kwargs
 from agent_tune.parsing import get_tool_parser
 from agent_tune.rollout import ChatRenderer, EpisodeResult, PromptTooLongError, RolloutLimits, run_episode
 from agent_tune.rollout.episode_metrics import METRIC_KEYS, episode_metrics
 
 MODES = ("tokens", "chat")
+ROWS_ENV = "rows"  # EvalSettings.env of a run on training rows: each row names its own env
 # Without a known context length (a server that does not report one and no --max-model-len).
 UNBOUNDED_CONTEXT = 1 << 20
 
@@ -67,6 +69,7 @@ class EvalSettings:
     sft_out: str | None = None  # RFT: successful episodes as SFT rows with their exact tokens (agent_tune.eval.rft)
     sft_min_accuracy: float | None = None  # with sft_out and no threshold given: 1.0
     sft_min_reward: float | None = None
+    rows: str | None = None  # training rows of any env (agent_tune.eval.task_rows); env is then "rows"
 
     def __post_init__(self) -> None:
         if self.sft_out is None:
@@ -77,7 +80,9 @@ class EvalSettings:
                 raise ValueError("--sft-out needs --mode tokens: chat mode does not see the tokens the model generated")
             if self.sft_min_accuracy is None and self.sft_min_reward is None:
                 self.sft_min_accuracy = 1.0
-        if self.env not in ENVS:
+        if self.rows is not None:
+            self.env = ROWS_ENV
+        elif self.env not in ENVS:
             raise ValueError(f"--env must be one of {', '.join(ENVS)}, got {self.env!r}")
         if self.mode not in MODES:
             raise ValueError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
@@ -159,21 +164,22 @@ def single_turn_calls(env: Any, result: EpisodeResult) -> list[dict[str, Any]]:
 
 def build_record(
     test_id: str, sample: int, result: EpisodeResult, tokens_generated: int | None = None,
-    decoded_calls: list[Any] | None = None,
+    decoded_calls: list[Any] | None = None, category: str | None = None,
 ) -> dict[str, Any]:
     """One results-file line for a finished episode. ``decoded_calls`` overrides the env's own (single-turn
-    envs report none: :func:`single_turn_calls`)."""
+    envs report none: :func:`single_turn_calls`); ``category`` is used when the env reports none (else the
+    BFCL category of ``test_id``; a training row's: :mod:`agent_tune.eval.task_rows`)."""
     info = result.info
     keys = ("category", "accuracy", "num_turns", "force_terminated", "turn_scores", "turn_errors", "decoded_calls",
             "end_reason")
     rec: dict[str, Any] = {"test_id": test_id, "sample": sample}
     rec.update({k: info.get(k) for k in keys})
     rec.update(episode_metrics(result))  # the keys training logs too (agent_tune.rollout.episode_metrics)
-    rec["category"] = rec["category"] or category_of(test_id)
+    rec["category"] = rec["category"] or category or category_of(test_id)
     rec["accuracy"] = float(rec["accuracy"] or 0.0)
     if decoded_calls is not None:
         rec["decoded_calls"] = decoded_calls
-    rec["num_turns"] = rec["num_turns"] or num_turns(test_id)
+    rec["num_turns"] = rec["num_turns"] or (1 if category is not None else num_turns(test_id))
     if rec["end_reason"] is None:  # envs without their own (single-turn): how the runner ended it
         rec["end_reason"] = "completed" if result.termination == "done" else result.termination
     rec["termination"] = result.termination
@@ -188,12 +194,13 @@ def build_record(
     return rec
 
 
-def failed_record(test_id: str, sample: int, reason: str, detail: str) -> dict[str, Any]:
+def failed_record(test_id: str, sample: int, reason: str, detail: str, category: str | None = None) -> dict[str, Any]:
     """A record for an entry that could not be played at all (its prompt does not fit the context):
-    BFCL fails such an entry (an inference error)."""
+    BFCL fails such an entry (an inference error). ``category``: as in :func:`build_record`."""
     return {
-        "test_id": test_id, "sample": sample, "category": category_of(test_id), "accuracy": 0.0,
-        **{k: 0.0 for k in METRIC_KEYS}, "zero_call": 1.0, "truncated": 1.0, "num_turns": num_turns(test_id),
+        "test_id": test_id, "sample": sample, "category": category or category_of(test_id), "accuracy": 0.0,
+        **{k: 0.0 for k in METRIC_KEYS}, "zero_call": 1.0, "truncated": 1.0,
+        "num_turns": 1 if category is not None else num_turns(test_id),
         "force_terminated": False, "turn_scores": [], "turn_errors": [], "decoded_calls": [],
         "end_reason": reason, "termination": reason, "reward": 0.0, "stop_reasons": [],
         "prompt_tokens": None, "tokens_generated": 0, "responses": [], "error": detail,
@@ -211,6 +218,7 @@ class Evaluator:
         self.renderer = ChatRenderer(tokenizer, settings.template, settings.chat_template_kwargs)
         self.tool_parser = get_tool_parser(settings.tool_parser)
         self.usage = UsageCounter()
+        self.task_rows: dict[str, TaskRow] = load_task_rows(settings.rows) if settings.rows else {}
         self.rft_filter = (
             RFTFilter(settings.sft_min_accuracy, settings.sft_min_reward) if settings.sft_out else None
         )
@@ -228,8 +236,19 @@ class Evaluator:
                        test_id: str, sample: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The episode's result record and, when it passes the RFT filter, its SFT row (else None)."""
         s = self.settings
-        env = make_env(s.env, **env_kwargs(s.env, test_id), tool_parser=s.tool_parser,
-                       reasoning_parser=s.reasoning_parser, **s.env_kwargs)
+        row = self.task_rows.get(test_id) if s.rows else None
+        if s.rows:
+            if row is None:
+                raise ValueError(f"{test_id!r} is not a row of {s.rows}")
+            env_name = row.env
+            env = make_env(env_name, **row_env_kwargs(row, s.tool_parser, s.reasoning_parser, s.env_kwargs))
+            task: dict[str, Any] = row.task
+        else:
+            env_name = s.env
+            env = make_env(s.env, **env_kwargs(s.env, test_id), tool_parser=s.tool_parser,
+                           reasoning_parser=s.reasoning_parser, **s.env_kwargs)
+            task = {"test_id": test_id}
+        category = row.category if row is not None else None
         renderer: Any = self.renderer
         tokens = None
         try:
@@ -241,21 +260,20 @@ class Evaluator:
             else:
                 active = policy
             try:
-                result = await run_episode(env, active, renderer, limits, self._sampling_params(sample),
-                                           task={"test_id": test_id})
+                result = await run_episode(env, active, renderer, limits, self._sampling_params(sample), task=task)
             except PromptTooLongError as exc:
-                return failed_record(test_id, sample, "prompt_too_long", str(exc)), None
+                return failed_record(test_id, sample, "prompt_too_long", str(exc), category), None
             if s.mode == "chat":
                 tokens = chat.usage.completion_tokens
                 for k in ("requests", "prompt_tokens", "completion_tokens"):
                     setattr(self.usage, k, getattr(self.usage, k) + getattr(chat.usage, k))
-            calls = single_turn_calls(env, result) if s.env == "toolcall" else None
-            rec = build_record(test_id, sample, result, tokens, calls)
-            row = None
+            calls = single_turn_calls(env, result) if env_name == "toolcall" else None
+            rec = build_record(test_id, sample, result, tokens, calls, category)
+            sft = None
             if self.rft_filter is not None and self.rft_filter.keep(rec["accuracy"], rec["reward"]):
-                row = rft_row(test_id, sample, result, rec["accuracy"],
-                              {"env": s.env, "model": s.model, "template": s.template, "mode": s.mode})
-            return rec, row
+                sft = rft_row(test_id, sample, result, rec["accuracy"],
+                              {"env": env_name, "model": s.model, "template": s.template, "mode": s.mode})
+            return rec, sft
         finally:
             env.close()
 

@@ -157,3 +157,30 @@ def test_cli_flags_validate(tmp_path, capsys, qwen_tok_dir):
                     "--tokenizer", str(qwen_tok_dir), "--sft-out", str(tmp_path / "s.jsonl"),
                     "--output", str(tmp_path / "r.jsonl")])
     assert rc == 1 and "--sft-out needs --mode tokens" in capsys.readouterr().err
+
+
+async def test_rows_mode_plays_training_rows_of_any_env_into_rft_rows(qwen_tok, tmp_path):
+    import pandas as pd
+
+    from data_preprocess.bfcl import make_row
+
+    rows = [make_row(tid, i) for i, tid in enumerate(IDS)]
+    pd.DataFrame(rows).to_parquet(tmp_path / "train.parquet")
+    out = tmp_path / "rft.jsonl"
+    async with ScriptedServer(qwen_tok, _script(), IDS) as srv:
+        s = _settings(srv, out, rows=str(tmp_path / "train.parquet"))
+        outcome = await Evaluator(s, qwen_tok).run(IDS, tmp_path / "r.jsonl")
+    assert s.env == "rows" and not outcome.failed
+    records = {r["test_id"]: r for r in outcome.records}
+    assert records["multi_turn_base_0"]["category"] == "multi_turn_base"
+    assert [records[t]["accuracy"] for t in IDS] == [1.0, 1.0, 0.0]
+    kept = _read(out)
+    assert [r["test_id"] for r in sorted(kept, key=lambda r: IDS.index(r["test_id"]))] == GOOD
+    assert all(r["env"] == "bfcl" and len(r["input_ids"]) == len(r["loss_mask"]) for r in kept)
+    assert len(AgentTuneSFTDataset(str(out), qwen_tok, _data_config())) == len(GOOD)
+
+
+def test_rows_flag_excludes_entry_selection(tmp_path, capsys, qwen_tok_dir):
+    rc = eval_main(["--base-url", "http://127.0.0.1:9/v1", "--model", "x", "--rows", str(tmp_path / "t.parquet"),
+                    "--split", "test", "--tokenizer", str(qwen_tok_dir), "--output", str(tmp_path / "r.jsonl")])
+    assert rc == 1 and "--rows plays the file's rows; drop --split" in capsys.readouterr().err
