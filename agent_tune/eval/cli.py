@@ -203,8 +203,9 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
     for test_id, sample, err in outcome.failed[:10]:
         print(f"  failed {test_id} sample {sample}: {err}", file=sys.stderr)
     if args.sft_out:
-        print(f"RFT: {outcome.sft_rows_written} SFT rows added to {args.sft_out} (accuracy >= "
-              f"{settings.sft_min_accuracy}, reward >= {settings.sft_min_reward})")
+        kept = [f"{k} >= {v}" for k, v in (("accuracy", settings.sft_min_accuracy),
+                                             ("reward", settings.sft_min_reward)) if v is not None]
+        print(f"RFT: {outcome.sft_rows_written} SFT rows added to {args.sft_out} (kept: {' and '.join(kept)})")
         if outcome.skipped:
             print(f"  note: {outcome.skipped} episodes already in {args.output} were not played again; their rows "
                   "are in --sft-out only if the run that played them wrote it", file=sys.stderr)
