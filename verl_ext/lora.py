@@ -48,6 +48,9 @@ def check_lora(model: DictConfig | Mapping[str, Any], prefix: str, rollout: bool
         raise ConfigError(f"config key '{prefix}.lora_rank': a non-negative integer (0: no LoRA), got {rank!r}")
     megatron = raw.get("lora") or {}
     if rank == 0:
+        if raw.get("lora_adapter_path"):
+            raise ConfigError(f"config key '{prefix}.lora_rank': 0 with {prefix}.lora_adapter_path set; give the "
+                              "adapter's rank (and +lora=grpo / +lora=sft for the other LoRA keys)")
         if int(megatron.get("rank", 0) or 0) > 0:
             raise ConfigError(f"config key '{prefix}.lora.rank': verl's FSDP engine reads '{prefix}.lora_rank' "
                               "(lora.rank is Megatron's); set lora_rank instead")

@@ -53,6 +53,7 @@ def test_check_lora_off_and_on(tiny_llama):
     [
         ({"lora_rank": -1}, "m.lora_rank': a non-negative integer"),
         ({"lora_rank": 0, "lora": {"rank": 8}}, "m.lora.rank': verl's FSDP engine reads"),
+        ({"lora_rank": 0, "lora_adapter_path": "/a"}, "m.lora_rank': 0 with m.lora_adapter_path set"),
         ({"lora_rank": 8, "lora_alpha": 0, "target_modules": "all-linear"}, "m.lora_alpha': must be positive"),
         ({"lora_rank": 8, "lora_alpha": 16, "target_modules": []}, "m.target_modules': a non-empty list"),
         ({"lora_rank": 8, "lora_alpha": 16, "target_modules": None}, "m.target_modules': 'all-linear' or"),

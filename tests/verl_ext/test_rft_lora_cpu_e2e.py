@@ -51,7 +51,7 @@ def test_run_rft_keeps_successes_and_trains_lora_sft(tmp_path):
            "TEMPLATE": "smollm2_tools", "N": "1", "TEMPERATURE": "0", "WORK_DIR": str(tmp_path / "rft"),
            "PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
     args = ["+lora=sft", "trainer.total_training_steps=2", "data.train_batch_size=2",
-            "data.micro_batch_size_per_gpu=2", "checkpoint.save_contents=[model,optimizer,extra]"]
+            "data.micro_batch_size_per_gpu=2"]
     rc, out = asyncio.run(_run_script(AutoTokenizer.from_pretrained(model_dir), env, args))
     run = tmp_path / "rft" / "sft"
     log = (run / "sft.log").read_text() if (run / "sft.log").exists() else ""
@@ -71,3 +71,21 @@ def test_run_rft_keeps_successes_and_trains_lora_sft(tmp_path):
     with zipfile.ZipFile(shard) as z:
         pickled = z.read(next(n for n in z.namelist() if n.endswith("data.pkl")))
     assert b"lora_A" in pickled and b"lora_B" in pickled
+
+    # verl's model merger exports the base model and the adapter (PEFT folder) for a GRPO run
+    # (actor_rollout_ref.model.path=OUT, actor_rollout_ref.model.lora_adapter_path=OUT/lora_adapter)
+    import subprocess
+
+    export = tmp_path / "export"
+    proc = subprocess.run([sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
+                           "--local_dir", str(shard.parent), "--target_dir", str(export)],
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(export, torch_dtype=torch.float32)
+    model = PeftModel.from_pretrained(base, export / "lora_adapter")
+    assert model.peft_config["default"].r == 16
+    assert f"LoRA adapter export: python -m verl.model_merger merge --backend fsdp --local_dir {shard.parent}" in out
