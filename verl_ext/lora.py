@@ -76,9 +76,25 @@ def check_lora(model: DictConfig | Mapping[str, Any], prefix: str, rollout: bool
                           f"got {rank} (or set {prefix}.lora.merge=true to sync merged weights)")
     path = raw.get("path")
     if path and Path(str(path)).expanduser().is_dir():
-        linear = linear_module_names(str(Path(str(path)).expanduser()), bool(raw.get("trust_remote_code", False)))
+        folder = str(Path(str(path)).expanduser())
+        linear = linear_module_names(folder, bool(raw.get("trust_remote_code", False)))
         check_targets(targets, linear, f"{prefix}.target_modules", rollout and not merge)
+        if rollout and not merge and tied_embeddings(folder, bool(raw.get("trust_remote_code", False))):
+            raise ConfigError(
+                f"config key '{prefix}.lora.merge': false (vLLM serves the adapter), but {folder} ties its input "
+                "and output embeddings; verl 0.9.1's first weight sync into a LoRA-enabled vLLM then fails "
+                "('lm_head.weight' ... tied to 'model.embed_tokens.base_layer.weight' ... not found, docs/lora.md). "
+                f"Set {prefix}.lora.merge=true (the adapter merged into the synced weights)")
     return {"rank": rank, "alpha": alpha, "target_modules": targets, "merge": merge}
+
+
+def tied_embeddings(model_path: str, trust_remote_code: bool = False) -> bool:
+    """Whether the model ties the output head to the input embedding (its config, defaults included)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return bool(getattr(text, "tie_word_embeddings", False))
 
 
 def linear_module_names(model_path: str, trust_remote_code: bool = False) -> list[str]:

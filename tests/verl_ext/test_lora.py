@@ -33,7 +33,7 @@ def test_lora_group_sets_verls_keys_for_grpo_and_sft():
     grpo = compose_config("agent_tune_bfcl_cpu", ["+lora=grpo"])
     model = grpo.actor_rollout_ref.model
     assert model.lora_rank == 16 and model.lora_alpha == 32 and model.target_modules == "all-linear"
-    assert model.lora.merge is False  # adapter mode: vLLM receives the adapter tensors
+    assert model.lora.merge is True  # merged-weights sync: adapter mode fails on tied embeddings (docs/lora.md)
     assert compose_config("agent_tune_bfcl_cpu").actor_rollout_ref.model.lora_rank == 0
     sft = compose_config("agent_tune_sft_cpu", ["+lora=sft", "data.train_files=x.parquet"])
     assert sft.model.lora_rank == 16 and sft.model.lora_alpha == 32
@@ -68,6 +68,18 @@ def test_bad_lora_settings_fail_naming_the_key(model, message, tiny_llama):
         model["path"] = str(tiny_llama)
     with pytest.raises(ConfigError, match=message):
         check_lora(OmegaConf.create(model), "m", rollout=True)
+
+
+def test_adapter_mode_refuses_tied_embeddings_merge_mode_takes_them(tmp_path):
+    from transformers import LlamaConfig
+
+    LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, vocab_size=64,
+                tie_word_embeddings=True).save_pretrained(tmp_path)
+    model = {"lora_rank": 8, "lora_alpha": 16, "target_modules": "all-linear", "path": str(tmp_path)}
+    with pytest.raises(ConfigError, match="config key 'm.lora.merge': false .* ties its input and output"):
+        check_lora(model, "m", rollout=True)
+    assert check_lora({**model, "lora": {"merge": True}}, "m", rollout=True)["merge"] is True
+    assert check_lora(model, "m", rollout=False) is not None  # SFT: no vLLM sync
 
 
 def test_merge_mode_may_adapt_the_head_and_sft_checks_through_validate(tiny_llama):
