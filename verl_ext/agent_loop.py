@@ -11,7 +11,8 @@ Options live under ``agent_tune:`` in the trainer config (``config/base/agent_tu
 ``tool_parser`` and ``reasoning_parser`` (given to environments that take them), ``max_generations``,
 ``env_kwargs`` (per environment name, defaults under each row's kwargs), ``debug_drift``, and
 ``dump_rollouts_dir``: every episode appended, mask shown, to ``<dir>/rollouts-<pid>.jsonl`` (one file
-per agent-loop worker). With ``trainer.val_only=true`` that is a rollout-only debug run: no update.
+per agent-loop worker), with the trainer step that generated it, and with ``dump_rollout_tokens`` its token
+lists (ids, mask, the sampler's log-probs). With ``trainer.val_only=true`` that is a rollout-only debug run: no update.
 ``sample_metrics_dir`` (set by the launcher): every episode's metrics, with the trainer step that
 generated it and the row's ``extra_info.split``, appended to ``<dir>/samples-<pid>.jsonl``; the launcher
 turns them into per-step metrics (verl's own step metrics do not carry them).
@@ -179,7 +180,9 @@ class AgentTuneLoop(AgentLoopBase):
         dump_dir = self.options.get("dump_rollouts_dir")
         if dump_dir:
             record = trajectory_record(traj, self.renderer.decode, result.reward, result.info,
-                                       env=name, index=extra.get("index"), termination=result.termination)
+                                       tokens=bool(self.options.get("dump_rollout_tokens", False)),
+                                       env=name, index=extra.get("index"), termination=result.termination,
+                                       global_steps=kwargs.get("global_steps"))
             append_jsonl(os.path.join(str(dump_dir), f"rollouts-{os.getpid()}.jsonl"), [record])
         return AgentLoopOutput(
             prompt_ids=list(traj.prompt_ids),

@@ -14,7 +14,8 @@ per GPU of ``trainer.n_gpus_per_node``, one process on CPU, where it first loads
 :mod:`verl_ext.cpu.launch`). The child's whole output goes to ``<trainer.default_local_dir>/sft.log``; the
 console shows the data report (rows rendered, rows skipped with their row ids and reasons), one line per
 step with the loss, and at the end the checkpoint and its Hugging Face folder
-(``global_step_<N>/huggingface``: the ``actor_rollout_ref.model.path`` of a GRPO run). Per-step metrics
+(``global_step_<N>/huggingface``: the ``actor_rollout_ref.model.path`` of a GRPO run; with LoRA, the
+command that exports the base model and the adapter with verl's model merger). Per-step metrics
 are appended to ``<trainer.default_local_dir>/sft_metrics.jsonl``. Running the same command again resumes
 from the latest checkpoint (``trainer.resume_mode=auto``).
 """
@@ -121,6 +122,9 @@ def validate(config: DictConfig) -> None:
                           f"the {world} processes")
     if config.trainer.device == "cpu" and config.engine.strategy == "fsdp":
         raise ConfigError("config key 'engine.strategy': FSDP1 needs CUDA; use fsdp2 on CPU")
+    from verl_ext.lora import check_lora
+
+    check_lora(config.model, "model")
 
 
 # ------------------------------------------------------------------------------------------ the child
@@ -206,6 +210,14 @@ def follow(stream: IO[str], log: IO[str], metrics: Path, total: int | None, verb
         echo.flush()
 
 
+def lora_export_hint(ckpt: Path) -> str:
+    """How to hand a LoRA checkpoint to GRPO: verl's model merger writes the base model and the adapter."""
+    export = ckpt / "lora_export"
+    return (f"LoRA adapter export: python -m verl.model_merger merge --backend fsdp --local_dir {ckpt} "
+            f"--target_dir {export}\n  then GRPO with +lora=grpo actor_rollout_ref.model.path={export} "
+            f"actor_rollout_ref.model.lora_adapter_path={export}/lora_adapter (docs/lora.md)\n")
+
+
 def latest_checkpoint(out: Path) -> Path | None:
     """The ``global_step_<N>`` folder with the largest N, if any."""
     steps = [(int(p.name.rsplit("_", 1)[1]), p) for p in out.glob("global_step_*")
@@ -248,7 +260,9 @@ def launch(config: DictConfig, config_name: str, verbose: bool, echo: IO[str] = 
     if ckpt is not None:
         hf = ckpt / "huggingface"
         echo.write(f"checkpoint: {ckpt}\n")
-        if (hf / "config.json").is_file():
+        if int(OmegaConf.select(config, "model.lora_rank", default=0) or 0) > 0:
+            echo.write(lora_export_hint(ckpt))
+        elif (hf / "config.json").is_file():
             echo.write(f"Hugging Face folder (actor_rollout_ref.model.path for GRPO): {hf}\n")
     echo.write(f"per-step metrics: {out / METRICS_FILE}; full log: {log_path}\n")
     echo.flush()

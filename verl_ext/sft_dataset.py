@@ -14,7 +14,10 @@ rollout's trajectory holds for the same conversation. Its options live in the ``
   row id and counted on the console) or ``error`` (any such row stops the run at start-up);
 - ``pad_mode``: ``no_padding`` (the only mode verl's FSDP engine trains on; without remove-padding it
   pads each micro batch itself);
-- ``messages_key``, ``tools_key``, ``id_key``: the columns.
+- ``messages_key``, ``tools_key``, ``id_key``: the columns; ``input_ids_key``, ``loss_mask_key``: a row
+  holding these (rejection-sampling rows, :mod:`agent_tune.eval.rft`) is trained on its own tokens as they
+  are, after checks (equal lengths, ids in the vocabulary, within ``max_length``; else skipped/counted or
+  fatal as ``bad_rows`` says).
 
 All rows are rendered when the dataset is built, so bad rows are known before training starts.
 """
@@ -28,7 +31,7 @@ import torch
 from torch.utils.data import Dataset
 
 from agent_tune.rollout.chat_render import ChatRenderer
-from agent_tune.rollout.sft_rows import RenderReport, SFTRow, read_conversations, render_rows
+from agent_tune.rollout.sft_rows import RenderReport, SFTRow, read_sft_rows, render_rows
 
 logger = logging.getLogger(__name__)
 
@@ -69,10 +72,11 @@ class AgentTuneSFTDataset(Dataset):
         kwargs = dict(kwargs.items()) if hasattr(kwargs, "items") else {}
         self.renderer = ChatRenderer(tokenizer, str(_get(config, "chat_template", "tokenizer")), kwargs)
 
-        keys = {k: str(_get(config, f"{k}_key", k)) for k in ("messages", "tools", "id")}
+        keys = {k: str(_get(config, f"{k}_key", k)) for k in ("messages", "tools", "id", "input_ids", "loss_mask")}
         conversations = [
             c for f in files
-            for c in read_conversations(f, keys["messages"], keys["tools"], keys["id"])
+            for c in read_sft_rows(f, keys["messages"], keys["tools"], keys["id"], keys["input_ids"],
+                                   keys["loss_mask"])
         ]
         if max_samples is not None and 0 < max_samples < len(conversations):
             conversations = conversations[:max_samples]

@@ -186,6 +186,9 @@ def validate(config: DictConfig) -> None:
     except (AssertionError, ValueError, TypeError, KeyError) as exc:
         raise ConfigError(f"invalid config: {exc}") from exc
     check_env_kwargs(config)
+    from verl_ext.lora import check_lora
+
+    check_lora(config.actor_rollout_ref.model, "actor_rollout_ref.model", rollout=True)
 
 
 def check_env_kwargs(config: DictConfig) -> None:

@@ -3,6 +3,7 @@
     agent-tune eval --base-url http://127.0.0.1:8000/v1 --model NAME --split test [options]
     agent-tune eval --base-url ... --model NAME --suite single_turn_python [--split test] [options]
     agent-tune eval --base-url ... --model NAME --env toolcall --categories simple_python multiple [options]
+    agent-tune eval --base-url ... --model NAME --rows data/train.parquet --n 4 --sft-out rft.jsonl  (any env)
     agent-tune eval report a.jsonl [b.jsonl ...] [--json out.json] [--png out.png] [--bfcl-dir DIR]
 """
 
@@ -62,7 +63,10 @@ def run_parser() -> argparse.ArgumentParser:
                      "single-turn: simple_python multiple parallel ... live_relevance")
     sel.add_argument("--ids", nargs="+", default=None,
                      help="explicit test ids, e.g. multi_turn_base_12 or simple_python_3")
-    sel.add_argument("--limit", type=int, default=None, help="first N entries per category")
+    sel.add_argument("--limit", type=int, default=None, help="first N entries per category (--rows: first N rows)")
+    sel.add_argument("--rows", default=None,
+                     help="play the rows of a training data file (.parquet/.jsonl of data_preprocess/*.py) instead "
+                     "of BFCL entries: any env, each row's extra_info.env (e.g. for rejection sampling)")
     mdl = p.add_argument_group("model format")
     mdl.add_argument("--tokenizer", default=None, help="local HF tokenizer folder (default: --model if it is a folder)")
     mdl.add_argument("--template", default="tokenizer",
@@ -91,6 +95,13 @@ def run_parser() -> argparse.ArgumentParser:
                      help="bfcl-eval registry name the files are filed under")
     out.add_argument("--bfcl-format", choices=FORMATS, default="canonical")
     out.add_argument("--no-progress", action="store_true")
+    rft = p.add_argument_group("rejection sampling (RFT)")
+    rft.add_argument("--sft-out", default=None,
+                     help="also write every successful episode as an SFT row with its exact tokens (jsonl, "
+                     "appended; rerun resumes) for `agent-tune sft`; needs --mode tokens")
+    rft.add_argument("--sft-min-accuracy", type=float, default=None,
+                     help="keep episodes with accuracy >= this (default 1 when no threshold is given)")
+    rft.add_argument("--sft-min-reward", type=float, default=None, help="keep episodes with reward >= this")
     return p
 
 
@@ -154,10 +165,17 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
     from agent_tune.eval.report import wall_time
     from agent_tune.eval.selection import infer_env, select_test_ids
     from agent_tune.eval.store import ResultsFileError
+    from agent_tune.eval.task_rows import load_task_rows
 
     args = run_parser().parse_args(list(argv))
     try:
-        env = infer_env(args.env, args.categories, args.ids, args.suite)
+        if args.rows is not None:
+            given = [f for f in ("env", "split", "suite", "categories", "ids") if getattr(args, f) is not None]
+            if given:
+                raise ValueError(f"--rows plays the file's rows; drop --{', --'.join(given)}")
+            env = "rows"
+        else:
+            env = infer_env(args.env, args.categories, args.ids, args.suite)
         settings = EvalSettings(
             base_url=args.base_url, model=args.model, env=env, mode=args.mode, tokenizer=args.tokenizer,
             template=args.template, tool_parser=args.tool_parser, reasoning_parser=args.reasoning_parser,
@@ -165,9 +183,14 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
             max_tokens=args.max_tokens, max_model_len=args.max_model_len, seed=args.seed, timeout=args.timeout,
             max_retries=args.retries, api_key=args.api_key, env_kwargs=args.env_kwargs,
             chat_template_kwargs=args.chat_template_kwargs, progress=not args.no_progress,
+            sft_out=args.sft_out, sft_min_accuracy=args.sft_min_accuracy, sft_min_reward=args.sft_min_reward,
+            rows=args.rows,
         )
-        test_ids = select_test_ids(args.split, args.categories, args.ids, args.split_seed, args.limit, env,
-                                   args.suite)
+        if args.rows is not None:
+            test_ids = list(load_task_rows(args.rows))[: args.limit]
+        else:
+            test_ids = select_test_ids(args.split, args.categories, args.ids, args.split_seed, args.limit, env,
+                                       args.suite)
         if args.n > 1 and args.temperature == 0:
             print("warning: --n > 1 with --temperature 0: samples will be (nearly) identical", file=sys.stderr)
         outcome = evaluate(settings, test_ids, args.output, tokenizer)
@@ -179,15 +202,22 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
     print(f"ran {outcome.ran} episodes, {outcome.skipped} already in {args.output}, {len(outcome.failed)} failed")
     for test_id, sample, err in outcome.failed[:10]:
         print(f"  failed {test_id} sample {sample}: {err}", file=sys.stderr)
+    if args.sft_out:
+        kept = [f"{k} >= {v}" for k, v in (("accuracy", settings.sft_min_accuracy),
+                                             ("reward", settings.sft_min_reward)) if v is not None]
+        print(f"RFT: {outcome.sft_rows_written} SFT rows added to {args.sft_out} (kept: {' and '.join(kept)})")
+        if outcome.skipped:
+            print(f"  note: {outcome.skipped} episodes already in {args.output} were not played again; their rows "
+                  "are in --sft-out only if the run that played them wrote it", file=sys.stderr)
     if not records:
         return 1 if outcome.failed else 0
     summary = summarize(records, wall_time(records))
     summary["source"] = str(args.output)
     summary["settings"] = settings.meta()
     stem = _stem(Path(args.output))
+    bfcl_dir = None if args.rows else args.bfcl_dir or f"{stem}_bfcl"  # training rows are not BFCL entries
     _write_outputs([summary], records, settings.meta(), args.png or f"{stem}.png",
-                   args.report_json or f"{stem}.report.json", args.bfcl_dir or f"{stem}_bfcl", args.bfcl_model,
-                   args.bfcl_format)
+                   args.report_json or f"{stem}.report.json", bfcl_dir, args.bfcl_model, args.bfcl_format)
     return 1 if outcome.failed else 0
 
 

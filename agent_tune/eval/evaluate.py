@@ -10,6 +10,7 @@ results file (:class:`~agent_tune.eval.store.ResultStore`), so a killed run resu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 import uuid
@@ -26,13 +27,16 @@ from agent_tune.eval.policies import (
     TokenIdsUnavailableError,
     UsageCounter,
 )
+from agent_tune.eval.rft import RFTFilter, RFTWriter, rft_row
 from agent_tune.eval.store import ResultStore
 from agent_tune.eval.targets import ENVS, category_of, env_kwargs, num_turns
+from agent_tune.eval.task_rows import TaskRow, load_task_rows, row_env_kwargs
 from agent_tune.parsing import get_tool_parser
 from agent_tune.rollout import ChatRenderer, EpisodeResult, PromptTooLongError, RolloutLimits, run_episode
 from agent_tune.rollout.episode_metrics import METRIC_KEYS, episode_metrics
 
 MODES = ("tokens", "chat")
+ROWS_ENV = "rows"  # EvalSettings.env of a run on training rows: each row names its own env
 # Without a known context length (a server that does not report one and no --max-model-len).
 UNBOUNDED_CONTEXT = 1 << 20
 
@@ -62,9 +66,23 @@ class EvalSettings:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     progress: bool = True
+    sft_out: str | None = None  # RFT: successful episodes as SFT rows with their exact tokens (agent_tune.eval.rft)
+    sft_min_accuracy: float | None = None  # with sft_out and no threshold given: 1.0
+    sft_min_reward: float | None = None
+    rows: str | None = None  # training rows of any env (agent_tune.eval.task_rows); env is then "rows"
 
     def __post_init__(self) -> None:
-        if self.env not in ENVS:
+        if self.sft_out is None:
+            if self.sft_min_accuracy is not None or self.sft_min_reward is not None:
+                raise ValueError("--sft-min-accuracy / --sft-min-reward filter the rows of --sft-out: give --sft-out")
+        else:
+            if self.mode != "tokens":
+                raise ValueError("--sft-out needs --mode tokens: chat mode does not see the tokens the model generated")
+            if self.sft_min_accuracy is None and self.sft_min_reward is None:
+                self.sft_min_accuracy = 1.0
+        if self.rows is not None:
+            self.env = ROWS_ENV
+        elif self.env not in ENVS:
             raise ValueError(f"--env must be one of {', '.join(ENVS)}, got {self.env!r}")
         if self.mode not in MODES:
             raise ValueError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
@@ -85,6 +103,8 @@ class EvalSettings:
         d = asdict(self)
         d.pop("api_key")
         d.pop("progress")
+        for key in ("sft_out", "sft_min_accuracy", "sft_min_reward"):  # an extra output, not the results
+            d.pop(key)
         d["eval_mode"] = self.env == "bfcl"
         return d
 
@@ -101,6 +121,7 @@ class EvalOutcome:
     wall_time_s: float
     model_info: ModelInfo | None = None
     usage: UsageCounter | None = None
+    sft_rows_written: int = 0  # RFT rows this run added to --sft-out
 
 
 class EvalAbortedError(RuntimeError):
@@ -135,21 +156,24 @@ def episode_turns(result: EpisodeResult) -> list[list[str]]:
 
 def build_record(
     test_id: str, sample: int, result: EpisodeResult, tokens_generated: int | None = None,
+    category: str | None = None,
 ) -> dict[str, Any]:
     """One results-file line for a finished episode (``decoded_calls`` as the env reports them: BFCL's per
-    turn and step, the toolcall env's one list of ``{name, arguments}``)."""
+    turn and step, the toolcall env's one list of ``{name, arguments}``); ``category`` is used when the env
+    reports none (else the BFCL category of ``test_id``; a training row's: :mod:`agent_tune.eval.task_rows`)."""
     info = result.info
     keys = ("category", "accuracy", "num_turns", "force_terminated", "turn_scores", "turn_errors", "decoded_calls",
             "end_reason")
     rec: dict[str, Any] = {"test_id": test_id, "sample": sample}
     rec.update({k: info.get(k) for k in keys})
     rec.update(episode_metrics(result))  # the keys training logs too (agent_tune.rollout.episode_metrics)
-    rec["category"] = rec["category"] or category_of(test_id)
+    rec["category"] = rec["category"] or category or category_of(test_id)
     rec["accuracy"] = float(rec["accuracy"] or 0.0)
-    rec["num_turns"] = rec["num_turns"] or num_turns(test_id)
+    rec["num_turns"] = rec["num_turns"] or (1 if category is not None else num_turns(test_id))
     if rec["end_reason"] is None:  # envs without their own (single-turn): how the runner ended it
         rec["end_reason"] = "completed" if result.termination == "done" else result.termination
     rec["termination"] = result.termination
+    rec["reward"] = float(result.reward)
     rec["stop_reasons"] = list(result.stop_reasons)
     rec["prompt_tokens"] = len(result.trajectory.prompt_ids)
     rec["tokens_generated"] = int(
@@ -160,14 +184,15 @@ def build_record(
     return rec
 
 
-def failed_record(test_id: str, sample: int, reason: str, detail: str) -> dict[str, Any]:
+def failed_record(test_id: str, sample: int, reason: str, detail: str, category: str | None = None) -> dict[str, Any]:
     """A record for an entry that could not be played at all (its prompt does not fit the context):
-    BFCL fails such an entry (an inference error)."""
+    BFCL fails such an entry (an inference error). ``category``: as in :func:`build_record`."""
     return {
-        "test_id": test_id, "sample": sample, "category": category_of(test_id), "accuracy": 0.0,
-        **{k: 0.0 for k in METRIC_KEYS}, "zero_call": 1.0, "truncated": 1.0, "num_turns": num_turns(test_id),
+        "test_id": test_id, "sample": sample, "category": category or category_of(test_id), "accuracy": 0.0,
+        **{k: 0.0 for k in METRIC_KEYS}, "zero_call": 1.0, "truncated": 1.0,
+        "num_turns": 1 if category is not None else num_turns(test_id),
         "force_terminated": False, "turn_scores": [], "turn_errors": [], "decoded_calls": [],
-        "end_reason": reason, "termination": reason, "stop_reasons": [],
+        "end_reason": reason, "termination": reason, "reward": 0.0, "stop_reasons": [],
         "prompt_tokens": None, "tokens_generated": 0, "responses": [], "error": detail,
     }
 
@@ -183,6 +208,10 @@ class Evaluator:
         self.renderer = ChatRenderer(tokenizer, settings.template, settings.chat_template_kwargs)
         self.tool_parser = get_tool_parser(settings.tool_parser)
         self.usage = UsageCounter()
+        self.task_rows: dict[str, TaskRow] = load_task_rows(settings.rows) if settings.rows else {}
+        self.rft_filter = (
+            RFTFilter(settings.sft_min_accuracy, settings.sft_min_reward) if settings.sft_out else None
+        )
 
     def _sampling_params(self, sample: int) -> dict[str, Any]:
         s = self.settings
@@ -194,10 +223,22 @@ class Evaluator:
         return params
 
     async def _episode(self, client: OpenAIClient, policy: CompletionsPolicy | None, limits: RolloutLimits,
-                       test_id: str, sample: int) -> dict[str, Any]:
+                       test_id: str, sample: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The episode's result record and, when it passes the RFT filter, its SFT row (else None)."""
         s = self.settings
-        env = make_env(s.env, **env_kwargs(s.env, test_id), tool_parser=s.tool_parser,
-                       reasoning_parser=s.reasoning_parser, **s.env_kwargs)
+        row = self.task_rows.get(test_id) if s.rows else None
+        if s.rows:
+            if row is None:
+                raise ValueError(f"{test_id!r} is not a row of {s.rows}")
+            env_name = row.env
+            env = make_env(env_name, **row_env_kwargs(row, s.tool_parser, s.reasoning_parser, s.env_kwargs))
+            task: dict[str, Any] = row.task
+        else:
+            env_name = s.env
+            env = make_env(s.env, **env_kwargs(s.env, test_id), tool_parser=s.tool_parser,
+                           reasoning_parser=s.reasoning_parser, **s.env_kwargs)
+            task = {"test_id": test_id}
+        category = row.category if row is not None else None
         renderer: Any = self.renderer
         tokens = None
         try:
@@ -209,15 +250,19 @@ class Evaluator:
             else:
                 active = policy
             try:
-                result = await run_episode(env, active, renderer, limits, self._sampling_params(sample),
-                                           task={"test_id": test_id})
+                result = await run_episode(env, active, renderer, limits, self._sampling_params(sample), task=task)
             except PromptTooLongError as exc:
-                return failed_record(test_id, sample, "prompt_too_long", str(exc))
+                return failed_record(test_id, sample, "prompt_too_long", str(exc), category), None
             if s.mode == "chat":
                 tokens = chat.usage.completion_tokens
                 for k in ("requests", "prompt_tokens", "completion_tokens"):
                     setattr(self.usage, k, getattr(self.usage, k) + getattr(chat.usage, k))
-            return build_record(test_id, sample, result, tokens)
+            rec = build_record(test_id, sample, result, tokens, category)
+            sft = None
+            if self.rft_filter is not None and self.rft_filter.keep(rec["accuracy"], rec["reward"]):
+                sft = rft_row(test_id, sample, result, rec["accuracy"],
+                              {"env": env_name, "model": s.model, "template": s.template, "mode": s.mode})
+            return rec, sft
         finally:
             env.close()
 
@@ -251,6 +296,7 @@ class Evaluator:
             correct = sum(r["accuracy"] for r in store.records)
             done_count = len(store.records)
             abort: list[BaseException] = []
+            writer = RFTWriter(s.sft_out) if s.sft_out else None
 
             async def one(test_id: str, sample: int) -> None:
                 nonlocal correct, done_count
@@ -259,7 +305,7 @@ class Evaluator:
                         return
                     t0 = time.time()
                     try:
-                        rec = await self._episode(client, policy, limits, test_id, sample)
+                        rec, row = await self._episode(client, policy, limits, test_id, sample)
                     except (ServerUnavailableError, TokenIdsUnavailableError) as exc:
                         abort.append(exc)
                         return
@@ -267,6 +313,8 @@ class Evaluator:
                         failed.append((test_id, sample, str(exc)))
                         return
                     rec.update(run_meta, wall_s=round(time.time() - t0, 3), finished_at=time.time())
+                    if writer is not None and row is not None:
+                        writer.append(row)  # before the record: a finished episode always has its row
                     store.append(rec)
                     correct += rec["accuracy"]
                     done_count += 1
@@ -274,7 +322,7 @@ class Evaluator:
                         bar.update(1)
                         bar.set_postfix(acc=f"{correct / done_count:.3f}", refresh=False)
 
-            with store:
+            with store, (writer if writer is not None else contextlib.nullcontext()):
                 jobs = [asyncio.ensure_future(one(t, k)) for t, k in todo]
                 try:
                     await asyncio.gather(*jobs)
@@ -289,7 +337,8 @@ class Evaluator:
                 ) from abort[0]
             ran = len(todo) - len(failed)
             return EvalOutcome(
-                Path(output), store.records, ran, skipped, failed, time.time() - started, info, self.usage
+                Path(output), store.records, ran, skipped, failed, time.time() - started, info, self.usage,
+                writer.written if writer is not None else 0,
             )
 
 

@@ -37,10 +37,12 @@ def trajectory_record(
     decode: Callable[[Sequence[int]], str],
     reward: float,
     info: Mapping[str, Any],
+    tokens: bool = False,
     **extra: Any,
 ) -> dict[str, Any]:
-    """The JSON-serialisable record of one episode."""
-    return {
+    """The JSON-serialisable record of one episode; ``tokens`` adds the trajectory's lists (ids, mask and
+    the sampler's log-probs)."""
+    record = {
         **extra,
         "reward": reward,
         "prompt_tokens": len(traj.prompt_ids),
@@ -51,6 +53,10 @@ def trajectory_record(
         "segments": segments(traj, decode),
         "info": {k: v for k, v in info.items() if _jsonable(v)},
     }
+    if tokens:
+        record.update(prompt_ids=list(traj.prompt_ids), response_ids=list(traj.response_ids),
+                      response_mask=list(traj.response_mask), response_logprobs=list(traj.response_logprobs))
+    return record
 
 
 def render_text(record: Mapping[str, Any]) -> str:

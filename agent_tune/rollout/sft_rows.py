@@ -24,6 +24,11 @@ The assistant text is what the policy writes: ``content`` verbatim, or, for a me
 message with an empty ``<think>`` block, as Qwen3 in thinking mode writes it; ``content`` is never
 rewritten.) The tools are rendered once, in the prompt, as the runner does.
 
+A row may instead carry its tokens (``input_ids`` + ``loss_mask``, as the eval's rejection-sampling
+output writes them: :mod:`agent_tune.eval.rft`): they are used as they are, after checks
+(:func:`token_row`: equal lengths, ids within the vocabulary, a 0/1 mask with at least one 1, at most
+``max_length`` tokens); the row's messages are then only for reading.
+
 A conversation that cannot be rendered (no assistant message, nothing before it, a template error, a
 malformed message) or that is longer than ``max_length`` raises :class:`BadConversation` carrying the
 reason; :func:`render_rows` collects those per row id instead, so callers skip and count them or fail.
@@ -33,6 +38,7 @@ Nothing is truncated.
 from __future__ import annotations
 
 import json
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -44,7 +50,8 @@ ENV = 0
 
 
 class BadConversation(ValueError):
-    """A conversation that cannot become an SFT row; ``kind`` is ``"too_long"`` or ``"render"``."""
+    """A conversation that cannot become an SFT row; ``kind`` is ``"too_long"``, ``"render"`` or ``"tokens"``
+    (a row's own ``input_ids``/``loss_mask`` are unusable)."""
 
     def __init__(self, message: str, kind: str = "render") -> None:
         super().__init__(message)
@@ -160,17 +167,62 @@ def _check_message(message: Any, index: int) -> dict[str, Any]:
     return {k: v for k, v in message.items() if v is not None or k == "content"}
 
 
+# --------------------------------------------------------------------------- a row with its tokens
+def token_row(input_ids: Any, loss_mask: Any, max_length: int | None = None,
+              vocab_size: int | None = None) -> tuple[list[int], list[int]]:
+    """A row's own ``(input_ids, loss_mask)``, checked and returned unchanged.
+
+    Raises:
+        BadConversation: ``kind="tokens"`` (not lists of ints, unequal lengths, an id outside
+            ``[0, vocab_size)``, a mask value other than 0/1, no 1 at all) or ``kind="too_long"``.
+    """
+    ids, mask = _plain(input_ids, False), _plain(loss_mask, False)
+    if _missing(ids) or _missing(mask):
+        raise BadConversation("a row with its own tokens needs both input_ids and loss_mask", kind="tokens")
+    if not isinstance(ids, list) or not isinstance(mask, list):
+        raise BadConversation("input_ids and loss_mask must both be lists", kind="tokens")
+    if not all(_is_int(t) for t in ids) or not all(_is_int(m) for m in mask):
+        raise BadConversation("input_ids and loss_mask must hold integers", kind="tokens")
+    ids, mask = [int(t) for t in ids], [int(m) for m in mask]
+    if len(ids) != len(mask):
+        raise BadConversation(f"{len(ids)} input_ids but {len(mask)} loss_mask entries", kind="tokens")
+    bad = [t for t in ids if t < 0 or (vocab_size is not None and t >= vocab_size)]
+    if bad:
+        raise BadConversation(f"token id {bad[0]} outside the tokenizer's vocabulary ({vocab_size})", kind="tokens")
+    if any(m not in (0, 1) for m in mask):
+        raise BadConversation("loss_mask values must be 0 or 1", kind="tokens")
+    if not any(mask):
+        raise BadConversation("loss_mask has no 1: nothing to train on", kind="tokens")
+    if max_length is not None and len(ids) > max_length:
+        raise BadConversation(f"{len(ids)} tokens, more than max_length {max_length}", kind="too_long")
+    return ids, mask
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 # --------------------------------------------------------------------------- many conversations
+TokenPair = tuple[Any, Any]  # a row's own (input_ids, loss_mask)
+
+
 def render_rows(
     renderer: ChatRenderer,
-    conversations: Iterable[tuple[str, Sequence[Message], Sequence[Mapping[str, Any]] | None]],
+    conversations: Iterable[tuple[Any, ...]],
     max_length: int | None = None,
 ) -> RenderReport:
-    """Render ``(row_id, messages, tools)`` conversations; the bad ones are listed, never truncated."""
+    """Rows from ``(row_id, messages, tools)`` conversations, or ``(row_id, messages, tools, tokens)`` where
+    ``tokens`` is the row's own ``(input_ids, loss_mask)`` (used as is, :func:`token_row`) or None
+    (rendered); the bad ones are listed, never truncated."""
     report = RenderReport()
-    for row_id, messages, tools in conversations:
+    vocab = len(renderer.tokenizer) if hasattr(renderer, "tokenizer") else None
+    for row_id, messages, tools, *rest in conversations:
+        tokens = rest[0] if rest else None
         try:
-            ids, mask = render_conversation(renderer, messages, tools, max_length)
+            if tokens is not None:
+                ids, mask = token_row(tokens[0], tokens[1], max_length, vocab)
+            else:
+                ids, mask = render_conversation(renderer, messages, tools, max_length)
         except BadConversation as exc:
             report.skipped.append((row_id, exc.kind, str(exc)))
             continue
@@ -188,6 +240,31 @@ def read_conversations(
 
     The row id is the row's ``id_key`` value when it has one, else ``<file name>:<row index>``. Tools
     and messages may be lists or JSON strings (as some parquet writers store nested data)."""
+    for row_id, messages, tools, _ in read_sft_rows(path, messages_key, tools_key, id_key):
+        yield row_id, messages, tools
+
+
+def read_sft_rows(
+    path: str | Path,
+    messages_key: str = "messages",
+    tools_key: str = "tools",
+    id_key: str = "id",
+    ids_key: str = "input_ids",
+    mask_key: str = "loss_mask",
+) -> Iterator[tuple[str, list[Any], list[Any] | None, TokenPair | None]]:
+    """``(row_id, messages, tools, tokens)`` per row: as :func:`read_conversations`, with ``tokens`` the
+    row's ``(ids_key, mask_key)`` values when it has either (else None: the row is rendered)."""
+    for row_id, record in _read_records(path, id_key):
+        ids, mask = record.get(ids_key), record.get(mask_key)
+        tokens = None if _missing(ids) and _missing(mask) else (ids, mask)
+        yield row_id, _plain(record.get(messages_key)), _plain(record.get(tools_key)) or None, tokens
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)  # absent, or NaN from parquet
+
+
+def _read_records(path: str | Path, id_key: str) -> Iterator[tuple[str, dict[str, Any]]]:
     path = Path(path)
     if path.suffix == ".parquet":
         import pandas as pd
@@ -201,7 +278,7 @@ def read_conversations(
     for index, record in enumerate(records):
         rid = record.get(id_key)
         row_id = str(rid) if rid is not None and rid == rid else f"{path.name}:{index}"
-        yield row_id, _plain(record.get(messages_key)), _plain(record.get(tools_key)) or None
+        yield row_id, record
 
 
 def _plain(value: Any, top: bool = True) -> Any:

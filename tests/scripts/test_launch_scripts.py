@@ -209,3 +209,33 @@ def test_every_script_sources_the_common_settings():
         text = script.read_text()
         assert "_common.sh" in text, script
         assert "PYTHON=" not in text, script  # one PYTHON default, in examples/_common.sh
+
+
+def test_run_rft_chains_eval_with_sft_out_then_sft_on_the_kept_rows(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "rft_rows.jsonl").write_text('{"id": "a#0", "input_ids": [1, 2], "loss_mask": [0, 1]}\n')
+    env = {"BASE_URL": "http://h:1/v1", "MODEL": "m", "TOKENIZER": "/tok", "ROWS": "/d/train.parquet",
+           "TEMPLATE": "smollm2_tools", "MIN_REWARD": "0.5", "N": "8", "LIMIT": "3", "MIN_ACCURACY": "",
+           "SFT_CONFIG": "", "SFT_MODEL": "", "TEMPERATURE": ""}
+    calls = _run("examples/run_rft.sh", tmp_path, env, ("+lora=sft", "optim.lr=1e-5"))
+    ev, sft = calls
+    assert ev[:3] == ["-m", "agent_tune.cli", "eval"]
+    flag = {ev[i]: ev[i + 1] for i in range(3, len(ev) - 1) if ev[i].startswith("--")}
+    assert flag["--rows"] == "/d/train.parquet" and flag["--n"] == "8" and flag["--limit"] == "3"
+    assert flag["--sft-out"] == str(work / "rft_rows.jsonl") and flag["--sft-min-reward"] == "0.5"
+    assert "--sft-min-accuracy" not in ev and flag["--temperature"] == "1.0" and flag["--template"] == "smollm2_tools"
+    assert sft[:4] == ["-m", "verl_ext.sft", "--config-name", "agent_tune_sft_cpu"]
+    assert f"data.train_files={work / 'rft_rows.jsonl'}" in sft and "model.path=/tok" in sft
+    assert "data.chat_template=smollm2_tools" in sft and sft[-2:] == ["+lora=sft", "optim.lr=1e-5"]
+
+
+def test_run_rft_without_successes_stops_before_sft(tmp_path):
+    fake = tmp_path / "fake_python"
+    fake.write_text("#!/usr/bin/env bash\nexit 0\n")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in USER_VARIABLES}
+    env.update(PYTHON=str(fake), WORK_DIR=str(tmp_path / "w"), BASE_URL="u", MODEL="m", TOKENIZER="t", ROWS="r")
+    result = subprocess.run(["bash", str(REPO / "examples/run_rft.sh")], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 1 and "no successful episode to train on" in result.stderr

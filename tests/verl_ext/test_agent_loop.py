@@ -37,19 +37,20 @@ class ScriptedServerManager:
                            num_preempted=0, extra_fields={"min_global_steps": 3, "max_global_steps": 3 + step})
 
 
-def _config(response_length: int = 6000, dump_dir=None):
+def _config(response_length: int = 6000, dump_dir=None, dump_tokens=False):
     return OmegaConf.create(
         {
             "actor_rollout_ref": {"rollout": {"prompt_length": 12000, "response_length": response_length}},
             "data": {},
             "agent_tune": {"template": "tokenizer", "tool_parser": "hermes", "reasoning_parser": "none",
-                           "env_kwargs": {"bfcl": {"reward": "progress"}}, "dump_rollouts_dir": dump_dir},
+                           "env_kwargs": {"bfcl": {"reward": "progress"}}, "dump_rollouts_dir": dump_dir,
+                           "dump_rollout_tokens": dump_tokens},
         }
     )
 
 
-async def _run(tokenizer, texts, test_id, response_length=6000, dump_dir=None):
-    cfg = _config(response_length, dump_dir)
+async def _run(tokenizer, texts, test_id, response_length=6000, dump_dir=None, dump_tokens=False):
+    cfg = _config(response_length, dump_dir, dump_tokens)
     server = ScriptedServerManager(tokenizer, texts, "<|im_end|>")
     loop = AgentTuneLoop(
         trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=tokenizer, processor=None,
@@ -109,6 +110,20 @@ async def test_rollout_dump_shows_the_mask(qwen_tok, tmp_path) -> None:
     assert policy_text == qwen_tok.decode(server.emitted)
     assert record["policy_tokens"] == len(server.emitted) and record["reward"] == 1.0
     assert any(s["who"] == "env" and "<tool_response>" in s["text"] for s in record["segments"])
+    assert "response_ids" not in record
+
+
+async def test_rollout_dump_with_tokens_holds_the_trajectory(qwen_tok, tmp_path) -> None:
+    import json
+
+    entry = load_entry("multi_turn_base_5")
+    texts = ground_truth_responses(entry, get_tool_parser("hermes"))
+    out, _ = await _run(qwen_tok, texts, entry.id, dump_dir=str(tmp_path), dump_tokens=True)
+    [dump] = list(tmp_path.glob("rollouts-*.jsonl"))
+    record = json.loads(dump.read_text().splitlines()[0])
+    assert record["prompt_ids"] == out.prompt_ids and record["response_ids"] == out.response_ids
+    assert record["response_mask"] == out.response_mask
+    assert record["response_logprobs"] == out.response_logprobs
 
 
 class _TextServer(ScriptedServerManager):
