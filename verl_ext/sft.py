@@ -36,12 +36,12 @@ from typing import IO, Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from verl_ext.train import ConfigError, check_data_files, check_override_syntax, compose_config, smollm2_dir
+from verl_ext import train
+from verl_ext.train import ConfigError, check_data_files, check_override_syntax, compose_config
 
 logger = logging.getLogger("verl_ext.sft")
 
 DEFAULT_CONFIG_NAME = "agent_tune_sft"
-SMOLLM2_ALIAS = "smollm2"
 MODEL_KEYS = ("model.path", "model.tokenizer_path")
 CHILD_CONFIG = "sft_config.yaml"
 SFT_LOG = "sft.log"
@@ -72,18 +72,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def resolve_model_paths(config: DictConfig) -> None:
     """Replace the alias ``smollm2`` in ``model.path`` / ``model.tokenizer_path`` by the cached HF folder."""
-    if not any(OmegaConf.select(config, k, default=None) == SMOLLM2_ALIAS for k in MODEL_KEYS):
-        return
-    from agent_tune.models.smollm2 import SmolLM2NotFoundError, ensure_smollm2
-
-    try:
-        path = str(ensure_smollm2(smollm2_dir(config)))
-    except (SmolLM2NotFoundError, FileExistsError) as exc:
-        raise ConfigError(f"config key 'model.path' ({SMOLLM2_ALIAS}): {exc}") from exc
-    with open_dict(config):
-        for key in MODEL_KEYS:
-            if OmegaConf.select(config, key, default=None) == SMOLLM2_ALIAS:
-                OmegaConf.update(config, key, path, merge=False)
+    train.resolve_model_paths(config, MODEL_KEYS)
 
 
 def validate(config: DictConfig) -> None:

@@ -145,18 +145,20 @@ def smollm2_dir(config: DictConfig) -> Path:
     return Path(cache_root).expanduser() / SMOLLM2_DIRNAME
 
 
-def resolve_model_paths(config: DictConfig) -> None:
-    """Replace the alias ``smollm2`` in the model/tokenizer paths by the cached HF folder (converting once)."""
-    if not any(OmegaConf.select(config, k, default=None) == SMOLLM2_ALIAS for k in MODEL_KEYS):
+def resolve_model_paths(config: DictConfig, keys: Sequence[str] = MODEL_KEYS) -> None:
+    """Replace the alias ``smollm2`` at the model/tokenizer path ``keys`` by the cached HF folder (converting
+    once); a failure names the first key holding the alias."""
+    aliased = [k for k in keys if OmegaConf.select(config, k, default=None) == SMOLLM2_ALIAS]
+    if not aliased:
         return
     from agent_tune.models.smollm2 import SmolLM2NotFoundError, ensure_smollm2
 
     try:
         path = str(ensure_smollm2(smollm2_dir(config)))
     except (SmolLM2NotFoundError, FileExistsError) as exc:
-        raise ConfigError(f"config key 'actor_rollout_ref.model.path' ({SMOLLM2_ALIAS}): {exc}") from exc
+        raise ConfigError(f"config key '{aliased[0]}' ({SMOLLM2_ALIAS}): {exc}") from exc
     with open_dict(config):
-        for key in MODEL_KEYS:
+        for key in keys:
             if OmegaConf.select(config, key, default=None) == SMOLLM2_ALIAS:
                 OmegaConf.update(config, key, path, merge=False)
 
