@@ -197,6 +197,15 @@ def test_validate_rejects_unknown_rollout_field_and_fsdp1_on_cpu():
     validate(compose_config("agent_tune_grpo_cpu"))  # the shipped config passes verl's own checks
 
 
+@pytest.mark.parametrize("key", ["algorithm.use_kl_in_reward", "actor_rollout_ref.actor.use_kl_loss"])
+def test_validate_names_the_key_needing_a_reference_policy_on_cpu(key):
+    """verl's FSDP engine pins a forward-only model's memory (needs an accelerator): refused at start-up."""
+    from verl_ext.train import validate
+
+    with pytest.raises(ConfigError, match=f"config key '{key}'.*reference policy"):
+        validate(compose_config("agent_tune_grpo_cpu", [f"{key}=true"]))
+
+
 def test_main_exit_code_on_bad_key(capsys):
     from verl_ext.train import main
 
