@@ -109,17 +109,26 @@ def run_world_size(config, world_size: int, batch, noise: torch.Tensor, old_log_
             ray.util.remove_placement_group(pg)
     return {
         "log_probs": log_probs[batch.batch["response_mask"].bool()].tolist(),
-        "pg_loss": _scalar(metrics["pg_loss"]),
-        "grad_norm": _scalar(metrics["grad_norm"]),
+        "pg_loss": _scalar(_metric(metrics, "pg_loss")),
+        "grad_norm": _scalar(_metric(metrics, "grad_norm")),
         "old_log_probs": old,
     }
 
 
+def _metric(metrics: dict, name: str):
+    """``name`` or ``actor/name`` (verl's worker returns the loss's own key, the trainer renames it)."""
+    for key in (name, f"actor/{name}"):
+        if key in metrics:
+            return metrics[key]
+    raise KeyError(f"{name} not in the update's metrics: {sorted(metrics)}")
+
+
 def _scalar(value) -> float:
-    """A metric as verl returns it (a float, or a list of per-micro-batch values) as one float."""
+    """A metric as verl's worker returns it: one value per mini-batch (here one), already reduced over the
+    micro-batches and DP ranks, possibly collected once per rank (equal values) -> their mean."""
     if isinstance(value, (list, tuple)):
-        return float(np.sum(value)) if len(value) > 1 else float(value[0])
-    return float(value)
+        return float(np.mean([_scalar(v) for v in value]))
+    return float(getattr(value, "value", value))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -72,8 +72,8 @@ class _Client(FullyAsyncLLMServerClient, _ScriptedServers):
     """verl's resume loop (FullyAsyncLLMServerClient.generate) on top of the scripted servers."""
 
 
-def _config():
-    return OmegaConf.create({
+def _config(**extra):
+    return OmegaConf.create({**extra,
         "actor_rollout_ref": {"rollout": {"prompt_length": 12000, "response_length": RESPONSE_LENGTH}},
         "data": {},
         "agent_tune": {"template": "tokenizer", "tool_parser": "hermes", "reasoning_parser": "none",
@@ -81,10 +81,10 @@ def _config():
     })
 
 
-async def _episode(tokenizer, texts: list[str], abort_after: dict[int, int]):
+async def _episode(tokenizer, texts: list[str], abort_after: dict[int, int], **config):
     end = tokenizer.encode("<|im_end|>", add_special_tokens=False)
     replies = [tokenizer.encode(t, add_special_tokens=False) + end for t in texts]
-    cfg = _config()
+    cfg = _config(**config)
     client = _Client(cfg)
     client.replies, client.abort_after = replies, dict(abort_after)
     loop = AgentTuneLoop(trainer_config=DictConfigWrap(cfg), server_manager=client, tokenizer=tokenizer,
@@ -120,3 +120,15 @@ async def test_interrupted_generations_resume_token_exact(qwen_tok, monkeypatch)
     # the episode reports the weight versions it spanned (verl's staleness control reads them)
     assert plain.extra_fields["min_global_steps"] == plain.extra_fields["max_global_steps"] == 1
     assert cut.extra_fields["min_global_steps"] == 1 and cut.extra_fields["max_global_steps"] == 3
+
+
+async def test_without_partial_rollout_an_interrupted_generation_ends_the_episode(qwen_tok) -> None:
+    """async_training.partial_rollout=false: verl hands the aborted generation to the loop ("aborted"); the
+    episode ends there as unfinished (scored by the env's finalize), it does not go on with a cut text."""
+    texts = ground_truth_responses(load_entry(entry_id()), get_tool_parser("hermes"))
+    cut, client = await _episode(qwen_tok, texts, {1: 2}, async_training={"partial_rollout": False})
+    assert [r["aborted"] for r in client.requests] == [False, True]
+    assert cut.response_ids[-2:] == client.replies[1][:2]  # the two tokens of the cut generation, then nothing
+    info = cut.extra_fields["reward_extra_info"]
+    assert info["truncated"] == 1.0 and info["num_generations"] == 2.0
+    assert cut.reward_score < 1.0
