@@ -60,7 +60,9 @@ def fixed_batch(vocab_size: int, seed: int = 0):
         "response_mask": response_mask,
         "advantages": torch.randn(N_SEQ, 1, generator=gen).expand(N_SEQ, RESPONSE_LEN) * response_mask,
     }
-    return DataProto.from_single_dict(tensors), torch.randn(N_SEQ, RESPONSE_LEN, generator=gen) * 0.05
+    # the trainer puts the sampling temperature in the batch's meta-info (the workers scale the logits by it)
+    batch = DataProto.from_single_dict(tensors, meta_info={"temperature": 1.0})
+    return batch, torch.randn(N_SEQ, RESPONSE_LEN, generator=gen) * 0.05
 
 
 def _as_td(batch, **meta):
