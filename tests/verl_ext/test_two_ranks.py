@@ -1,6 +1,6 @@
 """Two FSDP ranks on gloo give what one rank gives on the same batch (verl's actor, agent-tune's CPU config).
 
-Slow (about 1-2 minutes on 2 cores, ~5 GB): :mod:`tests.verl_ext.dp_loss_probe` runs verl's own
+Slow (62 s wall on 2 cores): :mod:`tests.verl_ext.dp_loss_probe` runs verl's own
 ``ActorRolloutRefWorker`` (FSDP2 on gloo through the CPU plugin) with world size 1 and then 2 in one Ray
 session, on one fixed batch of 8 uneven sequences, and reports per-token log-probs, the PPO loss and the
 gradient norm of one update.
@@ -8,9 +8,11 @@ gradient norm of one update.
 Tolerance: everything is fp32. One rank runs the 8 sequences as 2 micro-batches and accumulates the
 gradient; two ranks run 4 each and all-reduce it (gloo sums in another order); the loss is normalised by the
 global token count either way (verl all-reduces it). Only the order of floating-point sums differs, so the
-results agree to a few fp32 ulps of the reduced quantities: relative 1e-6 is typical (the measured
-differences are in docs/scale.md). 1e-4 relative leaves room for other CPUs' summation orders, and is still
-far below any real mistake (a loss scaled by the local instead of the global token count is off by ~50%, a
+results differ only by rounding. Measured (2 cores, docs/scale.md): the log-probs and the loss are
+bit-identical (each rank's micro-batch holds the same 4 sequences as one of the 1-rank micro-batches), the
+gradient norm differs by 1.1e-5 relative (accumulating 2 micro-batches vs all-reducing 2 ranks sums 135M
+fp32 gradients in another order). 1e-4 relative leaves room for other CPUs' summation orders and is far
+below any real mistake (a loss scaled by the local instead of the global token count is off by ~50%, a
 missing gradient all-reduce changes the norm by tens of percent).
 """
 
