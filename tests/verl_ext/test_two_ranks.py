@@ -36,7 +36,7 @@ def test_two_gloo_ranks_match_one_rank(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "tests.verl_ext.dp_loss_probe"], cwd=REPO, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = json.loads([line for line in proc.stdout.splitlines() if line.startswith('{"1"')][-1])
     one, two = result["1"], result["2"]
     # the forward: every response token's log-prob
     assert len(one["log_probs"]) == len(two["log_probs"]) > 50
