@@ -1,4 +1,4 @@
-"""A two-node Ray cluster on loopback for tests: a head and a worker started with ``ray start``.
+"""A two-node Ray cluster on one machine for tests: a head and a worker started with ``ray start``.
 
 Each node is its own ``ray start --block`` process (own GCS/raylet ports, dashboard agent port and a
 custom resource naming the node), in its own process group, under one fresh ``--temp-dir``. Stopping it
@@ -48,13 +48,19 @@ class LoopbackCluster:
         self.temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must be < 108
         self.log_dir = Path(log_dir or self.temp_dir)
         self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
+        # Ray binds its GCS to the node's IP (it ignored --node-ip-address=127.0.0.1 in a measured run: the head
+        # listened on the host address and clients of 127.0.0.1 found no cluster), so address it there
+        from ray.util import get_node_ip_address
+
+        self.ip = get_node_ip_address()
+        self.address = f"{self.ip}:{self.port}"
+        self.last_error = ""
         self.procs: list[subprocess.Popen] = []
         self.node_names = ["head"] + [f"worker{i}" for i in range(workers)]
 
     def _start(self, name: str, extra: Sequence[str]) -> None:
         cmd = [RAY, "start", "--block", f"--num-cpus={self.cpus_per_node}", f"--num-gpus={self.gpus_per_node}",
-               f'--resources={{"agent_tune_{name}": 1}}', "--node-ip-address=127.0.0.1",
+               f'--resources={{"agent_tune_{name}": 1}}', f"--node-ip-address={self.ip}",
                f"--dashboard-agent-listen-port={free_port()}", f"--temp-dir={self.temp_dir}",
                "--disable-usage-stats", *extra]
         log = open(self.log_dir / f"ray_{name}.log", "w")
@@ -78,7 +84,8 @@ class LoopbackCluster:
             if len(self.alive_nodes()) >= n:
                 return
             time.sleep(2)
-        raise TimeoutError(f"{n} Ray nodes not up after {timeout_s:.0f} s; logs in {self.log_dir}")
+        raise TimeoutError(f"{n} Ray nodes not up after {timeout_s:.0f} s; logs in {self.log_dir}; last query "
+                           f"error: {self.last_error[-1500:]}")
 
     def query(self, code: str, timeout_s: float = 120.0) -> str:
         """Run ``code`` in a fresh interpreter connected to the cluster (``ray`` imported, connected);
@@ -97,7 +104,8 @@ class LoopbackCluster:
 
         try:
             out = self.query("print(json.dumps([n for n in ray.nodes() if n['Alive']], default=str))", 60)
-        except (RuntimeError, subprocess.TimeoutExpired):
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            self.last_error = str(exc)
             return []
         return json.loads(out.strip().splitlines()[-1])
 
