@@ -104,6 +104,16 @@ def trainer_step(kwargs: Mapping[str, Any]) -> int | None:
     return None if step is None else int(step)
 
 
+def sample_step(kwargs: Mapping[str, Any], extra_fields: Mapping[str, Any]) -> int | None:
+    """The step an episode record is filed under: verl's ``global_steps`` row kwarg (v1 trainer), else the
+    weight version the server generated its first tokens with (``min_global_steps``: verl's one-step-off
+    and fully-async trainers pass no step to the loop; their servers carry the version of the last sync)."""
+    step = trainer_step(kwargs)
+    if step is None and extra_fields.get("min_global_steps") is not None:
+        step = int(extra_fields["min_global_steps"])
+    return step
+
+
 def collapse_fields(kwargs: Mapping[str, Any], step_infos: list[dict[str, Any]], done: bool) -> dict[str, Any]:
     """Per-episode fields for collapse monitoring, next to the episode metrics (``verl_ext.step_metrics``
     aggregates them per step): the GRPO group, the calls the env ran (``calls`` of its step infos: the
@@ -172,7 +182,7 @@ class AgentTuneLoop(AgentLoopBase):
             extra_fields["drift"] = str(result.drift)
         samples_dir = self.options.get("sample_metrics_dir")
         if samples_dir:
-            sample = {"global_steps": kwargs.get("global_steps"), "split": extra.get("split", "train"),
+            sample = {"global_steps": sample_step(kwargs, policy.extra_fields), "split": extra.get("split", "train"),
                       "data_source": kwargs.get("data_source"), "reward": float(result.reward),
                       "response_length": len(traj), **metrics,
                       **collapse_fields(kwargs, result.step_infos, result.termination == "done")}

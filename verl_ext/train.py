@@ -20,10 +20,12 @@ then runs the training in a child process (``--_child``; the config it runs is s
 ``<trainer.default_local_dir>/train_config.yaml``) whose whole output (verl, Ray's forwarded worker logs,
 vLLM) is appended to ``<trainer.default_local_dir>/train.log``. The child, for ``trainer.device=cpu``,
 loads agent-tune's CPU support into verl (:mod:`verl_ext.cpu.launch`), runs verl's own ``main_ppo`` task
-(what ``python -m verl.trainer.main_ppo`` does after Hydra) and, on CPU, removes the shared-memory files
-the run left in ``/dev/shm``. Meanwhile the launcher shows the phases the log passes (Ray, vLLM, first
-step), one progress line per step with rate and ETA, and at the end where the metrics, checkpoints and
-log are, or the error found in the log; the child's exit code is the launcher's (:mod:`verl_ext.console`).
+(what ``python -m verl.trainer.main_ppo`` does after Hydra; or verl's one-step-off-policy /
+fully-async trainer when ``agent_tune.trainer`` names one, :mod:`verl_ext.trainers`) and, on CPU, removes
+the shared-memory files the run left in ``/dev/shm``. Meanwhile the launcher shows the phases the log
+passes (Ray, vLLM, first step), one progress line per step with rate and ETA, and at the end where the
+metrics, checkpoints and log are, or the error found in the log; the child's exit code is the
+launcher's (:mod:`verl_ext.console`).
 ``--verbose`` or ``agent_tune.console=verbose`` also streams the log live.
 """
 
@@ -196,8 +198,13 @@ def validate(config: DictConfig) -> None:
         raise ConfigError(f"invalid config: {exc}") from exc
     check_env_kwargs(config)
     from verl_ext.lora import check_lora
+    from verl_ext.trainers import check_trainer
 
     check_lora(config.actor_rollout_ref.model, "actor_rollout_ref.model", rollout=True)
+    try:
+        check_trainer(config)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def check_env_kwargs(config: DictConfig) -> None:
@@ -287,20 +294,28 @@ def run(config: DictConfig) -> None:
             snapshot = ShmSnapshot.take()
 
     import ray
-    from verl.trainer import main_ppo
     from verl.utils.device import auto_set_device
 
+    from verl_ext.cluster import check_cluster, prepare_for_cluster
+    from verl_ext.trainers import check_trainer, prepare_config, run_trainer
+
     auto_set_device(config)
+    address = prepare_for_cluster(config)
+    try:
+        trainer = check_trainer(config)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    config = prepare_config(config, trainer)
     validate(config)
+    if address is not None:
+        try:
+            check_cluster(config, address)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
     thread, stop = follow(StepMetricsWriter(verl_log, samples_dir, metrics_file))
     logger.info("per-step metrics: %s", metrics_file)
     try:
-        if config.trainer.use_v1:
-            main_ppo.run_ppo(config, task_runner_class=main_ppo.TaskRunnerV1)
-        else:
-            from verl.trainer.main_ppo_v0 import TaskRunner
-
-            main_ppo.run_ppo(config, task_runner_class=TaskRunner)
+        run_trainer(config, trainer)
     finally:
         wait_stop(thread, stop)
         if ray.is_initialized():

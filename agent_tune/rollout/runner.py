@@ -303,8 +303,10 @@ def _sampling_params(
 
 
 def _classify(reported: str, ids: list[int], max_tokens: int, eot: int) -> str:
-    """The effective stop reason: samplers such as verl report "completed" for both stop and length."""
-    if reported == "abort":
+    """The effective stop reason: samplers such as verl report "completed" for both stop and length, and
+    "aborted" for a generation a weight sync interrupted (verl's vLLM server; with partial rollout verl's
+    client resumes it before the runner sees it)."""
+    if reported in ("abort", "aborted"):
         return "abort"
     if ids and ids[-1] == eot:
         return "stop"

@@ -65,3 +65,11 @@ def test_trainer_step() -> None:
     assert trainer_step({"global_steps": 3}) == 3 and trainer_step({}) is None
     np = pytest.importorskip("numpy")
     assert trainer_step({"global_steps": np.int64(4)}) == 4
+
+
+def test_sample_step_falls_back_to_the_weight_version() -> None:
+    from verl_ext.agent_loop import sample_step
+
+    assert sample_step({"global_steps": 3}, {"min_global_steps": 1}) == 3
+    assert sample_step({}, {"min_global_steps": 2, "max_global_steps": 4}) == 2  # experimental async trainers
+    assert sample_step({}, {}) is None

@@ -1,0 +1,111 @@
+"""Sync vs async GRPO on the CPU main job: samples/s, step time and mean reward, the same number of samples.
+
+Runs ``agent-tune train --config-name agent_tune_bfcl_cpu`` twice on the same BFCL data (built once, 3 shots,
+as ``examples/run_grpo_bfcl_cpu.sh`` does): once as it is (verl's v1 trainer, sync) and once with an async
+recipe from ``config/async/`` (``--mode``: ``colocate_async``, the v1 trainer's colocated async mode;
+``one_step_off_policy_cpu`` or ``fully_async_policy_cpu``, verl's experimental trainers with a separate
+rollout pool). Both runs train on ``--steps`` x 2 prompts x 4 samples and save no checkpoint.
+
+Reported per run, from ``<run>/metrics.jsonl`` (one row per trainer step: ``verl_ext.step_metrics``) and
+the run's wall clock:
+
+- ``train s``: the sum of verl's step times (``timing_s/step``: for the async trainers this includes the
+  wait for samples, so it is the training phase's wall time, start-up excluded);
+- ``samples/s``: samples trained on / ``train s``; ``end-to-end samples/s``: / the whole run's wall time;
+- ``step s``: mean step time; ``reward``: mean reward over all samples.
+
+Then the async/sync ratios. Not part of CI (tens of minutes on 2 cores); heavy: run it alone.
+
+    python benchmarks/async_vs_sync.py [--mode colocate_async] [--steps 4] [--work /tmp/async_vs_sync]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+REPO = Path(__file__).resolve().parents[1]
+MODES = ("colocate_async", "one_step_off_policy_cpu", "fully_async_policy_cpu")
+PROMPTS_PER_STEP = 2
+SAMPLES_PER_PROMPT = 4
+
+
+def build_data(out: Path) -> Path:
+    """The main job's BFCL splits (3 worked examples per training row), built once."""
+    if not (out / "train_base.parquet").is_file():
+        subprocess.run([sys.executable, str(REPO / "data_preprocess" / "bfcl.py"), "--out", str(out),
+                        "--shots", "3"], cwd=REPO, check=True)
+    return out
+
+
+def run(name: str, work: Path, data: Path, steps: int, extra: Sequence[str]) -> dict:
+    """One training run; its per-step rows and wall time."""
+    ckpt = work / name
+    cmd = [sys.executable, "-m", "verl_ext.train", "--config-name", "agent_tune_bfcl_cpu",
+           f"data.train_files={data / 'train_base.parquet'}", f"data.val_files={data / 'val.parquet'}",
+           f"trainer.default_local_dir={ckpt}", f"trainer.total_training_steps={steps}", "trainer.save_freq=-1",
+           "trainer.resume_mode=disable", *extra]
+    print(f"[{name}] {' '.join(cmd[2:])}", flush=True)
+    started = time.monotonic()
+    proc = subprocess.run(cmd, cwd=REPO)
+    wall = time.monotonic() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"[{name}] exited {proc.returncode}; log: {ckpt / 'train.log'}")
+    rows = [json.loads(line) for line in (ckpt / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return {"name": name, "rows": rows, "wall_s": wall}
+
+
+def summary(result: dict, steps: int) -> dict:
+    """Throughput over the samples trained on (``steps`` x prompts x group size: the same in both runs). The
+    rows group the episodes by the weight version that generated them (an async run's last rows may hold
+    episodes generated ahead and never trained on); the mean reward is over all generated episodes."""
+    rows = result["rows"]
+    samples = steps * PROMPTS_PER_STEP * SAMPLES_PER_PROMPT
+    generated = sum(int(r.get("samples", 0)) for r in rows)
+    train_s = sum(float(r.get("step_time_s", 0.0)) for r in rows)
+    reward = sum(float(r.get("reward", 0.0)) * int(r.get("samples", 0)) for r in rows) / max(generated, 1)
+    return {"run": result["name"], "steps": steps, "samples": samples, "train_s": train_s,
+            "step_s": train_s / max(steps, 1), "samples_per_s": samples / train_s if train_s else 0.0,
+            "e2e_samples_per_s": samples / result["wall_s"], "wall_s": result["wall_s"], "reward": reward}
+
+
+def async_overrides(mode: str, steps: int) -> list[str]:
+    """The async recipe, sized to train on the same samples as the sync run."""
+    extra = [f"+async={mode}"]
+    if mode.startswith("fully_async"):
+        # verl's fully-async trainer counts steps from the prompts the rollouter produces
+        extra.append(f"rollout.total_rollout_steps={steps * PROMPTS_PER_STEP}")
+    return extra
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=MODES, default="colocate_async")
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/async_vs_sync"))
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for both runs")
+    args = parser.parse_args(argv)
+    data = build_data(args.work / "data")
+    sync = summary(run("sync", args.work, data, args.steps, args.overrides), args.steps)
+    extra = [*args.overrides, *async_overrides(args.mode, args.steps)]
+    asyn = summary(run(args.mode, args.work, data, args.steps, extra), args.steps)
+    cols = ("run", "steps", "samples", "train_s", "step_s", "samples_per_s", "e2e_samples_per_s", "wall_s", "reward")
+    print("\n" + " | ".join(f"{c:>17}" for c in cols))
+    for row in (sync, asyn):
+        print(" | ".join(f"{row[c]:>17.3f}" if isinstance(row[c], float) else f"{row[c]:>17}" for c in cols))
+    ratio = {k: asyn[k] / sync[k] if sync[k] else float("nan") for k in ("samples_per_s", "e2e_samples_per_s",
+                                                                          "step_s")}
+    print(f"\nasync/sync: samples/s {ratio['samples_per_s']:.2f}x, end-to-end samples/s "
+          f"{ratio['e2e_samples_per_s']:.2f}x, step time {ratio['step_s']:.2f}x; mean reward sync "
+          f"{sync['reward']:.3f}, async {asyn['reward']:.3f}")
+    print(json.dumps({"sync": sync, "async": asyn, "ratio": ratio}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

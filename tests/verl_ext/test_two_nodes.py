@@ -1,0 +1,99 @@
+"""The main job on a two-node Ray cluster: verl's trainer with ``trainer.nnodes=2`` on a head and a worker
+started with ``ray start`` on loopback, FSDP ranks and vLLM servers on both nodes.
+
+Slow (minutes on 2 cores; ~2x the memory of one node's run): the BFCL main-job config
+(``agent_tune_bfcl_cpu``, the README's command) joins the cluster through ``+ray_kwargs.ray_init.address``
+(the launcher drops the local-cluster ``num_cpus``/``num_gpus`` and checks the cluster can place
+``trainer.nnodes`` x ``trainer.n_gpus_per_node``) and runs 2 steps, shortened to fit CI: 2 samples per prompt,
+32 response tokens, no checkpoint, and rows without the worked examples (``--shots 0``: prompts of 0.5-1.1k
+tokens instead of up to 1.8k; the update's cost grows with the sequence length). The worker actors' Ray
+node ids prove both nodes worked. The cluster is stopped afterwards even on failure (its own processes
+only, see ``ray_cluster.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.verl_ext.ray_cluster import LoopbackCluster
+
+REPO = Path(__file__).resolve().parents[2]
+RUN_TIMEOUT_S = 1500
+SHORT = ("actor_rollout_ref.rollout.n=2", "data.max_response_length=32", "trainer.save_freq=-1",
+         "trainer.total_training_steps=2")
+
+pytestmark = [
+    pytest.mark.slow,
+    # Not yet passing (issue 13 stays open): its one run timed out joining the head (Ray 2.60 bound the head to
+    # the host address, not 127.0.0.1); the fix to the addresses has not been run on this machine yet.
+    pytest.mark.skip(reason="two-node loopback cluster: address fix not yet run (issue 13)"),
+]
+
+
+class PeakMemory:
+    """Peak of the machine's used memory (MemTotal - MemAvailable) while it runs, sampled every second."""
+
+    def __init__(self) -> None:
+        self.base = self.peak = _used_gb()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.peak = max(self.peak, _used_gb())
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def _used_gb() -> float:
+    info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    kb = lambda key: int(info[key].split()[0])  # noqa: E731
+    return (kb("MemTotal") - kb("MemAvailable")) / 2**20
+
+
+def test_main_job_on_two_ray_nodes(tmp_path: Path) -> None:
+    pytest.importorskip("verl")
+    pytest.importorskip("vllm")
+    data = tmp_path / "data"
+    subprocess.run([sys.executable, str(REPO / "data_preprocess" / "bfcl.py"), "--out", str(data), "--shots", "0"],
+                   cwd=REPO, check=True, capture_output=True, timeout=300,
+                   env={**os.environ, "PYTHONPATH": str(REPO)})
+    ckpt = tmp_path / "ckpt"
+    env = {"PYTHONPATH": str(REPO)}
+    with LoopbackCluster(gpus_per_node=1, cpus_per_node=8, env=env, log_dir=tmp_path) as cluster:
+        nodes = cluster.alive_nodes()
+        assert len(nodes) == 2 and len({n["NodeID"] for n in nodes}) == 2
+        memory, started = PeakMemory(), time.monotonic()
+        cmd = [sys.executable, "-m", "verl_ext.train", "--config-name", "agent_tune_bfcl_cpu",
+               f"+ray_kwargs.ray_init.address={cluster.address}", "trainer.nnodes=2", "trainer.n_gpus_per_node=1",
+               f"data.train_files={data / 'train_base.parquet'}", f"data.val_files={data / 'val.parquet'}",
+               f"trainer.default_local_dir={ckpt}", *SHORT]
+        with open(tmp_path / "train.out", "w") as out:
+            proc = subprocess.run(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S)
+        wall, peak = time.monotonic() - started, memory.stop()
+        log = (ckpt / "train.log").read_text(errors="replace") if (ckpt / "train.log").is_file() else ""
+        assert proc.returncode == 0, (tmp_path / "train.out").read_text()[-3000:] + log[-6000:]
+        actors = cluster.actors()
+    print(f"\ntwo-node run: {wall:.0f} s wall, machine memory used peak {peak:.1f} GB "
+          f"(before {memory.base:.1f} GB)")
+    rows = [json.loads(line) for line in (ckpt / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2] and all(r["samples"] == 4 for r in rows)
+    # the FSDP workers (verl's WorkerDict actors) and the vLLM servers ran on both nodes
+    node_ids = {n["NodeID"] for n in nodes}
+    workers = [a for a in actors if "WorkerDict" in a["ActorClassName"]]
+    servers = [a for a in actors if "vLLM" in a["ActorClassName"] and "Server" in a["ActorClassName"]]
+    assert {a["Address"]["NodeID"] for a in workers} == node_ids, workers
+    assert {a["Address"]["NodeID"] for a in servers} == node_ids, servers
+    assert not cluster.leftover_pids()

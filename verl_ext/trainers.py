@@ -1,0 +1,101 @@
+"""Which verl trainer runs a config: ``agent_tune.trainer`` names it, with verl's own names.
+
+- ``main_ppo`` (default): ``verl.trainer.main_ppo`` (the v1 trainer when ``trainer.use_v1``; its
+  ``trainer.v1.trainer_mode`` picks ``sync``, ``colocate_async`` or ``separate_async``);
+- ``one_step_off_policy``: ``verl.experimental.one_step_off_policy`` (rollout of step k+1 overlaps the update
+  of step k; rollout and training in separate resource pools);
+- ``fully_async_policy``: ``verl.experimental.fully_async_policy`` (a rollouter streams samples to a
+  trainer through a message queue; staleness bounded by ``async_training.staleness_threshold``, parameter
+  sync every ``async_training.trigger_parameter_sync_step`` steps, interrupted generations resumed when
+  ``async_training.partial_rollout``).
+
+For the two experimental trainers :func:`run_trainer` does what their Hydra ``main`` does after composing
+(copy ``rollout.nnodes/n_gpus_per_node`` into ``actor_rollout_ref.rollout``, verl's legacy-reward migration
+for ``fully_async_policy``) and runs verl's ``run_ppo`` with their task runner. The configs under
+``config/async/`` hold what each needs (verl's required settings, truncated importance sampling, the
+staleness bound); :func:`check_trainer` fails at start-up, naming the key, on a config they cannot run.
+"""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+MAIN_PPO = "main_ppo"
+ONE_STEP_OFF = "one_step_off_policy"
+FULLY_ASYNC = "fully_async_policy"
+TRAINERS = (MAIN_PPO, ONE_STEP_OFF, FULLY_ASYNC)
+SEPARATE_POOL_TRAINERS = (ONE_STEP_OFF, FULLY_ASYNC)
+
+
+def trainer_name(config: DictConfig) -> str:
+    """``agent_tune.trainer`` (``main_ppo`` when absent)."""
+    return str(OmegaConf.select(config, "agent_tune.trainer", default=None) or MAIN_PPO)
+
+
+def check_trainer(config: DictConfig) -> str:
+    """The trainer's name, after checking the config has what that trainer needs.
+
+    Raises:
+        ValueError: naming the key (an unknown trainer, a missing ``rollout`` pool or ``async_training``
+            section, the colocated ``naive`` weight sync or hybrid engine for a separate-pool trainer).
+    """
+    name = trainer_name(config)
+    if name not in TRAINERS:
+        raise ValueError(f"config key 'agent_tune.trainer': {name!r} is not one of {', '.join(TRAINERS)}")
+    if name not in SEPARATE_POOL_TRAINERS:
+        return name
+    for key in ("rollout.nnodes", "rollout.n_gpus_per_node"):
+        value = OmegaConf.select(config, key, default=None)
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"config key '{key}': {name} runs rollout in its own resource pool; set a "
+                             f"positive size (config/async/{name}.yaml does), got {value!r}")
+    if OmegaConf.select(config, "actor_rollout_ref.hybrid_engine", default=True):
+        raise ValueError(f"config key 'actor_rollout_ref.hybrid_engine': {name} needs false (rollout and "
+                         "training are separate)")
+    backend = OmegaConf.select(config, "actor_rollout_ref.rollout.checkpoint_engine.backend", default="naive")
+    if backend == "naive":
+        raise ValueError(f"config key 'actor_rollout_ref.rollout.checkpoint_engine.backend': {name} moves weights "
+                         "between pools; 'naive' only works colocated (nccl on GPUs, cpu_tcp on CPU)")
+    if OmegaConf.select(config, "trainer.device") == "cpu" and backend != "cpu_tcp":
+        raise ValueError(f"config key 'actor_rollout_ref.rollout.checkpoint_engine.backend': {backend!r} needs "
+                         "accelerators; on CPU use cpu_tcp (verl_ext/cpu/checkpoint_engine.py)")
+    if name == FULLY_ASYNC and OmegaConf.select(config, "async_training", default=None) is None:
+        raise ValueError("config key 'async_training': fully_async_policy needs it "
+                         "(config/async/fully_async_policy.yaml)")
+    return name
+
+
+def prepare_config(config: DictConfig, name: str) -> DictConfig:
+    """What verl's experimental ``main`` functions do to the composed config before ``run_ppo``."""
+    if name not in SEPARATE_POOL_TRAINERS:
+        return config
+    with open_dict(config):
+        config.actor_rollout_ref.rollout.nnodes = config.rollout.nnodes
+        config.actor_rollout_ref.rollout.n_gpus_per_node = config.rollout.n_gpus_per_node
+    if name == FULLY_ASYNC:
+        from verl.experimental.reward_loop import migrate_legacy_reward_impl
+
+        config = migrate_legacy_reward_impl(config)
+    return config
+
+
+def run_trainer(config: DictConfig, name: str) -> None:
+    """Run trainer ``name`` (checked by :func:`check_trainer`) on ``config`` (prepared by
+    :func:`prepare_config`): what ``python -m <verl main>`` does after Hydra. verl's ``run_ppo`` starts or
+    joins Ray."""
+    from verl.trainer import main_ppo
+
+    if name == ONE_STEP_OFF:
+        from verl.experimental.one_step_off_policy.main_ppo import OneStepTaskRunner
+
+        main_ppo.run_ppo(config, task_runner_class=OneStepTaskRunner)
+    elif name == FULLY_ASYNC:
+        from verl.experimental.fully_async_policy.fully_async_main import FullyAsyncTaskRunner
+
+        main_ppo.run_ppo(config, task_runner_class=FullyAsyncTaskRunner)
+    elif config.trainer.use_v1:
+        main_ppo.run_ppo(config, task_runner_class=main_ppo.TaskRunnerV1)
+    else:
+        from verl.trainer.main_ppo_v0 import TaskRunner
+
+        main_ppo.run_ppo(config, task_runner_class=TaskRunner)
