@@ -186,6 +186,17 @@ def validate(config: DictConfig) -> None:
     except (AssertionError, ValueError, TypeError, KeyError) as exc:
         raise ConfigError(f"invalid config: {exc}") from exc
     check_env_kwargs(config)
+    check_task_curriculum(config)
+
+
+def check_task_curriculum(config: DictConfig):
+    """``agent_tune.task_curriculum`` as :class:`verl_ext.task_curriculum.TaskCurriculumConfig` checks it."""
+    from verl_ext.task_curriculum import check_config
+
+    try:
+        return check_config(config)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config key 'agent_tune.task_curriculum': {exc}") from exc
 
 
 def check_env_kwargs(config: DictConfig) -> None:
@@ -284,11 +295,14 @@ def run(config: DictConfig) -> None:
     logger.info("per-step metrics: %s", metrics_file)
     try:
         if config.trainer.use_v1:
-            main_ppo.run_ppo(config, task_runner_class=main_ppo.TaskRunnerV1)
+            runner = main_ppo.TaskRunnerV1
         else:
-            from verl.trainer.main_ppo_v0 import TaskRunner
+            from verl.trainer.main_ppo_v0 import TaskRunner as runner
+        if check_task_curriculum(config).enable:
+            from verl_ext.task_curriculum import task_runner_class
 
-            main_ppo.run_ppo(config, task_runner_class=TaskRunner)
+            runner = task_runner_class(runner)
+        main_ppo.run_ppo(config, task_runner_class=runner)
     finally:
         wait_stop(thread, stop)
         if ray.is_initialized():
