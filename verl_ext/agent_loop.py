@@ -14,8 +14,9 @@ Options live under ``agent_tune:`` in the trainer config (``config/base/agent_tu
 per agent-loop worker), with the trainer step that generated it, and with ``dump_rollout_tokens`` its token
 lists (ids, mask, the sampler's log-probs). With ``trainer.val_only=true`` that is a rollout-only debug run: no update.
 ``sample_metrics_dir`` (set by the launcher): every episode's metrics, with the trainer step that
-generated it and the row's ``extra_info.split``, appended to ``<dir>/samples-<pid>.jsonl``; the launcher
-turns them into per-step metrics (verl's own step metrics do not carry them).
+generated it, the row's ``extra_info.split`` and its task key, appended to ``<dir>/samples-<pid>.jsonl``; the
+launcher turns them into per-step metrics (verl's own step metrics do not carry them), and the task
+curriculum (:mod:`verl_ext.task_curriculum`) into per-task sampling weights.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from agent_tune.envs import get_env_class
 from agent_tune.rollout import ChatRenderer, GenerationOutput, PromptTooLongError, RolloutLimits, run_episode
 from agent_tune.rollout.dump import append_jsonl, trajectory_record
 from agent_tune.rollout.episode_metrics import episode_metrics
+from verl_ext.task_curriculum import task_key
 
 LOOP_NAME = "agent_tune"
 
@@ -183,7 +185,8 @@ class AgentTuneLoop(AgentLoopBase):
         samples_dir = self.options.get("sample_metrics_dir")
         if samples_dir:
             sample = {"global_steps": sample_step(kwargs, policy.extra_fields), "split": extra.get("split", "train"),
-                      "data_source": kwargs.get("data_source"), "reward": float(result.reward),
+                      "data_source": kwargs.get("data_source"), "task": task_key(extra),
+                      "reward": float(result.reward),
                       "response_length": len(traj), **metrics,
                       **collapse_fields(kwargs, result.step_infos, result.termination == "done")}
             append_jsonl(os.path.join(str(samples_dir), f"samples-{os.getpid()}.jsonl"), [sample])

@@ -104,6 +104,27 @@ def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 continue
 
 
+def read_appended(samples_dir: Path, offsets: dict[str, int]) -> list[dict[str, Any]]:
+    """The complete records appended to ``samples_dir/samples-*.jsonl`` since ``offsets`` (bytes read per
+    file name, updated in place); a line still being written waits for the next call."""
+    out: list[dict[str, Any]] = []
+    for path in sorted(Path(samples_dir).glob("samples-*.jsonl")):
+        start = offsets.get(path.name, 0)
+        with path.open("rb") as f:
+            f.seek(start)
+            chunk = f.read()
+        end = chunk.rfind(b"\n") + 1
+        offsets[path.name] = start + end
+        for line in chunk[:end].splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict):
+                out.append(rec)
+    return out
+
+
 class StepMetricsWriter:
     """Joins verl's file-logger lines and the agent loop's episode records into ``out_path`` (one JSON
     object per step).
@@ -120,26 +141,15 @@ class StepMetricsWriter:
         self.written = {row["step"] for row in _read_jsonl(self.out_path) if "step" in row}
         self.val_path = self.out_path.with_name("val_metrics.jsonl")
         self.val_written = {row["step"] for row in _read_jsonl(self.val_path) if "step" in row}
-        self._offsets: dict[Path, int] = {}  # bytes of each episode file already read
+        self._offsets: dict[str, int] = {}  # bytes of each episode file already read
         self._pending: dict[Any, list[dict[str, Any]]] = {}  # training episode records of unwritten steps
 
     def _read_new_samples(self) -> None:
         """Add the complete lines appended to the episode files since the last poll to ``_pending``."""
-        for path in sorted(self.samples_dir.glob("samples-*.jsonl")):
-            start = self._offsets.get(path, 0)
-            with path.open("rb") as f:
-                f.seek(start)
-                chunk = f.read()
-            end = chunk.rfind(b"\n") + 1  # a line still being written waits for the next poll
-            self._offsets[path] = start + end
-            for line in chunk[:end].splitlines():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                step = rec.get("global_steps")
-                if rec.get("split") not in EVAL_SPLITS and step not in self.written:
-                    self._pending.setdefault(step, []).append(rec)
+        for rec in read_appended(self.samples_dir, self._offsets):
+            step = rec.get("global_steps")
+            if rec.get("split") not in EVAL_SPLITS and step not in self.written:
+                self._pending.setdefault(step, []).append(rec)
 
     def poll(self) -> list[dict[str, Any]]:
         """Append every step that both sources now hold and that is not written yet; returns them."""

@@ -198,13 +198,26 @@ def validate(config: DictConfig) -> None:
         raise ConfigError(f"invalid config: {exc}") from exc
     check_env_kwargs(config)
     from verl_ext.lora import check_lora
-    from verl_ext.trainers import check_trainer
+    from verl_ext.trainers import SEPARATE_POOL_TRAINERS, check_trainer
 
     check_lora(config.actor_rollout_ref.model, "actor_rollout_ref.model", rollout=True)
     try:
-        check_trainer(config)
+        trainer = check_trainer(config)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
+    if check_task_curriculum(config).enable and trainer in SEPARATE_POOL_TRAINERS:
+        raise ConfigError(f"config key 'agent_tune.task_curriculum.enable': not supported with agent_tune.trainer="
+                          f"{trainer} (the curriculum's sampler plugs into the synchronous trainers)")
+
+
+def check_task_curriculum(config: DictConfig):
+    """``agent_tune.task_curriculum`` as :class:`verl_ext.task_curriculum.TaskCurriculumConfig` checks it."""
+    from verl_ext.task_curriculum import check_config
+
+    try:
+        return check_config(config)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config key 'agent_tune.task_curriculum': {exc}") from exc
 
 
 def check_env_kwargs(config: DictConfig) -> None:
@@ -315,7 +328,10 @@ def run(config: DictConfig) -> None:
     thread, stop = follow(StepMetricsWriter(verl_log, samples_dir, metrics_file))
     logger.info("per-step metrics: %s", metrics_file)
     try:
-        run_trainer(config, trainer)
+        wrap = None
+        if check_task_curriculum(config).enable:
+            from verl_ext.task_curriculum import task_runner_class as wrap
+        run_trainer(config, trainer, wrap)
     finally:
         wait_stop(thread, stop)
         if ray.is_initialized():

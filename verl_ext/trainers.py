@@ -18,6 +18,8 @@ staleness bound); :func:`check_trainer` fails at start-up, naming the key, on a 
 
 from __future__ import annotations
 
+from typing import Callable
+
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 MAIN_PPO = "main_ppo"
@@ -79,23 +81,21 @@ def prepare_config(config: DictConfig, name: str) -> DictConfig:
     return config
 
 
-def run_trainer(config: DictConfig, name: str) -> None:
+def run_trainer(config: DictConfig, name: str, wrap_runner: Callable[[type], type] | None = None) -> None:
     """Run trainer ``name`` (checked by :func:`check_trainer`) on ``config`` (prepared by
     :func:`prepare_config`): what ``python -m <verl main>`` does after Hydra. verl's ``run_ppo`` starts or
-    joins Ray."""
+    joins Ray. ``wrap_runner`` subclasses the synchronous trainers' task runner (the task curriculum's
+    sampler; :func:`verl_ext.train.validate` refuses it for the asynchronous ones)."""
     from verl.trainer import main_ppo
 
     if name == ONE_STEP_OFF:
-        from verl.experimental.one_step_off_policy.main_ppo import OneStepTaskRunner
-
-        main_ppo.run_ppo(config, task_runner_class=OneStepTaskRunner)
+        from verl.experimental.one_step_off_policy.main_ppo import OneStepTaskRunner as runner
     elif name == FULLY_ASYNC:
-        from verl.experimental.fully_async_policy.fully_async_main import FullyAsyncTaskRunner
-
-        main_ppo.run_ppo(config, task_runner_class=FullyAsyncTaskRunner)
+        from verl.experimental.fully_async_policy.fully_async_main import FullyAsyncTaskRunner as runner
     elif config.trainer.use_v1:
-        main_ppo.run_ppo(config, task_runner_class=main_ppo.TaskRunnerV1)
+        runner = main_ppo.TaskRunnerV1
     else:
-        from verl.trainer.main_ppo_v0 import TaskRunner
-
-        main_ppo.run_ppo(config, task_runner_class=TaskRunner)
+        from verl.trainer.main_ppo_v0 import TaskRunner as runner
+    if wrap_runner is not None:
+        runner = wrap_runner(runner)
+    main_ppo.run_ppo(config, task_runner_class=runner)

@@ -1,6 +1,9 @@
-"""``agent-tune eval``: BFCL evaluation (multi-turn or single-turn) against an OpenAI-compatible server.
+"""``agent-tune eval``: BFCL evaluation (multi-turn or single-turn) or tau2-bench against an OpenAI-compatible
+server.
 
     agent-tune eval --base-url http://127.0.0.1:8000/v1 --model NAME --split test [options]
+    agent-tune eval --base-url ... --model NAME --env tau2 --domains airline,retail,telecom --split test --n 4 \
+        --user-base-url http://127.0.0.1:8001/v1 --user-model USER [options]
     agent-tune eval --base-url ... --model NAME --suite single_turn_python [--split test] [options]
     agent-tune eval --base-url ... --model NAME --env toolcall --categories simple_python multiple [options]
     agent-tune eval --base-url ... --model NAME --rows data/train.parquet --n 4 --sft-out rft.jsonl  (any env)
@@ -19,6 +22,8 @@ from agent_tune.envs.bfcl.single_turn_splits import SINGLE_TURN_SPLITS
 from agent_tune.envs.bfcl.splits import SPLITS
 from agent_tune.eval.bfcl_format import DEFAULT_REGISTRY_NAME, FORMATS, write_bfcl_results
 from agent_tune.eval.targets import ENVS, SUITES
+
+TAU2_SPLITS = ("train", "test", "base")
 
 
 def _json_dict(text: str) -> dict:
@@ -50,10 +55,14 @@ def run_parser() -> argparse.ArgumentParser:
     srv.add_argument("--retries", type=int, default=5, help="retries per request on 5xx/429/connection errors")
     sel = p.add_argument_group("entries")
     sel.add_argument("--env", choices=ENVS, default=None,
-                     help="bfcl (multi-turn) or toolcall (single-turn); default: what the entries asked for need")
-    sel.add_argument("--split", choices=tuple(dict.fromkeys(SPLITS + SINGLE_TURN_SPLITS)), default=None,
+                     help="bfcl (multi-turn), toolcall (single-turn) or tau2 (tau2-bench); default: what the "
+                     "entries asked for need")
+    sel.add_argument("--split", choices=tuple(dict.fromkeys(SPLITS + SINGLE_TURN_SPLITS + TAU2_SPLITS)), default=None,
                      help="a split of data_preprocess/bfcl.py, or for single-turn of data_preprocess/toolcall.py "
-                     "--source bfcl (same seed = same entries as training's)")
+                     "--source bfcl (same seed = same entries as training's); tau2: tau2's own task split "
+                     "(train, test; base: every task; default test)")
+    sel.add_argument("--domains", default=None,
+                     help="tau2: comma-separated domains (default airline,retail,telecom); implies --env tau2")
     sel.add_argument("--split-seed", type=int, default=42)
     sel.add_argument("--suite", choices=tuple(SUITES), default=None,
                      help="a named set of categories: "
@@ -77,6 +86,12 @@ def run_parser() -> argparse.ArgumentParser:
                      help='JSON, e.g. \'{"enable_thinking": false}\'')
     mdl.add_argument("--env-kwargs", type=_json_dict, default={},
                      help="extra env kwargs as JSON (e.g. system_prompt)")
+    usr = p.add_argument_group("tau2's simulated user (an OpenAI-compatible server, checked at start-up)")
+    usr.add_argument("--user-base-url", default=None, help="e.g. http://127.0.0.1:8001/v1")
+    usr.add_argument("--user-model", default=None, help="served model name of the user simulator")
+    usr.add_argument("--user-api-key-env", default=None, help="environment variable holding the user server's key")
+    usr.add_argument("--user-temperature", type=float, default=0.0, help="tau2's default: 0.0")
+    usr.add_argument("--user-max-tokens", type=int, default=1024)
     smp = p.add_argument_group("sampling")
     smp.add_argument("--n", type=int, default=1, help="samples per entry (pass@k for k <= n)")
     smp.add_argument("--temperature", type=float, default=0.0)
@@ -94,6 +109,8 @@ def run_parser() -> argparse.ArgumentParser:
     out.add_argument("--bfcl-model", default=DEFAULT_REGISTRY_NAME,
                      help="bfcl-eval registry name the files are filed under")
     out.add_argument("--bfcl-format", choices=FORMATS, default="canonical")
+    out.add_argument("--tau2-dir", default=None,
+                     help="tau2: results in tau2's format, one <domain>.json each (default: OUTPUT stem + _tau2)")
     out.add_argument("--no-progress", action="store_true")
     rft = p.add_argument_group("rejection sampling (RFT)")
     rft.add_argument("--sft-out", default=None,
@@ -114,6 +131,7 @@ def report_parser() -> argparse.ArgumentParser:
     p.add_argument("--bfcl-dir", default=None, help="also write BFCL result files (first results file only)")
     p.add_argument("--bfcl-model", default=DEFAULT_REGISTRY_NAME)
     p.add_argument("--bfcl-format", choices=FORMATS, default="canonical")
+    p.add_argument("--tau2-dir", default=None, help="tau2 results files: also write tau2's format (first file only)")
     return p
 
 
@@ -121,17 +139,39 @@ def _stem(path: Path) -> Path:
     return path.with_suffix("") if path.suffix else path
 
 
-def _write_outputs(summaries, records, meta, png, json_out, bfcl_dir, bfcl_model, bfcl_format, labels=None) -> None:
+def _is_tau2(meta) -> bool:
+    return (meta or {}).get("env") == "tau2"
+
+
+def _add_tau2_metrics(summary: dict, records, meta) -> None:
+    """tau2's own metrics (average reward, pass^k per domain) on a tau2 results file's records."""
+    from agent_tune.eval.tau2_results import tau2_metrics
+
+    if _is_tau2(meta):
+        summary["tau2"] = tau2_metrics(records, meta)
+
+
+def _write_outputs(summaries, records, meta, png, json_out, bfcl_dir, bfcl_model, bfcl_format, labels=None,
+                   tau2_dir=None) -> None:
     from agent_tune.eval.report import format_table, plot_accuracy, write_json
+    from agent_tune.eval.tau2_results import format_tau2_metrics, write_tau2_results
     from agent_tune.parsing import get_reasoning_parser
 
     for s in summaries:
         print(f"\n== {s['source']} ==")
         print(format_table(s))
+        if s.get("tau2"):
+            print(format_tau2_metrics(s["tau2"]))
     if json_out:
         print(f"report: {write_json(summaries, json_out)}")
     if png:
         print(f"chart: {plot_accuracy(summaries, png, labels)}")
+    if _is_tau2(meta):
+        if tau2_dir and records is not None:
+            files = write_tau2_results(records, tau2_dir, meta)
+            print(f"tau2 results files (tau2's format: `python -m tau2.scripts.evaluate_trajectories FILE` re-scores "
+                  f"them): {', '.join(map(str, files))}")
+        return
     if bfcl_dir and records is not None:
         rp = get_reasoning_parser((meta or {}).get("reasoning_parser") or "none")
         files = write_bfcl_results(records, bfcl_dir, bfcl_model, bfcl_format, rp)
@@ -149,13 +189,32 @@ def report_main(argv: Sequence[str]) -> int:
         return 2
     try:
         summaries = [report_file(p) for p in args.results]
+        for summary, path in zip(summaries, args.results):
+            _add_tau2_metrics(summary, read_results(path)[1], summary.get("settings"))
         meta, records = read_results(args.results[0])
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     _write_outputs(summaries, records, meta, args.png, args.json_out, args.bfcl_dir, args.bfcl_model,
-                   args.bfcl_format, args.labels)
+                   args.bfcl_format, args.labels, args.tau2_dir)
     return 0
+
+
+def _tau2_env_kwargs(args: argparse.Namespace, env_kwargs: dict) -> dict:
+    """``--env-kwargs`` with the simulated user from the ``--user-*`` flags (a ``user`` in ``--env-kwargs``
+    is used as given); tau2 needs one."""
+    if args.user_base_url or args.user_model:
+        if not (args.user_base_url and args.user_model):
+            raise ValueError("tau2's user needs both --user-base-url and --user-model")
+        if "user" in env_kwargs:
+            raise ValueError("give the user either with --user-* flags or in --env-kwargs, not both")
+        env_kwargs["user"] = {"kind": "llm", "base_url": args.user_base_url, "model": args.user_model,
+                              "api_key_env": args.user_api_key_env, "temperature": args.user_temperature,
+                              "max_tokens": args.user_max_tokens}
+    if "user" not in env_kwargs:
+        raise ValueError("tau2 needs a simulated user: --user-base-url URL --user-model NAME "
+                         "(an OpenAI-compatible server), or a `user` in --env-kwargs")
+    return env_kwargs
 
 
 def run_main(argv: Sequence[str], tokenizer=None) -> int:
@@ -166,28 +225,40 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
     from agent_tune.eval.selection import infer_env, select_test_ids
     from agent_tune.eval.store import ResultsFileError
     from agent_tune.eval.task_rows import load_task_rows
+    from agent_tune.eval.tau2_results import select_tau2_ids
 
     args = run_parser().parse_args(list(argv))
     try:
         if args.rows is not None:
-            given = [f for f in ("env", "split", "suite", "categories", "ids") if getattr(args, f) is not None]
+            given = [f for f in ("env", "split", "suite", "categories", "ids", "domains")
+                     if getattr(args, f) is not None]
             if given:
                 raise ValueError(f"--rows plays the file's rows; drop --{', --'.join(given)}")
             env = "rows"
         else:
-            env = infer_env(args.env, args.categories, args.ids, args.suite)
+            env = infer_env(args.env or ("tau2" if args.domains else None), args.categories, args.ids, args.suite)
+        env_kwargs_arg = dict(args.env_kwargs)
+        if env == "tau2":
+            env_kwargs_arg = _tau2_env_kwargs(args, env_kwargs_arg)
+        elif args.domains:
+            raise ValueError(f"--domains is for --env tau2, not {env}")
         settings = EvalSettings(
             base_url=args.base_url, model=args.model, env=env, mode=args.mode, tokenizer=args.tokenizer,
             template=args.template, tool_parser=args.tool_parser, reasoning_parser=args.reasoning_parser,
             concurrency=args.concurrency, n=args.n, temperature=args.temperature, top_p=args.top_p,
             max_tokens=args.max_tokens, max_model_len=args.max_model_len, seed=args.seed, timeout=args.timeout,
-            max_retries=args.retries, api_key=args.api_key, env_kwargs=args.env_kwargs,
+            max_retries=args.retries, api_key=args.api_key, env_kwargs=env_kwargs_arg,
             chat_template_kwargs=args.chat_template_kwargs, progress=not args.no_progress,
             sft_out=args.sft_out, sft_min_accuracy=args.sft_min_accuracy, sft_min_reward=args.sft_min_reward,
             rows=args.rows,
         )
         if args.rows is not None:
             test_ids = list(load_task_rows(args.rows))[: args.limit]
+        elif env == "tau2":
+            if args.categories or args.suite:
+                raise ValueError("tau2 entries are chosen with --domains, --split, --ids and --limit")
+            domains = [d for d in (args.domains or "").split(",") if d] or None
+            test_ids = select_tau2_ids(domains, args.split or "test", args.ids, args.limit)
         else:
             test_ids = select_test_ids(args.split, args.categories, args.ids, args.split_seed, args.limit, env,
                                        args.suite)
@@ -214,10 +285,12 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
     summary = summarize(records, wall_time(records))
     summary["source"] = str(args.output)
     summary["settings"] = settings.meta()
+    _add_tau2_metrics(summary, records, settings.meta())
     stem = _stem(Path(args.output))
     bfcl_dir = None if args.rows else args.bfcl_dir or f"{stem}_bfcl"  # training rows are not BFCL entries
     _write_outputs([summary], records, settings.meta(), args.png or f"{stem}.png",
-                   args.report_json or f"{stem}.report.json", bfcl_dir, args.bfcl_model, args.bfcl_format)
+                   args.report_json or f"{stem}.report.json", bfcl_dir, args.bfcl_model, args.bfcl_format,
+                   tau2_dir=args.tau2_dir or f"{stem}_tau2")
     return 1 if outcome.failed else 0
 
 

@@ -1,7 +1,10 @@
 """Run BFCL entries against an OpenAI-compatible server with the shared episode runner.
 
 Multi-turn entries are played by the ``bfcl`` env in eval mode, single-turn ones by the ``toolcall`` env
-(``test_id``: BFCL's AST checker); :mod:`agent_tune.eval.targets` says which. Every episode goes through
+(``test_id``: BFCL's AST checker), tau2-bench tasks by the ``tau2`` env (its simulated user from the env
+kwargs; each record keeps tau2's ``SimulationRun``, :mod:`agent_tune.eval.tau2_results`);
+:mod:`agent_tune.eval.targets` says which. Before the first episode the env's own start-up check runs on
+the run's kwargs (``check_kwargs``: for tau2, the user server's health check). Every episode goes through
 :func:`agent_tune.rollout.run_episode`, the loop training uses; this module only schedules episodes (a
 concurrency limit), feeds them a server-backed policy, and appends one record per finished episode to the
 results file (:class:`~agent_tune.eval.store.ResultStore`), so a killed run resumes where it stopped.
@@ -18,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from agent_tune.envs import make_env
+from agent_tune.envs import get_env_class, make_env
 from agent_tune.eval.client import ModelInfo, OpenAIClient, RequestError, RetryPolicy, ServerUnavailableError
 from agent_tune.eval.policies import (
     ChatCompletionsPolicy,
@@ -31,6 +34,7 @@ from agent_tune.eval.rft import RFTFilter, RFTWriter, rft_row
 from agent_tune.eval.store import ResultStore
 from agent_tune.eval.targets import ENVS, category_of, env_kwargs, num_turns
 from agent_tune.eval.task_rows import TaskRow, load_task_rows, row_env_kwargs
+from agent_tune.eval.tau2_results import episode_fields
 from agent_tune.parsing import get_tool_parser
 from agent_tune.rollout import ChatRenderer, EpisodeResult, PromptTooLongError, RolloutLimits, run_episode
 from agent_tune.rollout.episode_metrics import METRIC_KEYS, episode_metrics
@@ -47,7 +51,7 @@ class EvalSettings:
 
     base_url: str
     model: str
-    env: str = "bfcl"  # bfcl: multi-turn entries; toolcall: single-turn entries
+    env: str = "bfcl"  # bfcl: multi-turn entries; toolcall: single-turn entries; tau2: tau2-bench tasks
     mode: str = "tokens"
     tokenizer: str | None = None
     template: str = "tokenizer"
@@ -94,7 +98,8 @@ class EvalSettings:
             raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"--max-tokens must be >= 1, got {self.max_tokens}")
-        for key in ("test_id", "eval_mode", "tool_parser", "reasoning_parser"):
+        reserved = ("domain", "task_id") if self.env == "tau2" else ("test_id", "eval_mode")
+        for key in (*reserved, "tool_parser", "reasoning_parser"):
             if key in self.env_kwargs:
                 raise ValueError(f"env kwarg {key!r} is set by the evaluator itself")
 
@@ -213,6 +218,18 @@ class Evaluator:
             RFTFilter(settings.sft_min_accuracy, settings.sft_min_reward) if settings.sft_out else None
         )
 
+    def check_env(self, test_id: str) -> None:
+        """The env's start-up check on this run's kwargs (``ValueError`` naming the problem; for tau2 an
+        unreachable user server fails here, before any episode)."""
+        s = self.settings
+        if s.rows:  # each row names its env: the first row's, built as its episode builds it
+            row = self.task_rows[test_id]
+            get_env_class(row.env).check_kwargs(row_env_kwargs(row, s.tool_parser, s.reasoning_parser, s.env_kwargs))
+            return
+        kwargs = {**env_kwargs(s.env, test_id), "tool_parser": s.tool_parser, "reasoning_parser": s.reasoning_parser,
+                  **s.env_kwargs}
+        get_env_class(s.env).check_kwargs(kwargs)
+
     def _sampling_params(self, sample: int) -> dict[str, Any]:
         s = self.settings
         params: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p}
@@ -258,6 +275,10 @@ class Evaluator:
                 for k in ("requests", "prompt_tokens", "completion_tokens"):
                     setattr(self.usage, k, getattr(self.usage, k) + getattr(chat.usage, k))
             rec = build_record(test_id, sample, result, tokens, category)
+            if env_name == "tau2":
+                rec.update(episode_fields(env, sample))
+                if result.info.get("user_error"):
+                    rec["user_error"] = result.info["user_error"]
             sft = None
             if self.rft_filter is not None and self.rft_filter.keep(rec["accuracy"], rec["reward"]):
                 sft = rft_row(test_id, sample, result, rec["accuracy"],
@@ -273,6 +294,12 @@ class Evaluator:
         store = ResultStore(output, s.meta())
         tasks = [(t, k) for t in test_ids for k in range(s.n)]
         todo = [(t, k) for t, k in tasks if not store.is_finished(t, k)]
+        if todo:
+            try:
+                self.check_env(todo[0][0])
+            except Exception:
+                store.close()
+                raise
         skipped = len(tasks) - len(todo)
         failed: list[tuple[str, int, str]] = []
         retry = RetryPolicy(max_retries=s.max_retries)

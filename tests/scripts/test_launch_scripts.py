@@ -20,13 +20,14 @@ PATH_KEYS = {
     "data.val_files",
     "trainer.default_local_dir",
     "reward.custom_reward_function.path",
+    "agent_tune.env_kwargs.tau2.user.base_url",  # where tau2's user simulator is served
 }
 # Every variable a script maps to a key (cleared from the environment before each run).
 USER_VARIABLES = (
     "MODEL_PATH BATCH_SIZE MINI_BATCH_SIZE GROUP_SIZE LR MAX_PROMPT_LENGTH MAX_RESPONSE_LENGTH TP SP EPOCHS "
     "SAVE_FREQ TEST_FREQ REWARD EXPERIMENT NNODES GPUS_PER_NODE TOTAL_STEPS RESPONSE_LENGTH STEPS CONFIG_NAME "
     "WORK_DIR DATA_DIR TRAIN_FILE VAL_FILE CKPT_DIR INPUT DATASET SHOTS PYTHON RLLA_FILE VAL_SIZE REWARD_LENGTH "
-    "REWARD_SCALE REWARD_GRANULARITY"
+    "REWARD_SCALE REWARD_GRANULARITY USER_MODEL USER_GPUS USER_PORT USER_BASE_URL TRAIN_GPUS ALPHA CURRICULUM"
 ).split()
 
 
@@ -74,6 +75,7 @@ TRAIN_SCRIPTS = [
     "examples/run_grpo_retool.sh",
     "examples/run_grpo_cpu_smoke.sh",
     "examples/run_grpo_toolrl.sh",
+    "examples/run_grpo_tau2.sh",
     "benchmarks/learning_signal.sh",
     "benchmarks/learning_signal_bfcl_single.sh",
 ]
@@ -108,6 +110,9 @@ def test_nothing_but_paths_unless_exported(script, tmp_path):
         ("examples/run_grpo_bfcl_cpu.sh", "TOTAL_STEPS", "4", ["trainer.total_training_steps"]),
         ("examples/run_grpo_toolrl.sh", "MODEL_PATH", "Qwen/Qwen2.5-7B-Instruct", ["actor_rollout_ref.model.path"]),
         ("examples/run_grpo_toolrl.sh", "GROUP_SIZE", "8", ["actor_rollout_ref.rollout.n"]),
+        ("examples/run_grpo_tau2.sh", "ALPHA", "0.5", ["agent_tune.env_kwargs.tau2.reward_shaping.alpha"]),
+        ("examples/run_grpo_tau2.sh", "CURRICULUM", "false", ["agent_tune.task_curriculum.enable"]),
+        ("examples/run_grpo_tau2.sh", "MODEL_PATH", "/ckpt/sft1", ["actor_rollout_ref.model.path"]),
         ("examples/run_grpo_toolrl.sh", "REWARD_SCALE", "two_stage", ["agent_tune.env_kwargs.toolcall.reward.scale"]),
         ("examples/run_grpo_toolrl.sh", "REWARD_LENGTH", "scheduled", ["agent_tune.env_kwargs.toolcall.reward.length"]),
         (
@@ -239,3 +244,24 @@ def test_run_rft_without_successes_stops_before_sft(tmp_path):
     result = subprocess.run(["bash", str(REPO / "examples/run_rft.sh")], env=env, capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 1 and "no successful episode to train on" in result.stderr
+
+
+def test_tau2_serves_the_user_on_its_own_gpus(tmp_path):
+    calls = _run("examples/run_grpo_tau2.sh", tmp_path, {"USER_GPUS": "4,5,6,7", "USER_PORT": "31000"})
+    server = [c for c in calls if c[:2] == ["-m", "vllm.entrypoints.openai.api_server"]]
+    assert len(server) == 1
+    args = server[0]
+    assert args[args.index("--model") + 1] == "Qwen/Qwen3-4B-Instruct-2507"
+    assert args[args.index("--served-model-name") + 1] == "user-simulator"
+    assert args[args.index("--tensor-parallel-size") + 1] == "4" and args[args.index("--port") + 1] == "31000"
+    overrides = _overrides(calls)
+    assert overrides["agent_tune.env_kwargs.tau2.user.base_url"] == "http://127.0.0.1:31000/v1"
+    assert overrides["data.val_files"].endswith("/test.parquet")
+    (train,) = [c for c in calls if c[:2] == ["-m", "verl_ext.train"]]
+    assert train[train.index("--config-name") + 1] == "agent_tune_tau2"
+
+
+def test_tau2_uses_a_running_user_server(tmp_path):
+    calls = _run("examples/run_grpo_tau2.sh", tmp_path, {"USER_BASE_URL": "http://10.0.0.5:30001/v1"})
+    assert not [c for c in calls if c[:2] == ["-m", "vllm.entrypoints.openai.api_server"]]
+    assert _overrides(calls)["agent_tune.env_kwargs.tau2.user.base_url"] == "http://10.0.0.5:30001/v1"

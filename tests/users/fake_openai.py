@@ -1,6 +1,7 @@
 """A tiny OpenAI-compatible server on loopback for the user tests: answers ``GET /models`` and
 ``POST /chat/completions`` with replies a test queues (a dict is sent as JSON, a str as a raw body, an int as
-that HTTP status); once the queue is empty it repeats ``default``. Records every request body."""
+that HTTP status); once the queue is empty it repeats ``default`` (a callable: called with the request body,
+its result sent as above). Records every request body."""
 
 from __future__ import annotations
 
@@ -47,8 +48,11 @@ class FakeOpenAI:
 
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length", 0))
-                owner.requests.append(json.loads(self.rfile.read(length) or b"{}"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                owner.requests.append(body)
                 item = owner.queue.pop(0) if owner.queue else owner.default
+                if callable(item):
+                    item = item(body)
                 if isinstance(item, int):
                     self._send(item, b'{"error": "boom"}')
                 elif isinstance(item, str):

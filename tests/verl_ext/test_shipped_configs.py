@@ -30,8 +30,15 @@ def test_the_shipped_configs_are_the_ones_tested():
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_config_composes_and_validates(name, with_flash_attn):
-    config = compose_config(name)
-    validate(config)
+    if "tau2" in name:  # validation includes the user simulator's health check: serve a stand-in
+        from tests.users.fake_openai import FakeOpenAI
+
+        with FakeOpenAI("user-simulator") as user:
+            config = compose_config(name, [f"agent_tune.env_kwargs.tau2.user.base_url={user.base_url}"])
+            validate(config)
+    else:
+        config = compose_config(name)
+        validate(config)
     rollout = config.actor_rollout_ref.rollout
     assert rollout.max_model_len == config.data.max_prompt_length + config.data.max_response_length
     raw = OmegaConf.to_yaml(config)  # nothing left for verl's Ray actors to resolve with our resolver
@@ -84,3 +91,20 @@ def test_resolve_own_leaves_other_interpolations(tmp_path):
     resolve_own(config)
     raw = OmegaConf.to_container(config, resolve=False)
     assert raw == {"a": 2, "b": 3, "c": 5, "d": "${a}", "e": [4]}
+
+
+def test_tau2_gpu_config_leaves_gpus_to_the_user_simulator():
+    config = compose_config("agent_tune_tau2")
+    assert config.trainer.device == "cuda" and config.trainer.n_gpus_per_node == 6
+    assert config.agent_tune.env_kwargs.tau2.reward_shaping.alpha == 0.25
+    assert config.agent_tune.task_curriculum.enable is True and config.trainer.total_training_steps == 100
+    assert config.actor_rollout_ref.model.path == "Qwen/Qwen3-4B-Instruct-2507"
+
+
+def test_tau2_config_with_the_user_server_down_fails_naming_it(with_flash_attn):
+    from tests.users.fake_openai import free_port_url
+
+    url = free_port_url()
+    config = compose_config("agent_tune_tau2_cpu", [f"agent_tune.env_kwargs.tau2.user.base_url={url}"])
+    with pytest.raises(ConfigError, match="agent_tune.env_kwargs.tau2.*user simulator at"):
+        validate(config)

@@ -13,8 +13,10 @@ messages; without, the text goes to the user and the user's answer comes back as
 telecom the user may first run its own phone tools, as tau2's dual control has it). The turn logic, the
 endings and the limits (``max_steps``, ``max_errors``) are tau2's orchestrator's
 (:mod:`agent_tune.envs.tau2.episode`). At the end the episode is tau2's ``SimulationRun`` (kept as
-``env.simulation``), scored by tau2's ``evaluate_simulation``: ``info["accuracy"]`` and the reward are
-tau2's reward (:mod:`agent_tune.envs.tau2.scoring`).
+``env.simulation``), scored by tau2's ``evaluate_simulation``: ``info["accuracy"]`` is tau2's reward
+(:mod:`agent_tune.envs.tau2.scoring`), and so is the env's reward unless ``reward_shaping`` sets an alpha
+> 0: then the reward is tau2's plus alpha x the partial score of tau2's checks
+(:mod:`agent_tune.rewards.tau2_shaping`, Tau2-RL-Pipeline's scheme; ``info["tau2_partial_score"]``).
 
 Never raises on model output: a call block that cannot be decoded is answered with an error message
 (counted as a format error and a tau2 error; nothing runs, nothing is recorded); a call to an unknown tool
@@ -47,6 +49,7 @@ from agent_tune.envs.tau2.messages import (
 from agent_tune.envs.tau2.scoring import progress, reward_summary, score_simulation
 from agent_tune.parsing import ParsedResponse
 from agent_tune.parsing.response import ResponseParser
+from agent_tune.rewards.tau2_shaping import Tau2ShapingConfig, shape_reward
 from agent_tune.users import LLMUser, User, UserConfig, make_user, run_sync
 
 DEFAULT_MAX_STEPS = 200  # tau2's CLI default (tau2.config.DEFAULT_MAX_STEPS)
@@ -70,6 +73,7 @@ class Tau2ToolEnv(BaseToolEnv):
         max_errors: int = DEFAULT_MAX_ERRORS,
         tool_parser: str = "hermes",
         reasoning_parser: str = "none",
+        reward_shaping: Mapping[str, Any] | Tau2ShapingConfig | None = None,
     ) -> None:
         if domain is not None:
             try:
@@ -85,6 +89,10 @@ class Tau2ToolEnv(BaseToolEnv):
         try:
             self.user_config = UserConfig.from_mapping(user)
         except (ValueError, TypeError) as exc:
+            raise ValueError(f"tau2 env: {exc}") from None
+        try:
+            self.shaping = Tau2ShapingConfig.from_mapping(reward_shaping)
+        except ValueError as exc:
             raise ValueError(f"tau2 env: {exc}") from None
         self.domain = domain
         self.task_id = None if task_id is None else str(task_id)
@@ -214,10 +222,12 @@ class Tau2ToolEnv(BaseToolEnv):
         self._done = True
         self.simulation = episode.simulation()
         reward_info, eval_error = score_simulation(self.simulation, episode.task, episode.domain)
-        reward = float(reward_info.reward) if reward_info is not None else 0.0
+        task_reward = float(reward_info.reward) if reward_info is not None else 0.0
+        shaped = shape_reward(task_reward, reward_info, episode.domain, self.shaping)
+        reward = shaped.reward if self.shaping.enabled else task_reward
         info = {
             **step_info,
-            "accuracy": reward,
+            "accuracy": task_reward,
             "progress": progress(reward_info),
             "format_errors": self._format_errors,
             "num_steps": self._num_steps,
@@ -226,7 +236,9 @@ class Tau2ToolEnv(BaseToolEnv):
             "domain": episode.domain,
             "task_id": episode.task.id,
             "termination_reason": episode.termination.value,
-            "tau2_reward": reward,
+            "tau2_reward": task_reward,
+            "tau2_partial_score": shaped.partial,
+            "tau2_shaping_alpha": shaped.alpha if self.shaping.enabled else 0.0,
             "tau2_steps": episode.step_count,
             "tau2_errors": episode.num_errors,
             **reward_summary(reward_info),

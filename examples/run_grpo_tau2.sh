@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# GRPO on tau2-bench (airline, retail, telecom; tau2's train split) with a simulated user, as Tau2-RL-Pipeline's
+# GRPO stage runs it: Qwen3-4B-Instruct-2507 as the policy, tau2's reward + 0.25 x partial score, the task
+# curriculum on, 100 steps. config/agent_tune_tau2.yaml and config/recipe/tau2.yaml hold every hyper-parameter;
+# one node of 8 GPUs: the user simulator (Qwen3-4B-Instruct-2507 on vLLM, served as `user-simulator`) on GPUs
+# 6,7, training on 0-5. Start from the pipeline's SFT+RFT checkpoint with MODEL_PATH.
+#   bash examples/run_grpo_tau2.sh
+#   MODEL_PATH=/ckpt/Qwen3-4B-tau2-sft1 EXPERIMENT=tau2_from_sft bash examples/run_grpo_tau2.sh
+#   USER_BASE_URL=http://10.0.0.5:30001/v1 bash examples/run_grpo_tau2.sh   (a user server already running)
+# The rows are built once into DATA_DIR with data_preprocess/tau2.py (train and test splits).
+#
+# The user simulator: unless USER_BASE_URL names a running one, the script starts
+#   python -m vllm.entrypoints.openai.api_server --model USER_MODEL --served-model-name user-simulator
+# on USER_GPUS (tensor parallel over them) at USER_PORT, waits until it answers, and stops it on exit; its log
+# is $WORK_DIR/user_server.log. The trainer checks it at start-up (GET /v1/models must list user-simulator).
+# TRAIN_GPUS are the GPUs training sees (CUDA_VISIBLE_DEVICES); their count must match
+# trainer.n_gpus_per_node (6 in the config; GPUS_PER_NODE overrides it).
+#
+# Paths and infrastructure: WORK_DIR (outputs/tau2), DATA_DIR ($WORK_DIR/data), CKPT_DIR, USER_MODEL
+# (Qwen/Qwen3-4B-Instruct-2507), USER_GPUS (6,7), USER_PORT (30001), USER_BASE_URL, TRAIN_GPUS (0,1,2,3,4,5).
+# Variables, passed only when set: MODEL_PATH, BATCH_SIZE, MINI_BATCH_SIZE, GROUP_SIZE, LR, TOTAL_STEPS,
+# SAVE_FREQ, TEST_FREQ, TP, EXPERIMENT, NNODES, GPUS_PER_NODE, ALPHA (the shaping's alpha), CURRICULUM
+# (true/false); CONFIG_NAME picks the config (default agent_tune_tau2). Re-running resumes from CKPT_DIR.
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
+
+CONFIG_NAME="${CONFIG_NAME:-agent_tune_tau2}"
+WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/tau2}"
+DATA_DIR="${DATA_DIR:-$WORK_DIR/data}"
+CKPT_DIR="${CKPT_DIR:-$WORK_DIR/checkpoints}"
+USER_MODEL="${USER_MODEL:-Qwen/Qwen3-4B-Instruct-2507}"
+USER_GPUS="${USER_GPUS:-6,7}"
+USER_PORT="${USER_PORT:-30001}"
+USER_BASE_URL="${USER_BASE_URL:-}"
+TRAIN_GPUS="${TRAIN_GPUS:-0,1,2,3,4,5}"
+
+if [[ ! -f "$DATA_DIR/train.parquet" || ! -f "$DATA_DIR/test.parquet" ]]; then
+  "$PYTHON" "$REPO_DIR/data_preprocess/tau2.py" --out "$DATA_DIR" --splits train,test
+fi
+
+if [[ -z "$USER_BASE_URL" ]]; then
+  mkdir -p "$WORK_DIR"
+  USER_BASE_URL="http://127.0.0.1:$USER_PORT/v1"
+  IFS=, read -r -a user_gpu_list <<< "$USER_GPUS"
+  CUDA_VISIBLE_DEVICES="$USER_GPUS" "$PYTHON" -m vllm.entrypoints.openai.api_server --model "$USER_MODEL" \
+    --served-model-name user-simulator --host 127.0.0.1 --port "$USER_PORT" \
+    --tensor-parallel-size "${#user_gpu_list[@]}" > "$WORK_DIR/user_server.log" 2>&1 &
+  user_pid=$!
+  trap 'kill "$user_pid" 2>/dev/null || true; wait "$user_pid" 2>/dev/null || true' EXIT
+  for _ in $(seq 1 180); do
+    if "$PYTHON" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)" \
+        "$USER_BASE_URL/models" 2>/dev/null; then
+      break
+    fi
+    if ! kill -0 "$user_pid" 2>/dev/null; then
+      echo "the user simulator exited; see $WORK_DIR/user_server.log" >&2
+      exit 1
+    fi
+    sleep 5
+  done
+fi
+
+OVERRIDES+=(data.train_files="$DATA_DIR/train.parquet" data.val_files="$DATA_DIR/test.parquet"
+  trainer.default_local_dir="$CKPT_DIR" agent_tune.env_kwargs.tau2.user.base_url="$USER_BASE_URL")
+pass MODEL_PATH actor_rollout_ref.model.path
+pass BATCH_SIZE data.train_batch_size
+pass MINI_BATCH_SIZE actor_rollout_ref.actor.ppo_mini_batch_size
+pass GROUP_SIZE actor_rollout_ref.rollout.n
+pass LR actor_rollout_ref.actor.optim.lr
+pass TOTAL_STEPS trainer.total_training_steps
+pass SAVE_FREQ trainer.save_freq
+pass TEST_FREQ trainer.test_freq
+pass TP actor_rollout_ref.rollout.tensor_model_parallel_size
+pass EXPERIMENT trainer.experiment_name
+pass NNODES trainer.nnodes
+pass GPUS_PER_NODE trainer.n_gpus_per_node
+pass ALPHA agent_tune.env_kwargs.tau2.reward_shaping.alpha
+pass CURRICULUM agent_tune.task_curriculum.enable
+
+cd "$REPO_DIR"
+CUDA_VISIBLE_DEVICES="$TRAIN_GPUS" "$PYTHON" -m verl_ext.train --config-name "$CONFIG_NAME" "${OVERRIDES[@]}" "$@"

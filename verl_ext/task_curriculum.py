@@ -1,0 +1,290 @@
+"""Task curriculum: training rows drawn with per-task weights from their running success rates.
+
+Tau2-RL-Pipeline's curriculum (``TAU2_USE_CURRICULUM`` in its ``reward.py``), as configuration
+(``agent_tune.task_curriculum``, :class:`TaskCurriculumConfig`): each task's attempts and successes are
+counted (a success: the episode's ``acc`` >= ``success_threshold``; tau2's own reward for tau2, never the
+shaped one); once a task has ``min_attempts`` attempts its weight is ``solved_weight`` (0.1) when its
+success rate is above ``solved_threshold`` (0.75), ``hard_weight`` (0.5) when below ``hard_threshold``
+(0.25), else 1. The pipeline multiplies each sample's advantage by that weight; here, as issue 11 asks, the
+weight is the task's probability of being drawn (relative to the others): tasks the policy always or never
+solves come up less often, the ones in between (where GRPO groups carry signal) more.
+
+How it reaches verl 0.9.1. verl has no sampler hook any more (no ``data.sampler.class_path`` /
+``AbstractCurriculumSampler``; its trainers build the train sampler with ``create_rl_sampler(config.data,
+dataset)`` and never tell it about results). So:
+
+* results: the agent loop appends every episode's record, with its task key (:func:`task_key`: the row's
+  ``extra_info.env`` spec) to ``<agent_tune.sample_metrics_dir>/samples-<pid>.jsonl`` (the records the
+  per-step metrics are built from); the sampler reads what was appended since its last draw (validation
+  rows are left out);
+* the sampler: :class:`TaskCurriculumSampler`, drawn with replacement, one index at a time as the data
+  loader asks (``len(dataset)`` per epoch): a batch drawn while the previous step's episodes are still
+  being played sees the results up to then (a lag of at most the loader's prefetch). Its state (random
+  generator, counts, how far the record files were read) is saved and restored with verl's data-loader
+  checkpoint;
+* plugging in: with ``enable: true`` the launcher runs verl's own task runner subclassed
+  (:func:`task_runner_class`), whose ``run`` first points the trainer modules' ``create_rl_sampler`` (in
+  that Ray actor's process only) at :func:`make_sampler`, then runs verl's code unchanged.
+
+``<trainer.default_local_dir>/task_curriculum.json`` shows the counts and weights, rewritten when they
+change.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import torch
+from torch.utils.data import Sampler
+
+from verl_ext.step_metrics import EVAL_SPLITS, read_appended
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "agent_tune.task_curriculum"
+STATE_FILE = "task_curriculum.json"
+
+
+@dataclass(frozen=True)
+class TaskCurriculumConfig:
+    """Per-task sampling weights (defaults: Tau2-RL-Pipeline's). A bad value raises ``ValueError`` naming
+    ``agent_tune.task_curriculum.<field>``."""
+
+    enable: bool = False
+    min_attempts: int = 5  # attempts before a task's weight moves from 1
+    solved_threshold: float = 0.75  # success rate above this: solved_weight
+    hard_threshold: float = 0.25  # success rate below this: hard_weight
+    solved_weight: float = 0.1
+    hard_weight: float = 0.5
+    success_threshold: float = 1.0  # an episode with acc >= this is a success
+    seed: int | None = None  # the draws' generator; None: data.seed, else 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.enable, bool):
+            raise ValueError(f"{PREFIX}.enable={self.enable!r} must be true or false")
+        if isinstance(self.min_attempts, bool) or not isinstance(self.min_attempts, int) or self.min_attempts < 1:
+            raise ValueError(f"{PREFIX}.min_attempts={self.min_attempts!r} must be an integer >= 1")
+        for key in ("solved_threshold", "hard_threshold", "success_threshold"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+                raise ValueError(f"{PREFIX}.{key}={value!r} must be a number in [0, 1]")
+        if self.hard_threshold > self.solved_threshold:
+            raise ValueError(f"{PREFIX}.hard_threshold={self.hard_threshold} must be <= solved_threshold="
+                             f"{self.solved_threshold}")
+        for key in ("solved_weight", "hard_weight"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise ValueError(f"{PREFIX}.{key}={value!r} must be a number in (0, 1]")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise ValueError(f"{PREFIX}.seed={self.seed!r} must be an integer or null")
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any] | None) -> TaskCurriculumConfig:
+        """From the config's ``agent_tune.task_curriculum`` mapping (``None``: disabled)."""
+        if raw is None:
+            return cls()
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"{PREFIX} must be a mapping, got {raw!r}")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - names)
+        if unknown:
+            raise ValueError(f"{PREFIX}: unknown key(s) {', '.join(map(str, unknown))} "
+                             f"(known: {', '.join(sorted(names))})")
+        return cls(**dict(raw))
+
+
+def task_key(extra_info: Mapping[str, Any] | None) -> str:
+    """What identifies a row's task for the curriculum: its environment spec (``extra_info.env``: name and
+    kwargs, e.g. tau2's domain and task id), else its ``index``."""
+    extra = extra_info or {}
+    spec = extra.get("env")
+    if isinstance(spec, Mapping) and spec.get("name"):
+        kwargs = {k: v for k, v in dict(spec.get("kwargs") or {}).items() if v is not None}
+        return f"{spec['name']}:{json.dumps(kwargs, sort_keys=True, default=str)}"
+    return f"index:{extra.get('index')}"
+
+
+class TaskStats:
+    """Running attempts and successes per task key, and the weight each gets."""
+
+    def __init__(self, config: TaskCurriculumConfig) -> None:
+        self.config = config
+        self.attempts: dict[str, int] = {}
+        self.successes: dict[str, int] = {}
+
+    def update(self, key: str, acc: float) -> None:
+        self.attempts[key] = self.attempts.get(key, 0) + 1
+        if acc >= self.config.success_threshold:
+            self.successes[key] = self.successes.get(key, 0) + 1
+
+    def rate(self, key: str) -> float | None:
+        attempts = self.attempts.get(key, 0)
+        return self.successes.get(key, 0) / attempts if attempts else None
+
+    def weight(self, key: str) -> float:
+        """1 until ``min_attempts``; then ``solved_weight`` above ``solved_threshold``, ``hard_weight`` below
+        ``hard_threshold``, 1 in between (the pipeline's rule)."""
+        if self.attempts.get(key, 0) < self.config.min_attempts:
+            return 1.0
+        rate = self.rate(key) or 0.0
+        if rate > self.config.solved_threshold:
+            return self.config.solved_weight
+        if rate < self.config.hard_threshold:
+            return self.config.hard_weight
+        return 1.0
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        return {k: {"attempts": self.attempts[k], "successes": self.successes.get(k, 0),
+                    "weight": self.weight(k)} for k in sorted(self.attempts)}
+
+
+class TaskCurriculumSampler(Sampler[int]):
+    """Dataset indices drawn with replacement, each with its task's current weight.
+
+    ``task_keys[i]`` is the task of dataset row ``i``; ``records_dir`` holds the agent loop's episode
+    records (``samples-*.jsonl``, read incrementally before every draw); ``state_path`` (optional) gets the
+    per-task counts and weights as JSON when they change.
+    """
+
+    def __init__(self, task_keys: Sequence[str], config: TaskCurriculumConfig, records_dir: str | Path | None,
+                 seed: int = 1, state_path: str | Path | None = None) -> None:
+        if not task_keys:
+            raise ValueError("task curriculum: the training set is empty")
+        self.task_keys = list(task_keys)
+        self.config = config
+        self.records_dir = Path(records_dir) if records_dir else None
+        self.state_path = Path(state_path) if state_path else None
+        self.stats = TaskStats(config)
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self.offsets: dict[str, int] = {}
+        self.yielded = 0  # indices drawn in the current epoch
+        self._known = set(self.task_keys)
+
+    def __len__(self) -> int:
+        return len(self.task_keys)
+
+    def refresh(self) -> bool:
+        """Count the training episodes recorded since the last call; True when anything changed."""
+        if self.records_dir is None or not self.records_dir.is_dir():
+            return False
+        changed = False
+        for rec in read_appended(self.records_dir, self.offsets):
+            key = rec.get("task")
+            if rec.get("split") in EVAL_SPLITS or key not in self._known:
+                continue
+            if not isinstance(rec.get("acc"), (int, float)):
+                continue
+            self.stats.update(key, float(rec["acc"]))
+            changed = True
+        if changed and self.state_path is not None:
+            self._write_state()
+        return changed
+
+    def weights(self) -> torch.Tensor:
+        """Each row's current weight (its task's)."""
+        per_task = {k: self.stats.weight(k) for k in self._known}
+        return torch.tensor([per_task[k] for k in self.task_keys], dtype=torch.float64)
+
+    def draw(self) -> int:
+        self.refresh()
+        return int(torch.multinomial(self.weights(), 1, generator=self.generator).item())
+
+    def __iter__(self) -> Iterator[int]:
+        while self.yielded < len(self.task_keys):
+            index = self.draw()
+            self.yielded += 1
+            yield index
+        self.yielded = 0  # the next epoch starts afresh
+
+    # --- checkpointing (torchdata's StatefulDataLoader saves a sampler that has these) ---
+    def state_dict(self) -> dict[str, Any]:
+        return {"generator": self.generator.get_state(), "offsets": dict(self.offsets), "yielded": self.yielded,
+                "attempts": dict(self.stats.attempts), "successes": dict(self.stats.successes),
+                "config": asdict(self.config)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.generator.set_state(state["generator"])
+        self.offsets = dict(state.get("offsets") or {})
+        self.yielded = int(state.get("yielded", 0))
+        self.stats.attempts = dict(state.get("attempts") or {})
+        self.stats.successes = dict(state.get("successes") or {})
+
+    def _write_state(self) -> None:
+        assert self.state_path is not None
+        summary = self.stats.summary()
+        tmp = self.state_path.with_suffix(".tmp")
+        try:
+            tmp.write_text(json.dumps({"tasks": summary, "rows": len(self.task_keys)}, indent=1))
+            os.replace(tmp, self.state_path)
+        except OSError as exc:  # a report, never a reason to stop training
+            logger.warning("task curriculum: cannot write %s: %s", self.state_path, exc)
+
+
+def dataset_task_keys(dataset: Any) -> list[str]:
+    """The task key of every row of verl's ``RLHFDataset`` (its ``dataframe``'s ``extra_info`` column)."""
+    frame = getattr(dataset, "dataframe", None)
+    if frame is not None and "extra_info" in getattr(frame, "column_names", ()):
+        return [task_key(e) for e in frame["extra_info"]]
+    return [task_key(dataset[i].get("extra_info")) for i in range(len(dataset))]
+
+
+def make_sampler(config: Any, dataset: Any) -> TaskCurriculumSampler:
+    """The sampler for verl's training set, from the whole trainer ``config`` (OmegaConf or mapping)."""
+    from omegaconf import OmegaConf
+
+    def select(key: str) -> Any:
+        value = OmegaConf.select(config, key, default=None)
+        return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+    cfg = TaskCurriculumConfig.from_mapping(select("agent_tune.task_curriculum"))
+    seed = cfg.seed if cfg.seed is not None else (select("data.seed") or 1)
+    out = select("trainer.default_local_dir")
+    state_path = Path(str(out)).expanduser() / STATE_FILE if out else None
+    sampler = TaskCurriculumSampler(dataset_task_keys(dataset), cfg, select("agent_tune.sample_metrics_dir"),
+                                    seed=int(seed), state_path=state_path)
+    tasks = len(set(sampler.task_keys))
+    logger.info("task curriculum: %d rows, %d tasks; weights from %s", len(sampler), tasks, sampler.records_dir)
+    return sampler
+
+
+def install_sampler(config: Any) -> None:
+    """Point verl's trainers (v1 and legacy) at :func:`make_sampler` for the training set, in this process."""
+    import importlib
+
+    def create(data_config: Any, dataset: Any) -> TaskCurriculumSampler:
+        return make_sampler(config, dataset)
+
+    for name in ("verl.trainer.ppo.v1.trainer_base", "verl.trainer.main_ppo_v0"):
+        module = importlib.import_module(name)
+        if not hasattr(module, "create_rl_sampler"):
+            raise RuntimeError(f"task curriculum: {name} has no create_rl_sampler (a verl other than 0.9.1?)")
+        module.create_rl_sampler = create
+
+
+def task_runner_class(runner: Any) -> Any:
+    """A Ray actor class running verl's task runner ``runner`` (an actor class) with the curriculum's
+    sampler installed first."""
+    import ray
+
+    base = runner.__ray_actor_class__
+
+    class CurriculumTaskRunner(base):  # type: ignore[misc, valid-type]
+        def run(self, config: Any) -> Any:
+            install_sampler(config)
+            return super().run(config)
+
+    CurriculumTaskRunner.__name__ = CurriculumTaskRunner.__qualname__ = f"Curriculum{base.__name__}"
+    return ray.remote(CurriculumTaskRunner)
+
+
+def check_config(config: Any) -> TaskCurriculumConfig:
+    """The curriculum's config from the trainer config (start-up validation; ``ValueError`` names the key)."""
+    from omegaconf import OmegaConf
+
+    raw = OmegaConf.select(config, "agent_tune.task_curriculum", default=None)
+    return TaskCurriculumConfig.from_mapping(OmegaConf.to_container(raw, resolve=True) if raw is not None else None)
