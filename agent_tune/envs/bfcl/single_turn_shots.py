@@ -11,7 +11,7 @@ Nothing follows the assistant turn: a single-turn episode is one generation, so 
 (no tool result, no closing text). The shots' functions are offered beside the row's own
 (:func:`single_turn_shot_tools`; the env lists them all in one seeded order), so a shot shows a call to a
 listed function, the behaviour the row asks for. (Shots calling functions the listing does not offer taught
-SmolLM2-135M to invent function names: in a 3-step GRPO check of that layout not one of 48 calls named an
+SmolLM2-135M to invent function names: in a 3-step GRPO check of that layout not one of 48 answers named an
 offered function.) The row's checker still scores only the row's own functions: calling a shot's function
 is a wrong function.
 
