@@ -42,6 +42,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import torch
 from torch.utils.data import Sampler
 
+from agent_tune.config_checks import reject_unknown_keys
 from verl_ext.step_metrics import EVAL_SPLITS, read_appended
 
 logger = logging.getLogger(__name__)
@@ -90,11 +91,7 @@ class TaskCurriculumConfig:
             return cls()
         if not isinstance(raw, Mapping):
             raise ValueError(f"{PREFIX} must be a mapping, got {raw!r}")
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - names)
-        if unknown:
-            raise ValueError(f"{PREFIX}: unknown key(s) {', '.join(map(str, unknown))} "
-                             f"(known: {', '.join(sorted(names))})")
+        reject_unknown_keys(PREFIX, raw, (f.name for f in fields(cls)))
         return cls(**dict(raw))
 
 

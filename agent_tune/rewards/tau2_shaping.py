@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from agent_tune.config_checks import reject_unknown_keys
+
 COMPONENTS: tuple[str, ...] = ("action", "communicate", "env_assertion", "db")
 KNOWN_DOMAINS: tuple[str, ...] = ("mock", "airline", "retail", "telecom")
 PREFIX = "reward_shaping"
@@ -102,11 +104,7 @@ class Tau2ShapingConfig:
             return raw
         if not isinstance(raw, Mapping):
             raise ValueError(f"{PREFIX} must be a mapping, got {raw!r}")
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - names)
-        if unknown:
-            raise ValueError(f"{PREFIX}: unknown key(s) {', '.join(map(str, unknown))} "
-                             f"(known: {', '.join(sorted(names))})")
+        reject_unknown_keys(PREFIX, raw, (f.name for f in fields(cls)))
         kwargs: dict[str, Any] = {}
         if "alpha" in raw:
             kwargs["alpha"] = _number("alpha", raw["alpha"])
