@@ -14,9 +14,12 @@ the run's wall clock:
 - ``samples/s``: samples trained on / ``train s``; ``end-to-end samples/s``: / the whole run's wall time;
 - ``step s``: mean step time; ``reward``: mean reward over all samples.
 
-Then the async/sync ratios. Not part of CI (tens of minutes on 2 cores); heavy: run it alone.
+Then the async/sync ratios (each side's summary is kept in ``<work>/summary_<run>.json``: ``--only async``
+then ``--only sync`` gives the same table as one call). Not part of CI (tens of minutes on 2 cores); heavy:
+run it alone.
 
-    python benchmarks/async_vs_sync.py [--mode colocate_async] [--steps 4] [--work /tmp/async_vs_sync]
+    python benchmarks/async_vs_sync.py [--mode colocate_async] [--steps 4] [--work /tmp/async_vs_sync] \
+        [--shots 3] [--only sync|async] [hydra overrides for both runs ...]
 """
 
 from __future__ import annotations
@@ -35,11 +38,12 @@ PROMPTS_PER_STEP = 2
 SAMPLES_PER_PROMPT = 4
 
 
-def build_data(out: Path) -> Path:
-    """The main job's BFCL splits (3 worked examples per training row), built once."""
+def build_data(out: Path, shots: int = 3) -> Path:
+    """The main job's BFCL splits (``shots`` worked examples per training row; the main job's 3 by default),
+    built once."""
     if not (out / "train_base.parquet").is_file():
         subprocess.run([sys.executable, str(REPO / "data_preprocess" / "bfcl.py"), "--out", str(out),
-                        "--shots", "3"], cwd=REPO, check=True)
+                        "--shots", str(shots)], cwd=REPO, check=True)
     return out
 
 
@@ -88,16 +92,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mode", choices=MODES, default="colocate_async")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--work", type=Path, default=Path("/tmp/async_vs_sync"))
+    parser.add_argument("--shots", type=int, default=3,
+                        help="worked examples per training row (3: the main job; 0: shorter prompts, faster updates)")
+    parser.add_argument("--only", choices=("sync", "async"), default=None,
+                        help="run one side only; the ratio is printed once both sides have run in --work")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for both runs")
     args = parser.parse_args(argv)
-    data = build_data(args.work / "data")
-    sync = summary(run("sync", args.work, data, args.steps, args.overrides), args.steps)
-    extra = [*args.overrides, *async_overrides(args.mode, args.steps)]
-    asyn = summary(run(args.mode, args.work, data, args.steps, extra), args.steps)
+    data = build_data(args.work / ("data" if args.shots == 3 else f"data_shots{args.shots}"), args.shots)
+    for side in ("sync", "async"):
+        if args.only in (None, side):
+            name = "sync" if side == "sync" else args.mode
+            extra = list(args.overrides) + (async_overrides(args.mode, args.steps) if side == "async" else [])
+            row = summary(run(name, args.work, data, args.steps, extra), args.steps)
+            (args.work / f"summary_{name}.json").write_text(json.dumps(row))
+    # the two sides: this call's runs, or an earlier call's (--only) with the same --work
+    rows = {}
+    for side, name in (("sync", "sync"), ("async", args.mode)):
+        path = args.work / f"summary_{name}.json"
+        if path.is_file():
+            rows[side] = json.loads(path.read_text())
     cols = ("run", "steps", "samples", "train_s", "step_s", "samples_per_s", "e2e_samples_per_s", "wall_s", "reward")
     print("\n" + " | ".join(f"{c:>17}" for c in cols))
-    for row in (sync, asyn):
+    for row in rows.values():
         print(" | ".join(f"{row[c]:>17.3f}" if isinstance(row[c], float) else f"{row[c]:>17}" for c in cols))
+    if len(rows) < 2 or rows["sync"]["steps"] != rows["async"]["steps"]:
+        print("(no ratio: the other side has not run with these --steps in this --work)")
+        return 0
+    sync, asyn = rows["sync"], rows["async"]
     ratio = {k: asyn[k] / sync[k] if sync[k] else float("nan") for k in ("samples_per_s", "e2e_samples_per_s",
                                                                           "step_s")}
     print(f"\nasync/sync: samples/s {ratio['samples_per_s']:.2f}x, end-to-end samples/s "

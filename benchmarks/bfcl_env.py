@@ -33,6 +33,21 @@ the pristine backends (pickle, 22%), comparing states with bfcl-eval's own ``__e
 running the calls and encoding results as JSON (14%), garbage collection (5%), the env's bookkeeping (the
 rest, spread over many small steps). The first four are the episode's own work; 5x on long_context would
 need them cheaper than a C unpickler and bfcl-eval's equality.
+
+Second round (``callgrind`` instructions per episode, 50 entries per category, ours / bfcl-eval's):
+base 1096k -> ~985k (bfcl-eval 7589k: 6.9x -> 7.7x), miss_func 1135k -> ~1026k (7.1x -> 7.8x),
+miss_param 1135k -> ~1025k (7.1x -> 7.8x), long_context 2282k -> ~1863k (4.8x -> 5.8x), all 1412k ->
+~1226k (6.1x -> 7.0x). What did it: a ``Random``'s state (625 ints) is kept out of the pickled pristine
+backends and shared by every copy (immutable: ``setstate`` copies it), so a copy no longer rebuilds it
+int by int (MessageAPI, and every long_context entry holding one); scalar arguments of the declared type
+skip the recursive schema check; ``step`` reuses the parse for ``stop`` and builds tool messages without a
+throwaway Observation; answers without a tag are parsed at once and block spans are found inline.
+Wall, this script, 2 shared cores at load avg 3-7, old and new code run alternately, ``all``: old
+3.72/4.24/4.81/4.48/4.80/4.73/4.65x, new 5.19/5.10/4.84/4.73/5.04/4.97/5.01/5.25/4.88x (median ~5.0x,
+not reliably >= 5x under this load). Verdicts, observations, rewards and infos are unchanged on
+68,420 scripted episodes (``benchmarks/bfcl_env_identity.py``, same ``PYTHONHASHSEED``). Still left
+(long_context): pickling ~220 objects per copy (the C unpickler's floor), bfcl-eval's ``Directory.__eq__``
+(a walk in Python and a bulk ``attrgetter`` compare were both measured slower), hashing long result texts.
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ Printed:
     would hold the loop for if it ran on it: ``reset`` does, steps do not), then ``--lag-episodes``
     concurrent episodes of the category with a loop-lag probe (a task sleeping 1 ms in a loop, recording its
     lateness): the longest lag during the start burst (every episode's ``reset`` and prompt render run
-    back-to-back in one loop iteration, as in verl's worker) and after it (steps run by ``batch_step`` in a
-    worker thread; the loop thread still competes for the GIL, ``sys.getswitchinterval()`` = 5 ms).
+    back-to-back in one loop iteration before the start thread; now in that thread) and after it (steps run
+    by ``batch_step`` in a worker thread; the loop thread still competes for the GIL,
+    ``sys.getswitchinterval()`` = 5 ms).
 (d) Prefix caching, which needs no measurement here but a guarantee: the requests of one episode go to the
     same vLLM replica. ``verl_ext/agent_loop.py:152`` gives every episode one ``uuid4`` request id
     (``VerlServerPolicy``), and ``VerlServerPolicy.generate`` (line 56) passes it on every generation to
@@ -60,10 +61,17 @@ Full sizes, measured once on 2 shared cores (load 4-6 from other jobs), Python 3
   episode's ``reset`` + ``render_prompt`` runs back-to-back when ``asyncio.gather`` starts them, ~4-5 ms per
   episode (256: 1.0-1.35 s; 4,096: **26 s** with the loop held), and with 4,096 episodes in flight the
   longest loop lag after the start was 4.5 s, mostly generation-2 gc (longest pause 1.6 s over ~4,096 live
-  trajectories). Not changed here (no library change made): rendering the initial prompt in a worker
-  thread (verl's ``AgentLoopBase`` builds its initial prompt in an executor, agent_loop.py:335) or caching
-  each entry's rendered system+tools prefix, and ``gc.freeze()`` / a higher gen-2 threshold in the
-  agent-loop worker, are the candidates if the start burst matters next to generation time.
+  trajectories).
+  **Since then** the runner starts every episode (``reset`` + ``render_prompt``) in its one start thread
+  (``agent_tune.rollout.runner.start_executor``), off the loop. Measured once each on old and new code,
+  same command, full sizes, 2 shared cores (load 3-7): 4,096 concurrent, longest loop lag during the
+  starts **14,167 ms -> 1,527 ms**, after them 3,261 -> 796 ms; 256 concurrent per category, start-burst
+  lag 878-1,021 ms -> 38-124 ms (base, miss_func, miss_param) and 937 -> 1,697 ms for long_context, where
+  a 1,324 ms generation-2 gc pause fell inside one render. What is left is the garbage collector (gen-2
+  pauses of 0.3-1.3 s over a large heap hold every thread) and the ``render_delta`` burst of episodes whose
+  generations finish together. Cost: wall of the 4,096 run 33.5 s -> 42.2 s (122 -> 97 episodes/s, one
+  run each: the loop and the start thread now share the GIL while CPU is the bottleneck here).
+  ``gc.freeze()`` / a higher gen-2 threshold in the agent-loop worker is the next candidate.
 * (d) Sticky routing holds by construction (above); the prefix-cache hit rate was not measured.
 """
 
@@ -219,14 +227,15 @@ class Timer:
         return timed
 
 
-ON_LOOP = ("render_prompt", "render_delta", "decode")  # the runner's renderer calls made on the event loop
+# the runner's renderer calls: the prompt in its start thread (run_episode's start_executor), the rest on the loop
+TIMED = {"render_prompt": "render_prompt (start thread)", "render_delta": "render_delta", "decode": "decode"}
 
 
 def timed_renderer(renderer: ChatRenderer, timer: Timer) -> ChatRenderer:
-    """A shallow copy of ``renderer`` whose on-loop calls are timed by ``timer``."""
+    """A shallow copy of ``renderer`` whose calls made by the runner are timed by ``timer``."""
     r = copy.copy(renderer)
-    for name in ON_LOOP:
-        setattr(r, name, timer.wrap(name, getattr(renderer, name)))
+    for name, label in TIMED.items():
+        setattr(r, name, timer.wrap(label, getattr(renderer, name)))
     return r
 
 
@@ -234,7 +243,7 @@ async def play(test_id: str, renderer: ChatRenderer, replies: Replies, batcher: 
                timer: Timer | None = None, on_reset: Any = None) -> Episode:
     env = make_env("bfcl", test_id=test_id, tool_parser="hermes")
     if timer is not None:  # BFCL keeps the default batch_step, which calls env.step: timed in the worker thread
-        env.reset = timer.wrap("reset", env.reset)  # type: ignore[method-assign]
+        env.reset = timer.wrap("reset (start thread)", env.reset)  # type: ignore[method-assign]
         env.step = timer.wrap("step (thread)", env.step)  # type: ignore[method-assign]
     if on_reset is not None:
         reset = env.reset
@@ -391,8 +400,9 @@ async def main(args: argparse.Namespace) -> None:
         await sequential([pool[k % len(pool)] for k in range(args.sequential)], renderer, replies)
     if args.lag_episodes:
         idle_max, idle_p99 = await idle_lag(2.0)
-        print("(c) event-loop blocking per category (reset and rendering run on the loop, steps in batch_step's "
-              f"worker thread); the probe on an idle loop for 2 s: max {idle_max * 1e3:.1f} ms, "
+        print("(c) event-loop blocking per category (reset and prompt render run in the runner's start thread, "
+              "steps in batch_step's worker thread, observation deltas and decoding on the loop); the probe on an "
+              f"idle loop for 2 s: max {idle_max * 1e3:.1f} ms, "
               f"p99 {idle_p99 * 1e3:.1f} ms (machine noise)")
         for c, ids in by_cat.items():
             assert all(category_of(i) == c for i in ids)

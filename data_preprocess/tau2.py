@@ -22,7 +22,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent_tune.rows import write_rows
+if __name__ == "__main__":  # run as a file, this folder is sys.path[0]: this tau2.py would shadow tau2's package
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+from agent_tune.rows import write_rows  # noqa: E402
 
 AGENT_NAME = "agent_tune"
 DEFAULT_DOMAINS = ("airline", "retail", "telecom")

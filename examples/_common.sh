@@ -18,3 +18,33 @@ pass() {
     done
   fi
 }
+
+# serve_vllm LOG PORT MODEL NAME [vLLM args...]: start vLLM's OpenAI server in the background, serving MODEL as
+# NAME on 127.0.0.1:PORT (its output in LOG); its pid is left in SERVED_PID.
+serve_vllm() {
+  local log="$1" port="$2" model="$3" name="$4"
+  shift 4
+  mkdir -p "$(dirname "$log")"
+  "$PYTHON" -m vllm.entrypoints.openai.api_server --model "$model" --served-model-name "$name" \
+    --host 127.0.0.1 --port "$port" "$@" > "$log" 2>&1 &
+  SERVED_PID=$!
+}
+
+# wait_openai URL PID LOG [TRIES]: wait (5 s between TRIES, default 180) until URL/models answers; exit 1 naming
+# LOG when the server PID exits first or never answers.
+wait_openai() {
+  local url="$1" pid="$2" log="$3" tries="${4:-180}"
+  for _ in $(seq 1 "$tries"); do
+    if "$PYTHON" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)" \
+        "$url/models" 2>/dev/null; then
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "the server for $url exited; see $log" >&2
+      exit 1
+    fi
+    sleep 5
+  done
+  echo "the server for $url did not answer; see $log" >&2
+  exit 1
+}

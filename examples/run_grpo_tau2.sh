@@ -39,25 +39,13 @@ if [[ ! -f "$DATA_DIR/train.parquet" || ! -f "$DATA_DIR/test.parquet" ]]; then
 fi
 
 if [[ -z "$USER_BASE_URL" ]]; then
-  mkdir -p "$WORK_DIR"
   USER_BASE_URL="http://127.0.0.1:$USER_PORT/v1"
   IFS=, read -r -a user_gpu_list <<< "$USER_GPUS"
-  CUDA_VISIBLE_DEVICES="$USER_GPUS" "$PYTHON" -m vllm.entrypoints.openai.api_server --model "$USER_MODEL" \
-    --served-model-name user-simulator --host 127.0.0.1 --port "$USER_PORT" \
-    --tensor-parallel-size "${#user_gpu_list[@]}" > "$WORK_DIR/user_server.log" 2>&1 &
-  user_pid=$!
+  CUDA_VISIBLE_DEVICES="$USER_GPUS" serve_vllm "$WORK_DIR/user_server.log" "$USER_PORT" "$USER_MODEL" \
+    user-simulator --tensor-parallel-size "${#user_gpu_list[@]}"
+  user_pid=$SERVED_PID
   trap 'kill "$user_pid" 2>/dev/null || true; wait "$user_pid" 2>/dev/null || true' EXIT
-  for _ in $(seq 1 180); do
-    if "$PYTHON" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)" \
-        "$USER_BASE_URL/models" 2>/dev/null; then
-      break
-    fi
-    if ! kill -0 "$user_pid" 2>/dev/null; then
-      echo "the user simulator exited; see $WORK_DIR/user_server.log" >&2
-      exit 1
-    fi
-    sleep 5
-  done
+  wait_openai "$USER_BASE_URL" "$user_pid" "$WORK_DIR/user_server.log"
 fi
 
 OVERRIDES+=(data.train_files="$DATA_DIR/train.parquet" data.val_files="$DATA_DIR/test.parquet"

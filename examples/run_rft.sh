@@ -12,7 +12,10 @@
 # .jsonl). Optional: TEMPLATE (chat template: the GRPO run's agent_tune.template, default tokenizer), N (samples
 # per row, default 4), TEMPERATURE (default 1.0), MIN_ACCURACY (default 1) or MIN_REWARD, LIMIT (first rows
 # only), WORK_DIR (default outputs/rft), SFT_CONFIG (default agent_tune_sft_cpu; agent_tune_sft on GPUs),
-# SFT_MODEL (model.path of the SFT run; it must share the policy's tokenizer, default: TOKENIZER).
+# SFT_MODEL (model.path of the SFT run; it must share the policy's tokenizer, default: TOKENIZER), ENV_KWARGS
+# (JSON for the env, e.g. tau2's simulated user: `agent-tune eval --env-kwargs`), TOOL_PARSER (the GRPO run's
+# agent_tune.tool_parser; default hermes), MAX_TOKENS (per generation; eval's default 2048), RFT_STAGES
+# (`eval,sft` by default; `eval` or `sft` runs one half, e.g. to stop the policy server in between).
 # Rerunning resumes: finished episodes are skipped, the SFT run resumes from its latest checkpoint.
 set -euo pipefail
 
@@ -31,19 +34,30 @@ if [[ -n "${MIN_REWARD:-}" ]]; then FILTER+=(--sft-min-reward "$MIN_REWARD"); fi
 if [[ -n "${MIN_ACCURACY:-}" || -z "${MIN_REWARD:-}" ]]; then FILTER+=(--sft-min-accuracy "${MIN_ACCURACY:-1}"); fi
 EXTRA=()
 if [[ -n "${LIMIT:-}" ]]; then EXTRA+=(--limit "$LIMIT"); fi
+if [[ -n "${ENV_KWARGS:-}" ]]; then EXTRA+=(--env-kwargs "$ENV_KWARGS"); fi
+if [[ -n "${TOOL_PARSER:-}" ]]; then EXTRA+=(--tool-parser "$TOOL_PARSER"); fi
+if [[ -n "${MAX_TOKENS:-}" ]]; then EXTRA+=(--max-tokens "$MAX_TOKENS"); fi
+RFT_STAGES="${RFT_STAGES:-eval,sft}"
 
 cd "$REPO_DIR"
-set +e
-"$PYTHON" -m agent_tune.cli eval --base-url "$BASE_URL" --model "$MODEL" --tokenizer "$TOKENIZER" \
-  --template "$TEMPLATE" --rows "$ROWS" --n "${N:-4}" --temperature "${TEMPERATURE:-1.0}" \
-  --output "$WORK_DIR/episodes.jsonl" --sft-out "$WORK_DIR/rft_rows.jsonl" "${FILTER[@]}" "${EXTRA[@]}" --no-progress
-rc=$?
-set -e
+if [[ ",$RFT_STAGES," == *",eval,"* ]]; then
+  set +e
+  "$PYTHON" -m agent_tune.cli eval --base-url "$BASE_URL" --model "$MODEL" --tokenizer "$TOKENIZER" \
+    --template "$TEMPLATE" --rows "$ROWS" --n "${N:-4}" --temperature "${TEMPERATURE:-1.0}" \
+    --output "$WORK_DIR/episodes.jsonl" --sft-out "$WORK_DIR/rft_rows.jsonl" "${FILTER[@]}" "${EXTRA[@]}" --no-progress
+  rc=$?
+  set -e
+else
+  rc=skipped
+fi
 kept=$(grep -c . "$WORK_DIR/rft_rows.jsonl" 2>/dev/null || true)
 echo "[agent-tune] RFT: ${kept:-0} successful episodes in $WORK_DIR/rft_rows.jsonl (eval exit $rc)"
 if [[ "${kept:-0}" -eq 0 ]]; then
   echo "[agent-tune] no successful episode to train on" >&2
   exit 1
+fi
+if [[ ",$RFT_STAGES," != *",sft,"* ]]; then
+  exit 0
 fi
 
 exec "$PYTHON" -m verl_ext.sft --config-name "$SFT_CONFIG" \

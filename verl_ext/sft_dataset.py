@@ -14,6 +14,9 @@ rollout's trajectory holds for the same conversation. Its options live in the ``
   row id and counted on the console) or ``error`` (any such row stops the run at start-up);
 - ``pad_mode``: ``no_padding`` (the only mode verl's FSDP engine trains on; without remove-padding it
   pads each micro batch itself);
+- ``observation_pattern``: a regular expression; its matches inside assistant messages are raw-text env
+  observations (ReTool's ``<interpreter>`` blocks: env tokens, mask 0), as the runner's trajectory of a
+  raw-text episode holds them; null (the default) for chat envs;
 - ``messages_key``, ``tools_key``, ``id_key``: the columns; ``input_ids_key``, ``loss_mask_key``: a row
   holding these (rejection-sampling rows, :mod:`agent_tune.eval.rft`) is trained on its own tokens as they
   are, after checks (equal lengths, ids in the vocabulary, within ``max_length``; else skipped/counted or
@@ -25,6 +28,7 @@ All rows are rendered when the dataset is built, so bad rows are known before tr
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, Sequence
 
 import torch
@@ -46,6 +50,22 @@ class SFTDataError(ValueError):
 def _get(config: Any, key: str, default: Any = None) -> Any:
     value = config.get(key, default) if config is not None else default
     return default if value is None else value
+
+
+def observation_pattern(config: Any) -> re.Pattern[str] | None:
+    """``data.observation_pattern`` compiled (None when unset); a bad or empty one names the key."""
+    raw = config.get("observation_pattern") if config is not None else None
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw:
+        raise SFTDataError(f"config key 'data.observation_pattern': {raw!r}, expected a regular expression or null")
+    try:
+        pattern = re.compile(raw)
+    except re.error as exc:
+        raise SFTDataError(f"config key 'data.observation_pattern': not a regular expression ({exc})") from exc
+    if pattern.match(""):
+        raise SFTDataError(f"config key 'data.observation_pattern': {raw!r} matches the empty string")
+    return pattern
 
 
 class AgentTuneSFTDataset(Dataset):
@@ -80,7 +100,8 @@ class AgentTuneSFTDataset(Dataset):
         ]
         if max_samples is not None and 0 < max_samples < len(conversations):
             conversations = conversations[:max_samples]
-        self.report: RenderReport = render_rows(self.renderer, conversations, self.max_length)
+        self.report: RenderReport = render_rows(self.renderer, conversations, self.max_length,
+                                                observation_pattern(config))
         summary = self.report.summary()
         print(summary, flush=True)  # verl's rank-0 console; also what the launcher shows
         if self.report.skipped and self.bad_rows == "error":

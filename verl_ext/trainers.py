@@ -18,6 +18,7 @@ staleness bound); :func:`check_trainer` fails at start-up, naming the key, on a 
 
 from __future__ import annotations
 
+import logging
 from typing import Callable
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -27,6 +28,8 @@ ONE_STEP_OFF = "one_step_off_policy"
 FULLY_ASYNC = "fully_async_policy"
 TRAINERS = (MAIN_PPO, ONE_STEP_OFF, FULLY_ASYNC)
 SEPARATE_POOL_TRAINERS = (ONE_STEP_OFF, FULLY_ASYNC)
+
+logger = logging.getLogger(__name__)
 
 
 def trainer_name(config: DictConfig) -> str:
@@ -74,6 +77,14 @@ def prepare_config(config: DictConfig, name: str) -> DictConfig:
     with open_dict(config):
         config.actor_rollout_ref.rollout.nnodes = config.rollout.nnodes
         config.actor_rollout_ref.rollout.n_gpus_per_node = config.rollout.n_gpus_per_node
+        if name == ONE_STEP_OFF and OmegaConf.select(config, "trainer.rollout_data_dir", default=None):
+            # verl 0.9.1: OneStepOffRayTrainer never creates the thread pool its rollout dump uses
+            # (`_init_dump_executor`, which RayPPOTrainer and the fully-async trainer call), so any
+            # rollout_data_dir fails the first step with AttributeError '_dump_executor' (measured)
+            logger.warning("one_step_off_policy: trainer.rollout_data_dir=%s dropped (verl's one-step trainer "
+                           "cannot dump rollouts); agent_tune.dump_rollouts_dir still works",
+                           config.trainer.rollout_data_dir)
+            config.trainer.rollout_data_dir = None
     if name == FULLY_ASYNC:
         from verl.experimental.reward_loop import migrate_legacy_reward_impl
 

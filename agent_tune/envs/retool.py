@@ -43,6 +43,10 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 _OPEN, _CLOSE = "<code>", "</code>"
+# What a text-observation SFT row (agent_tune/rollout/sft_rows.py, the ReTool SFT configs'
+# `data.observation_pattern`) cuts out of an assistant message as env tokens: the env's own block
+# (interpreter_block) exactly, and also blocks of other ReTool-style data with fewer newlines.
+INTERPRETER_BLOCK_PATTERN = r"\n?<interpreter>[\s\S]*?</interpreter>\n?"
 _FENCE_RE = re.compile(r"^\s*```[A-Za-z0-9_+-]*[ \t]*\n(.*?)\n?[ \t]*```\s*$", re.S)
 
 
@@ -50,6 +54,11 @@ def _strip_fence(code: str) -> str:
     """Remove a ```python ... ``` fence wrapping the whole block, if there is one."""
     m = _FENCE_RE.match(code)
     return m.group(1) if m else code
+
+
+def interpreter_block(output: str) -> str:
+    """The observation text the env appends after a program ran: ``output`` in an ``<interpreter>`` block."""
+    return f"\n<interpreter>\n{output}\n</interpreter>\n"
 
 
 def retool_prompt(
@@ -209,7 +218,7 @@ class ReToolToolEnv(BaseToolEnv):
         if len(text) > self.max_tool_response_chars:
             extra = len(text) - self.max_tool_response_chars
             text = text[: self.max_tool_response_chars] + self.truncation_marker.format(n=extra)
-        return Observation(text=f"\n<interpreter>\n{text}\n</interpreter>\n")
+        return Observation(text=interpreter_block(text))
 
     @staticmethod
     def render_result(result: ExecutionResult) -> str:

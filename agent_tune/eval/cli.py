@@ -92,6 +92,12 @@ def run_parser() -> argparse.ArgumentParser:
     usr.add_argument("--user-api-key-env", default=None, help="environment variable holding the user server's key")
     usr.add_argument("--user-temperature", type=float, default=0.0, help="tau2's default: 0.0")
     usr.add_argument("--user-max-tokens", type=int, default=1024)
+    jdg = p.add_argument_group("tau2's NL-assertion judge (optional; only tasks whose reward counts NL assertions "
+                               "ask it; checked at start-up)")
+    jdg.add_argument("--judge-base-url", default=None, help="e.g. http://127.0.0.1:8002/v1")
+    jdg.add_argument("--judge-model", default=None, help="served model name of the judge")
+    jdg.add_argument("--judge-api-key-env", default=None, help="environment variable holding the judge's key")
+    jdg.add_argument("--judge-temperature", type=float, default=0.0, help="tau2's default: 0.0")
     smp = p.add_argument_group("sampling")
     smp.add_argument("--n", type=int, default=1, help="samples per entry (pass@k for k <= n)")
     smp.add_argument("--temperature", type=float, default=0.0)
@@ -202,7 +208,7 @@ def report_main(argv: Sequence[str]) -> int:
 
 def _tau2_env_kwargs(args: argparse.Namespace, env_kwargs: dict) -> dict:
     """``--env-kwargs`` with the simulated user from the ``--user-*`` flags (a ``user`` in ``--env-kwargs``
-    is used as given); tau2 needs one."""
+    is used as given; tau2 needs one) and the NL-assertion judge from the ``--judge-*`` flags (optional)."""
     if args.user_base_url or args.user_model:
         if not (args.user_base_url and args.user_model):
             raise ValueError("tau2's user needs both --user-base-url and --user-model")
@@ -211,6 +217,13 @@ def _tau2_env_kwargs(args: argparse.Namespace, env_kwargs: dict) -> dict:
         env_kwargs["user"] = {"kind": "llm", "base_url": args.user_base_url, "model": args.user_model,
                               "api_key_env": args.user_api_key_env, "temperature": args.user_temperature,
                               "max_tokens": args.user_max_tokens}
+    if args.judge_base_url or args.judge_model:
+        if not (args.judge_base_url and args.judge_model):
+            raise ValueError("tau2's judge needs both --judge-base-url and --judge-model")
+        if "judge" in env_kwargs:
+            raise ValueError("give the judge either with --judge-* flags or in --env-kwargs, not both")
+        env_kwargs["judge"] = {"base_url": args.judge_base_url, "model": args.judge_model,
+                               "api_key_env": args.judge_api_key_env, "temperature": args.judge_temperature}
     if "user" not in env_kwargs:
         raise ValueError("tau2 needs a simulated user: --user-base-url URL --user-model NAME "
                          "(an OpenAI-compatible server), or a `user` in --env-kwargs")

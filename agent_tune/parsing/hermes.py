@@ -34,13 +34,20 @@ class HermesToolParser(ToolCallParser):
     """``<tool_call>\\n{json}\\n</tool_call>`` blocks (Qwen2.5 / Qwen3), as the leaderboard reads them."""
 
     def parse(self, text: str) -> ParsedResponse:
+        if OPEN not in text and CLOSE not in text:  # no tag at all (the usual answer to the user): all content
+            return ParsedResponse(content=text.strip())
         out = ParsedResponse(content="")
         content: list[str] = []
         pos = 0
-        for start, body, end in _blocks(text):
+        # the spans of _blocks(text), inlined (no generator per answer)
+        while (start := text.find(_OPEN_NL, pos)) >= 0:
+            close = text.find(_NL_CLOSE, start + len(_OPEN_NL))
+            if close < 0:
+                break
+            end = close + len(_NL_CLOSE)
             content.append(_scan_gap(text, pos, start, out))
             raw = text[start:end]
-            result = _decode_block(body, raw)
+            result = _decode_block(text[start + len(_OPEN_NL) : close], raw)
             if isinstance(result, ToolCall):
                 out.calls.append(result)
             else:

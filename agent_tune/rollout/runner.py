@@ -31,8 +31,15 @@ Decisions (documented here because the trainer and the evaluator rely on them):
   stepping the env on the partial text; an observation that would not fit, leaving at least one token for
   the policy, is not appended and ends the episode the same way. A policy returning more tokens than asked
   is cut to its ``max_tokens``. Masks and log-probs stay aligned in every case.
-* ``reset`` runs on the event loop, except for envs that declare ``blocking_reset`` (tau2 waits for its
-  simulated user's first message there): theirs runs in a worker thread.
+* The episode's start (``reset``, then rendering and encoding the initial prompt: ~5 ms with a tool list)
+  runs off the event loop, in the runner's start thread (:func:`start_executor`, one per process): when
+  thousands of episodes start at once (``asyncio.gather``), their starts would otherwise run back-to-back in
+  one loop iteration (4,096 BFCL episodes: 26 s with the loop held; ``benchmarks/episode_scale.py``). One
+  thread keeps them in order, one at a time, as on the loop, while the loop goes on serving the episodes
+  already started (it gets the GIL back at least every ``sys.getswitchinterval()``). Envs that declare
+  ``blocking_reset`` (tau2 waits for its simulated user's first message there) reset in the default
+  executor instead, so a slow user never holds the start thread; their prompt is rendered in the start
+  thread too.
 * Env steps go through the event loop's :class:`~agent_tune.rollout.step_batcher.StepBatcher`: steps of
   concurrent episodes of one env class are run together by ``batch_step``, in a worker thread.
 * Training progress: ``run_episode(global_step=...)`` hands the trainer's step to the env
@@ -52,10 +59,14 @@ Decisions (documented here because the trainer and the evaluator rely on them):
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import inspect
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping, TypeVar
 
 from agent_tune.envs.base import BaseToolEnv, Observation, StepResult
 from agent_tune.rollout.chat_render import ChatRenderer, DriftReport, check_drift
@@ -63,6 +74,7 @@ from agent_tune.rollout.policy import GenerationOutput, Policy
 from agent_tune.rollout.step_batcher import StepBatcher, loop_batcher
 from agent_tune.rollout.trajectory import Trajectory
 
+_T = TypeVar("_T")
 Termination = Literal["done", "truncated", "max_generations", "aborted", "empty_generation"]
 
 
@@ -140,27 +152,16 @@ async def run_episode(
     batcher = step_batcher or loop_batcher()
     timings = {"prompt": 0.0, "generate": 0.0, "decode": 0.0, "env": 0.0, "delta": 0.0}
     hints = env.sampler_hints
+    text_mode = hints.observation_kind == "text"
     env.set_global_step(global_step)
     task_kwargs = dict(task or {})
-    obs = await asyncio.to_thread(env.reset, **task_kwargs) if env.blocking_reset else env.reset(**task_kwargs)
-    if not isinstance(obs, Observation):
-        raise TypeError(f"{type(env).__name__}.reset() returned {type(obs).__name__}, not Observation")
+    if env.blocking_reset:
+        obs = await asyncio.to_thread(env.reset, **task_kwargs)
+        start = await _in_start_thread(_start, env, obs, renderer, limits, text_mode)
+    else:  # reset in the start thread too
+        start = await _in_start_thread(lambda: _start(env, env.reset(**task_kwargs), renderer, limits, text_mode))
+    obs, traj, messages, timings["prompt"] = start
     initial_tools = list(obs.tools) if obs.tools else None
-    messages: list[dict[str, Any]] = [dict(m) for m in obs.messages]
-
-    t0 = time.perf_counter()
-    prompt_ids = renderer.render_prompt(messages, initial_tools)
-    if len(prompt_ids) > limits.max_prompt_length:
-        raise PromptTooLongError(
-            f"initial prompt has {len(prompt_ids)} tokens, max_prompt_length is {limits.max_prompt_length}"
-        )
-    traj = Trajectory(prompt_ids)
-    text_mode = hints.observation_kind == "text"
-    if obs.text:
-        traj.append_env(renderer.encode(obs.text))
-        if text_mode:
-            messages.append({"role": "assistant", "content": obs.text})
-    timings["prompt"] += time.perf_counter() - t0
 
     base_params = _sampling_params(sampling_params, hints.stop, hints.include_stop_str_in_output,
                                    renderer.end_of_turn_id if stop_on_end_of_turn else None)
@@ -278,6 +279,50 @@ async def run_episode(
 
 
 # --------------------------------------------------------------------------- helpers
+_start_lock = threading.Lock()
+_start_pool: ThreadPoolExecutor | None = None
+
+
+def start_executor() -> ThreadPoolExecutor:
+    """The process's start thread: every episode's ``reset`` and initial prompt render run there, one at a
+    time, off the event loop (created on first use)."""
+    global _start_pool
+    if _start_pool is None:
+        with _start_lock:
+            if _start_pool is None:
+                _start_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent_tune_start")
+    return _start_pool
+
+
+async def _in_start_thread(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` in the start thread, in a copy of the caller's context (as ``asyncio.to_thread``)."""
+    ctx = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(start_executor(), functools.partial(ctx.run, fn, *args))
+
+
+def _start(
+    env: BaseToolEnv, obs: Observation, renderer: ChatRenderer, limits: RolloutLimits, text_mode: bool
+) -> tuple[Observation, Trajectory, list[dict[str, Any]], float]:
+    """The episode's start from the env's initial observation: (the observation, the trajectory holding the
+    rendered prompt, the transcript so far, seconds spent rendering). Runs in the start thread."""
+    if not isinstance(obs, Observation):
+        raise TypeError(f"{type(env).__name__}.reset() returned {type(obs).__name__}, not Observation")
+    initial_tools = list(obs.tools) if obs.tools else None
+    messages: list[dict[str, Any]] = [dict(m) for m in obs.messages]
+    t0 = time.perf_counter()
+    prompt_ids = renderer.render_prompt(messages, initial_tools)
+    if len(prompt_ids) > limits.max_prompt_length:
+        raise PromptTooLongError(
+            f"initial prompt has {len(prompt_ids)} tokens, max_prompt_length is {limits.max_prompt_length}"
+        )
+    traj = Trajectory(prompt_ids)
+    if obs.text:
+        traj.append_env(renderer.encode(obs.text))
+        if text_mode:
+            messages.append({"role": "assistant", "content": obs.text})
+    return obs, traj, messages, time.perf_counter() - t0
+
+
 def _sampling_params(
     given: Mapping[str, Any] | None,
     env_stop: tuple[str, ...],

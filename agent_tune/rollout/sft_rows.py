@@ -29,6 +29,13 @@ output writes them: :mod:`agent_tune.eval.rft`): they are used as they are, afte
 (:func:`token_row`: equal lengths, ids within the vocabulary, a 0/1 mask with at least one 1, at most
 ``max_length`` tokens); the row's messages are then only for reading.
 
+Raw-text envs (ReTool) keep an episode as one running assistant message, the policy's text and the
+env's observations interleaved (``...</code>\n<interpreter>\n4\n</interpreter>\nSo ...``). With an
+``observation_pattern`` (a regular expression: the SFT config's ``data.observation_pattern``), the spans of
+an assistant message that match it are env tokens (mask 0, encoded on their own as the runner encodes an
+observation's text) and the text between them is the policy's (mask 1); the end-of-turn token follows
+only the message's last piece, as the runner's trajectory holds a raw-text episode.
+
 A conversation that cannot be rendered (no assistant message, nothing before it, a template error, a
 malformed message) or that is longer than ``max_length`` raises :class:`BadConversation` carrying the
 reason; :func:`render_rows` collects those per row id instead, so callers skip and count them or fail.
@@ -39,6 +46,7 @@ from __future__ import annotations
 
 import json
 import numbers
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -120,13 +128,41 @@ def assistant_text(renderer: ChatRenderer, message: Message) -> str:
     return whole[len(head): len(whole) - len(tail)]
 
 
+def assistant_pieces(text: str, observation_pattern: re.Pattern[str] | None) -> list[tuple[str, int]]:
+    """An assistant message's text as ``(text, POLICY | ENV)`` pieces: the spans matching
+    ``observation_pattern`` are env observations, the rest the policy's; empty policy pieces are dropped.
+
+    Raises:
+        BadConversation: the message opens with an observation (the policy wrote nothing before it).
+    """
+    if observation_pattern is None:
+        return [(text, POLICY)]
+    pieces: list[tuple[str, int]] = []
+    pos = 0
+    for m in observation_pattern.finditer(text):
+        if m.end() == m.start():
+            continue
+        if m.start() == 0:
+            raise BadConversation("an assistant message opens with an observation (data.observation_pattern): "
+                                  "the policy wrote nothing before it")
+        if m.start() > pos:
+            pieces.append((text[pos: m.start()], POLICY))
+        pieces.append((m.group(0), ENV))
+        pos = m.end()
+    if pos < len(text) or not pieces:
+        pieces.append((text[pos:], POLICY))
+    return pieces
+
+
 def render_conversation(
     renderer: ChatRenderer,
     messages: Sequence[Message],
     tools: Sequence[Mapping[str, Any]] | None = None,
     max_length: int | None = None,
+    observation_pattern: re.Pattern[str] | None = None,
 ) -> tuple[list[int], list[int]]:
-    """``(input_ids, loss_mask)`` of a conversation, as the runner's trajectory would hold them.
+    """``(input_ids, loss_mask)`` of a conversation, as the runner's trajectory would hold them
+    (``observation_pattern``: the raw-text observations inside assistant messages, see the module).
 
     Raises:
         BadConversation: the conversation cannot be rendered (``kind="render"``) or has more than
@@ -143,9 +179,12 @@ def render_conversation(
         ids = renderer.render_prompt(msgs[: turns[0]], tools or None)
         mask = [ENV] * len(ids)
         for k, i in enumerate(turns):
-            policy = renderer.encode(assistant_text(renderer, msgs[i])) + [eot]
-            ids += policy
-            mask += [POLICY] * len(policy)
+            for text, kind in assistant_pieces(assistant_text(renderer, msgs[i]), observation_pattern):
+                piece = renderer.encode(text)
+                ids += piece
+                mask += [kind] * len(piece)
+            ids.append(eot)
+            mask.append(POLICY)
             if k + 1 < len(turns):  # the observation up to the next generation (possibly no message)
                 env = renderer.render_delta(msgs[i + 1: turns[k + 1]])
                 ids += env
@@ -210,10 +249,12 @@ def render_rows(
     renderer: ChatRenderer,
     conversations: Iterable[tuple[Any, ...]],
     max_length: int | None = None,
+    observation_pattern: re.Pattern[str] | None = None,
 ) -> RenderReport:
     """Rows from ``(row_id, messages, tools)`` conversations, or ``(row_id, messages, tools, tokens)`` where
     ``tokens`` is the row's own ``(input_ids, loss_mask)`` (used as is, :func:`token_row`) or None
-    (rendered); the bad ones are listed, never truncated."""
+    (rendered, with ``observation_pattern`` as in :func:`render_conversation`); the bad ones are listed,
+    never truncated."""
     report = RenderReport()
     vocab = len(renderer.tokenizer) if hasattr(renderer, "tokenizer") else None
     for row_id, messages, tools, *rest in conversations:
@@ -222,7 +263,7 @@ def render_rows(
             if tokens is not None:
                 ids, mask = token_row(tokens[0], tokens[1], max_length, vocab)
             else:
-                ids, mask = render_conversation(renderer, messages, tools, max_length)
+                ids, mask = render_conversation(renderer, messages, tools, max_length, observation_pattern)
         except BadConversation as exc:
             report.skipped.append((row_id, exc.kind, str(exc)))
             continue

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from agent_tune.users.base import User
+from agent_tune.users.endpoint import check_endpoint_options
 
 USER_KINDS = ("llm", "scripted")
 
@@ -64,21 +64,9 @@ class UserConfig:
         for key in ("base_url", "model"):
             if not isinstance(getattr(self, key), str) or not getattr(self, key):
                 raise ValueError(f"user.{key} is required for kind=llm (got {getattr(self, key)!r})")
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"user.base_url must start with http:// or https:// (got {self.base_url!r})")
-        if not 0.0 <= float(self.temperature) <= 2.0:
-            raise ValueError(f"user.temperature must be in [0, 2] (got {self.temperature})")
         if self.max_tokens is not None and int(self.max_tokens) < 1:
             raise ValueError(f"user.max_tokens must be >= 1 or null (got {self.max_tokens})")
-        if float(self.timeout_s) <= 0:
-            raise ValueError(f"user.timeout_s must be > 0 (got {self.timeout_s})")
-        if int(self.max_retries) < 0:
-            raise ValueError(f"user.max_retries must be >= 0 (got {self.max_retries})")
-        if float(self.backoff_s) < 0:
-            raise ValueError(f"user.backoff_s must be >= 0 (got {self.backoff_s})")
-        if self.api_key_env is not None and self.api_key_env not in os.environ:
-            raise ValueError(f"user.api_key_env names {self.api_key_env!r}, which is not set in the environment")
-
+        check_endpoint_options("user", self)
 
 def make_user(config: Mapping[str, Any] | UserConfig | None) -> User:
     """A fresh user for one episode, as ``config`` describes it."""

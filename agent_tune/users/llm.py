@@ -11,9 +11,10 @@ import httpx
 
 from agent_tune.users.base import UserError, UserReply, UserToolCall
 from agent_tune.users.config import UserConfig
+from agent_tune.users.endpoint import EndpointUnavailableError, check_endpoint
 
 
-class UserUnavailableError(ValueError):
+class UserUnavailableError(EndpointUnavailableError):
     """The user's endpoint failed its start-up health check (the message names the URL)."""
 
 
@@ -43,18 +44,10 @@ class LLMUser:
     def health_check(self) -> None:
         """``GET <base_url>/models``; raise :class:`UserUnavailableError` naming the URL unless it answers and
         lists ``model``."""
-        url = f"{self.url}/models"
         try:
-            response = httpx.get(url, headers=self._headers(), timeout=min(self.config.timeout_s, 10.0))
-            response.raise_for_status()
-            listed = [m.get("id") for m in response.json().get("data", [])]
-        except (httpx.HTTPError, ValueError, AttributeError, TypeError) as exc:
-            raise UserUnavailableError(
-                f"user simulator at {self.url} is unreachable or not OpenAI-compatible "
-                f"(GET {url}: {type(exc).__name__}: {exc})") from None
-        if self.config.model not in listed:
-            raise UserUnavailableError(
-                f"user simulator at {self.url} does not serve model {self.config.model!r} (it lists {listed})")
+            check_endpoint(self.url, self.config.model, self._headers(), self.config.timeout_s, "user simulator")
+        except EndpointUnavailableError as exc:
+            raise UserUnavailableError(str(exc)) from None
 
     def _payload(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None) -> dict[str, Any]:
         payload: dict[str, Any] = {

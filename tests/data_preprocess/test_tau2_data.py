@@ -23,3 +23,20 @@ def test_rows_follow_tau2_splits_and_build_the_env(tmp_path) -> None:
     env = make_env("tau2", user={"kind": "scripted", "turns": ["Hello."]}, **row["extra_info"]["env"]["kwargs"])
     obs = env.reset()
     assert obs.messages[:2] == row["prompt"] and obs.messages[2] == {"role": "user", "content": "Hello."}
+
+
+def test_the_script_runs_as_a_file(tmp_path) -> None:
+    """`python data_preprocess/tau2.py` (what the launch scripts run): its folder, first on sys.path, holds a
+    tau2.py that must not shadow tau2's own package."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    proc = subprocess.run([sys.executable, str(repo / "data_preprocess" / "tau2.py"), "--out", str(tmp_path),
+                           "--domains", "airline", "--splits", "test"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout) == {"test": {"airline": 20}} and (tmp_path / "test.parquet").is_file()

@@ -69,6 +69,15 @@ def test_user_server_garbage_mid_run_ends_the_episode_with_the_reason() -> None:
         assert "failed 2 times" in r.info["user_error"] and server.base_url in r.info["user_error"]
 
 
+def test_user_server_gone_mid_run_ends_the_episode_with_the_reason() -> None:
+    with FakeOpenAI() as server:
+        env = make_env("tau2", **MOCK, user=server.user_config(max_retries=1, timeout_s=2.0))
+        env.reset()
+    r = env.step("What is your user id?")  # the server has stopped: connection refused on every try
+    assert r.done and r.reward == 0.0 and r.info["termination_reason"] == "user_error"
+    assert "failed 2 times" in r.info["user_error"] and "ConnectError" in r.info["user_error"]
+
+
 def test_user_failing_on_the_first_message_ends_at_the_first_step() -> None:
     with FakeOpenAI(default=500) as server:
         env = make_env("tau2", **MOCK, user=server.user_config(max_retries=0))

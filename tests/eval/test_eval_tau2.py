@@ -111,6 +111,19 @@ def test_eval_tau2_user_server_down_fails_at_start(servers, tmp_path, capsys, qw
     assert not policy.requests  # no episode started
 
 
+def test_eval_tau2_judge_down_fails_at_start(servers, tmp_path, capsys, qwen_tok_dir) -> None:
+    policy, user = servers
+    down = free_port_url()
+    argv = _argv(policy, user.base_url, tmp_path / "j.jsonl", "--tokenizer", str(qwen_tok_dir),
+                 "--judge-base-url", down, "--judge-model", "judge")
+    assert eval_main(argv) == 1
+    err = capsys.readouterr().err
+    assert "NL-assertion judge at" in err and down in err
+    assert not policy.requests
+    assert eval_main([*argv[:-4], "--judge-model", "judge"]) == 1
+    assert "needs both --judge-base-url and --judge-model" in capsys.readouterr().err
+
+
 def test_eval_tau2_needs_a_user(tmp_path, capsys) -> None:
     argv = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--domains", "airline", "--split", "test",
             "--output", str(tmp_path / "x.jsonl")]

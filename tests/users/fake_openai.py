@@ -17,8 +17,8 @@ def completion(content: str | None = None, tool_calls: list[dict[str, Any]] | No
         message["tool_calls"] = [{"id": f"c{i}", "type": "function",
                                   "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))}}
                                  for i, c in enumerate(tool_calls)]
-    return {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": message,
-                                                                 "finish_reason": "stop"}]}
+    choice = {"index": 0, "message": message, "finish_reason": "stop"}
+    return {"id": "x", "object": "chat.completion", "model": "fake-model", "created": 0, "choices": [choice]}
 
 
 class FakeOpenAI:

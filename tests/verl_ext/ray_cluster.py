@@ -45,6 +45,11 @@ class LoopbackCluster:
         self.gpus_per_node, self.cpus_per_node, self.workers = gpus_per_node, cpus_per_node, workers
         self.env = {**os.environ, **(env or {})}
         self.env.pop("RAY_ADDRESS", None)
+        # Ray 2.60: `ray start` turns token authentication on when ~/.ray/auth_token exists, but
+        # `ray.init(address=...)` with an explicit address never does, and then fails "InvalidAuthToken"
+        # forever. One explicit mode for the nodes and every client (self.env) instead; a private loopback
+        # cluster needs no token.
+        self.env["RAY_AUTH_MODE"] = "disabled"
         self.temp_dir = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must be < 108
         self.log_dir = Path(log_dir or self.temp_dir)
         self.port = free_port()
@@ -59,7 +64,10 @@ class LoopbackCluster:
         self.node_names = ["head"] + [f"worker{i}" for i in range(workers)]
 
     def _start(self, name: str, extra: Sequence[str]) -> None:
+        # the nodes share one IP: give each its own range of worker ports
+        first = 20000 + 2000 * self.node_names.index(name)
         cmd = [RAY, "start", "--block", f"--num-cpus={self.cpus_per_node}", f"--num-gpus={self.gpus_per_node}",
+               f"--min-worker-port={first}", f"--max-worker-port={first + 1999}",
                f'--resources={{"agent_tune_{name}": 1}}', f"--node-ip-address={self.ip}",
                f"--dashboard-agent-listen-port={free_port()}", f"--temp-dir={self.temp_dir}",
                "--disable-usage-stats", *extra]

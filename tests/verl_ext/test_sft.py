@@ -58,6 +58,8 @@ def test_cpu_config_runs_fsdp2_in_fp32_with_the_cpu_template():
         (["data.train_files=x", "data.train_batch_size=3", "trainer.device=cuda", "trainer.n_gpus_per_node=2"],
          "data.train_batch_size"),
         (["data.train_files=x", "engine.strategy=ddp"], "engine"),
+        (["data.train_files=x", "data.observation_pattern='(unclosed'"], "data.observation_pattern"),
+        (["data.train_files=x", "data.observation_pattern='x*'"], "data.observation_pattern"),
     ],
 )
 def test_bad_config_fails_at_start_up_naming_the_key(overrides, key):
@@ -172,3 +174,23 @@ def test_cli_routes_sft(monkeypatch):
     monkeypatch.setattr(sft, "main", lambda argv: seen.append(argv) or 0)
     assert cli.main(["sft", "--cfg", "data.train_files=x"]) == 0
     assert seen == [["--cfg", "data.train_files=x"]]
+
+
+def test_retool_format_renders_interpreter_blocks_as_env_tokens(smol_tok, tmp_path):
+    """`+sft_format=retool`: the dataset verl loads holds the ReTool rows with the interpreter output masked."""
+    from agent_tune.envs.retool import interpreter_block
+    from data_preprocess import retool_sft_synthetic
+
+    config = compose_config("agent_tune_sft_cpu", ["+sft_format=retool", "data.train_files=x.parquet"])
+    validate(config)
+    rows = retool_sft_synthetic.build(3)
+    path = sft_synthetic.write(rows, tmp_path)
+    data = _data_config(observation_pattern=config.data.observation_pattern)
+    ds = AgentTuneSFTDataset(str(path), smol_tok, data)
+    item = ds[0]
+    ids, mask = item["input_ids"].tolist(), item["loss_mask"].tolist()
+    env_text = smol_tok.decode([t for t, m in zip(ids, mask) if not m])
+    value = rows[0]["messages"][-1]["content"].rsplit("boxed{", 1)[1].rstrip("}.")
+    assert interpreter_block(value) in env_text and interpreter_block("True") in env_text
+    plain = AgentTuneSFTDataset(str(path), smol_tok, _data_config())
+    assert sum(mask) < sum(plain[0]["loss_mask"].tolist())

@@ -76,3 +76,12 @@ def test_fully_async_needs_its_section() -> None:
     OmegaConf.update(config, "agent_tune.trainer", FULLY_ASYNC)
     with pytest.raises(ValueError, match="'async_training'"):
         check_trainer(config)
+
+
+def test_one_step_off_drops_verls_rollout_dump() -> None:
+    # verl 0.9.1's OneStepOffRayTrainer has no dump executor: a rollout_data_dir failed its first step
+    config = prepare_config(_compose("+async=one_step_off_policy_cpu", "trainer.rollout_data_dir=/tmp/x"),
+                            ONE_STEP_OFF)
+    assert config.trainer.rollout_data_dir is None
+    kept = prepare_config(_compose("+async=fully_async_policy_cpu", "trainer.rollout_data_dir=/tmp/x"), FULLY_ASYNC)
+    assert kept.trainer.rollout_data_dir == "/tmp/x"

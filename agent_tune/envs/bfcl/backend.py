@@ -64,17 +64,28 @@ def _restore_random(cls: type[random.Random], state: tuple[Any, ...], attrs: dic
     return rng
 
 
-def _reduce_random(rng: random.Random) -> tuple[Any, ...]:
-    # Plain pickling rebuilds a Random by calling Random(), which seeds it from os.urandom (~90 us) only
-    # for setstate to overwrite that seed; several backends hold one.
-    return _restore_random, (type(rng), rng.getstate(), {k: v for k, v in vars(rng).items() if k != "gauss_next"})
-
-
 class _PristinePickler(pickle.Pickler):
     """Pickles the pristine instances: the same objects as plain pickling, except that a ``Random`` is
-    rebuilt without being seeded first."""
+    rebuilt without being seeded first, and its state (a tuple of ints, immutable: ``setstate`` copies it)
+    is kept out of the stream, in :attr:`shared`, for every copy to use as is."""
 
-    dispatch_table = {**copyreg.dispatch_table, random.Random: _reduce_random}
+    def __init__(self, file: io.BytesIO) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.dispatch_table = {**copyreg.dispatch_table, random.Random: self._reduce_random}
+        self.shared: list[tuple[Any, ...]] = []
+        self._shared_ids: dict[int, int] = {}  # id of a state in ``shared`` -> its index
+
+    def _reduce_random(self, rng: random.Random) -> tuple[Any, ...]:
+        # Plain pickling rebuilds a Random by calling Random(), which seeds it from os.urandom (~90 us) only
+        # for setstate to overwrite that seed; several backends hold one. Its state, 625 ints, would be
+        # rebuilt int by int in every copy.
+        state = rng.getstate()
+        self._shared_ids[id(state)] = len(self.shared)
+        self.shared.append(state)
+        return _restore_random, (type(rng), state, {k: v for k, v in vars(rng).items() if k != "gauss_next"})
+
+    def persistent_id(self, obj: Any) -> int | None:
+        return self._shared_ids.get(id(obj)) if type(obj) is tuple else None
 
 
 _owners_by_classes: dict[tuple[tuple[str, type], ...], dict[str, str]] = {}
@@ -95,12 +106,23 @@ def _method_owners(instances: dict[str, Any]) -> dict[str, str]:
 
 
 @lru_cache(maxsize=256)
-def _pristine_instances(test_id: str) -> bytes:
+def _pristine_instances(test_id: str) -> tuple[bytes, tuple[tuple[Any, ...], ...]]:
+    """The pristine instances of ``test_id``, pickled, and the immutable objects kept out of the stream."""
     entry = load_entry(test_id)
     instances = BFCLBackend(entry.involved_classes, entry.initial_config, entry.long_context).instances
     buffer = io.BytesIO()
-    _PristinePickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(instances)
-    return buffer.getvalue()
+    pickler = _PristinePickler(buffer)
+    pickler.dump(instances)
+    return buffer.getvalue(), tuple(pickler.shared)
+
+
+def _unpickle(blob: bytes, shared: tuple[tuple[Any, ...], ...]) -> Any:
+    """A new, independent copy of what :func:`_pristine_instances` pickled (``shared`` is only read)."""
+    if not shared:
+        return pickle.loads(blob)
+    unpickler = pickle.Unpickler(io.BytesIO(blob))
+    unpickler.persistent_load = shared.__getitem__
+    return unpickler.load()
 
 
 class BFCLBackend:
@@ -127,7 +149,7 @@ class BFCLBackend:
         a new, fully independent copy.
         """
         backend = cls.__new__(cls)
-        backend._bind(pickle.loads(_pristine_instances(test_id)))
+        backend._bind(_unpickle(*_pristine_instances(test_id)))
         return backend
 
     def _bind(self, instances: dict[str, Any]) -> None:

@@ -191,19 +191,16 @@ class BFCLToolEnv(BaseToolEnv):
     def stop(self, raw_response: str) -> bool:
         """True if the answer ends the user turn: no decodable call in eval mode (BFCL drops malformed
         blocks silently), no call block at all in training mode (a malformed block is answered)."""
-        parsed = self.extract_tool_calls(raw_response)
+        return self._stops(self.extract_tool_calls(raw_response))
+
+    def _stops(self, parsed: ParsedResponse) -> bool:
+        """:meth:`stop` of an answer already parsed."""
         return not parsed.calls if self.eval_mode else not parsed.has_tool_call_attempt
 
     def format_tool_response(self, results: Sequence[ToolResult]) -> Observation:
         """One ``tool`` message per result, in call order (as bfcl-eval's FC handlers send them),
         named after the function when there is one."""
-        messages = []
-        for r in results:
-            msg: dict[str, Any] = {"role": "tool", "content": r.content}
-            if r.name is not None:
-                msg["name"] = r.name
-            messages.append(msg)
-        return Observation(messages=messages, tools=self.tools)
+        return Observation(messages=_tool_messages(results), tools=self.tools)
 
     def _check_call(self, call: ToolCall) -> list[str] | None:
         """The schema errors of a call's arguments against the tool visible now; None if no such tool."""
@@ -224,12 +221,12 @@ class BFCLToolEnv(BaseToolEnv):
         parsed = self.extract_tool_calls(raw_response)
         step_format_errors = len(parsed.errors)
         checks = [self._check_call(call) for call in parsed.calls]  # against the tools visible now, once
-        grade: float | None = rewards.syntax_grade_of(len(parsed.errors), checks)  # = rewards.syntax_grade
+        grade: float | None = rewards.syntax_grade_of(step_format_errors, checks)  # = rewards.syntax_grade
         if rewards.closes_acted_turn(parsed, self._turn_acted):
             grade = None  # the text that answers the user after the turn's calls: not a format attempt
         else:
             self._syntax_grades.append(grade)
-        if self.stop(raw_response):  # the policy has finished this user turn
+        if self._stops(parsed):  # = stop(raw_response): the policy has finished this user turn
             self._format_errors += step_format_errors
             return self._end_turn(forced=False, pending=[],
                                   step_info={"format_errors": step_format_errors, "syntax_grade": grade})
@@ -241,7 +238,7 @@ class BFCLToolEnv(BaseToolEnv):
         if executed:
             self._turn_acted = True
             self._decoded[self._turn].append(executed)
-        messages = self.format_tool_response(results).messages
+        messages = _tool_messages(results)  # = format_tool_response(results).messages
         step_info = {"format_errors": step_format_errors, "calls": executed, "syntax_grade": grade}
 
         if self._steps_in_turn > self.max_steps_per_turn:
@@ -268,23 +265,25 @@ class BFCLToolEnv(BaseToolEnv):
         results: list[ToolResult] = []
         executed: list[str] = []
         rejected = 0
+        execute = self._model.execute
+        counts = self._all_model_results  # scoring sees the backend's own text, never a hint
+        hints = self._hints
+        self._num_calls += len(parsed.calls)
         for call, errors in zip(parsed.calls, checks):
-            self._num_calls += 1
-            reason = self._reject_reason(call, errors)
-            if reason is not None:
+            if errors is None or errors:  # = _reject_reason(call, errors) is not None
                 rejected += 1
                 if not self.eval_mode:
+                    reason = self._reject_reason(call, errors)
                     text = f"Error: {reason}"
-                    if self._hints is not None:
-                        text = with_hint(text, self._hints.for_rejected_call(call.name, call.arguments, [reason]))
+                    if hints is not None:
+                        text = with_hint(text, hints.for_rejected_call(call.name, call.arguments, [reason]))
                     results.append(ToolResult(text, call.name, error=True))
                     continue
-            result = self._model.execute(call.name, call.arguments)
-            counts = self._all_model_results  # scoring sees the backend's own text, never a hint
+            result = execute(call.name, call.arguments)
             counts[result] = counts.get(result, 0) + 1
             executed.append(to_call_string(call))
-            if self._hints is not None:
-                result = with_hint(result, self._hints.for_result(call.name, call.arguments, result))
+            if hints is not None:
+                result = with_hint(result, hints.for_result(call.name, call.arguments, result))
             results.append(ToolResult(result, call.name))
         if not self.eval_mode:
             for err in parsed.errors:
@@ -371,3 +370,14 @@ class BFCLToolEnv(BaseToolEnv):
 
     def _reward(self, info: dict[str, Any]) -> float:
         return rewards.episode_reward(self.reward_kind, info, self.format_penalty, self.max_penalized_format_errors)
+
+
+def _tool_messages(results: Sequence[ToolResult]) -> list[dict[str, Any]]:
+    """:meth:`BFCLToolEnv.format_tool_response`'s messages."""
+    messages = []
+    for r in results:
+        msg: dict[str, Any] = {"role": "tool", "content": r.content}
+        if r.name is not None:
+            msg["name"] = r.name
+        messages.append(msg)
+    return messages

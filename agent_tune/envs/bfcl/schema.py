@@ -136,6 +136,16 @@ def validate_arguments(tool: dict[str, Any], arguments: Any) -> list[str]:
             f"parameters are: {', '.join(props) or '(none)'}"
         )
     for key, value in arguments.items():
-        if key in props:
-            _check(value, props[key], key, errors)
+        if key not in props:
+            continue
+        sub = props[key]
+        accepted = _SCALAR_OK.get(type(value))  # fast path: a scalar of the declared type, no enum (_check accepts it)
+        if accepted is not None and sub.get("type") in accepted and "enum" not in sub:
+            continue
+        _check(value, sub, key, errors)
     return errors
+
+
+# type of a value -> the declared types that accept it as is (bool is not an integer; a number may be an int)
+_SCALAR_OK: dict[type, tuple[str, ...]] = {str: ("string",), int: ("integer", "number"), float: ("number",),
+                                           bool: ("boolean",)}

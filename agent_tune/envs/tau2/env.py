@@ -17,6 +17,8 @@ endings and the limits (``max_steps``, ``max_errors``) are tau2's orchestrator's
 (:mod:`agent_tune.envs.tau2.scoring`), and so is the env's reward unless ``reward_shaping`` sets an alpha
 > 0: then the reward is tau2's plus alpha x the partial score of tau2's checks
 (:mod:`agent_tune.rewards.tau2_shaping`, Tau2-RL-Pipeline's scheme; ``info["tau2_partial_score"]``).
+A task whose reward basis counts NL assertions is judged by tau2's NL-assertion evaluator through the
+``judge`` endpoint when one is configured (:mod:`agent_tune.envs.tau2.judge`), else scores 0 with the reason.
 
 Never raises on model output: a call block that cannot be decoded is answered with an error message
 (counted as a format error and a tau2 error; nothing runs, nothing is recorded); a call to an unknown tool
@@ -37,6 +39,7 @@ from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, StepRe
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.tau2 import loader
 from agent_tune.envs.tau2.episode import USER, Tau2Episode
+from agent_tune.envs.tau2.judge import JudgeConfig
 from agent_tune.envs.tau2.messages import (
     assistant_message,
     call_problem,
@@ -74,6 +77,7 @@ class Tau2ToolEnv(BaseToolEnv):
         tool_parser: str = "hermes",
         reasoning_parser: str = "none",
         reward_shaping: Mapping[str, Any] | Tau2ShapingConfig | None = None,
+        judge: Mapping[str, Any] | JudgeConfig | None = None,
     ) -> None:
         if domain is not None:
             try:
@@ -94,6 +98,10 @@ class Tau2ToolEnv(BaseToolEnv):
             self.shaping = Tau2ShapingConfig.from_mapping(reward_shaping)
         except ValueError as exc:
             raise ValueError(f"tau2 env: {exc}") from None
+        try:
+            self.judge = JudgeConfig.from_mapping(judge)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"tau2 env: {exc}") from None
         self.domain = domain
         self.task_id = None if task_id is None else str(task_id)
         self.task_set = task_set
@@ -107,13 +115,19 @@ class Tau2ToolEnv(BaseToolEnv):
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
         """Construct the env from ``kwargs`` (every option checked) and, for an LLM user, check that its
-        endpoint answers and serves the model (:meth:`LLMUser.health_check`; the message names the URL)."""
+        endpoint answers and serves the model (:meth:`LLMUser.health_check`; the message names the URL); so
+        must the NL-assertion judge's when one is configured (:meth:`JudgeConfig.health_check`)."""
         try:
             env = cls(**kwargs)
         except TypeError as exc:
             raise ValueError(f"tau2 env: {exc}") from None
         if env.user_config.kind == "llm":
             LLMUser(env.user_config).health_check()
+        if env.judge is not None:
+            try:
+                env.judge.health_check()
+            except ValueError as exc:
+                raise ValueError(f"tau2 env: {exc}") from None
 
     # ------------------------------------------------------------------ episode start
     def reset(self, domain: str | None = None, task_id: str | int | None = None, task_set: str | None = None,
@@ -221,7 +235,8 @@ class Tau2ToolEnv(BaseToolEnv):
         assert episode is not None
         self._done = True
         self.simulation = episode.simulation()
-        reward_info, eval_error = score_simulation(self.simulation, episode.task, episode.domain)
+        scored = score_simulation(self.simulation, episode.task, episode.domain, self.judge)
+        reward_info, eval_error = scored.info, scored.error
         task_reward = float(reward_info.reward) if reward_info is not None else 0.0
         shaped = shape_reward(task_reward, reward_info, episode.domain, self.shaping)
         reward = shaped.reward if self.shaping.enabled else task_reward
@@ -247,6 +262,8 @@ class Tau2ToolEnv(BaseToolEnv):
             info["user_error" if episode.termination.value == "user_error" else "agent_error"] = episode.error_reason
         if eval_error is not None:
             info["evaluator_error"] = eval_error
+        if scored.failures:  # the judge's failed tries (retried; the last one decided when all failed)
+            info["judge_failures"] = scored.failures
         return StepResult(Observation(messages=messages, tools=self.tools), reward, True, info)
 
     def close(self) -> None:

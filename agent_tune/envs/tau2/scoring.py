@@ -2,9 +2,10 @@
 
 ``evaluate_simulation(..., evaluation_type=ALL)`` as ``tau2 run`` calls it: the product of the components
 in the task's ``reward_basis`` (database state, env assertions, actions, communicated info); a run that
-did not end by a stop signal scores 0. NL assertions need an LLM judge and are in no task's basis; they
-are not evaluated here (a task whose basis asks for them raises in tau2's evaluator, which
-:func:`score_simulation` reports as reward 0 with the reason).
+did not end by a stop signal scores 0. NL assertions need an LLM judge: a task whose basis counts them
+(``NL_ASSERTION``; none of tau2's shipped tasks does) is judged by tau2's NL-assertion evaluator through the
+configured judge endpoint (:mod:`agent_tune.envs.tau2.judge`, ``ALL_WITH_NL_ASSERTIONS``); with no judge
+configured such a task scores 0 with the reason recorded (tau2's evaluator refuses it too).
 """
 
 from __future__ import annotations
@@ -15,18 +16,29 @@ from tau2.data_model.simulation import RewardInfo, SimulationRun
 from tau2.data_model.tasks import Task
 from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
 
+from agent_tune.envs.tau2.judge import JudgeConfig, Judged, judged, needs_judge
 
-def score_simulation(simulation: SimulationRun, task: Task, domain: str) -> tuple[RewardInfo | None, str | None]:
+
+def score_simulation(simulation: SimulationRun, task: Task, domain: str,
+                     judge: JudgeConfig | None = None) -> Judged:
     """tau2's ``RewardInfo`` for ``simulation`` (also stored in ``simulation.reward_info``), or ``None`` and
-    the evaluator's error (tau2 raises when a recorded tool result differs from a re-execution: a bug here,
-    never the policy's doing, so it is reported, not hidden)."""
-    try:
-        info = evaluate_simulation(simulation=simulation, task=task, evaluation_type=EvaluationType.ALL,
-                                   solo_mode=False, domain=domain)
-    except Exception as exc:  # noqa: BLE001 - reported in the episode's info, never crashes the trainer
-        return None, f"{type(exc).__name__}: {exc}"
-    simulation.reward_info = info
-    return info, None
+    the error: tau2 raises when a recorded tool result differs from a re-execution (a bug here, never the
+    policy's doing, so it is reported, not hidden); a judge that gave no usable verdict after its retries;
+    a task that needs a judge when none is configured. ``failures`` lists the judge's failed tries."""
+    if needs_judge(task) and judge is not None:
+        out = judged(simulation, task, domain, judge)
+    elif needs_judge(task) and simulation.termination_reason.value in ("agent_stop", "user_stop"):
+        out = Judged(None, f"task {task.id!r} counts NL assertions in its reward (reward_basis has NL_ASSERTION) "
+                           "and no judge is configured (env option judge.base_url / judge.model)")
+    else:
+        try:
+            out = Judged(evaluate_simulation(simulation=simulation, task=task, evaluation_type=EvaluationType.ALL,
+                                             solo_mode=False, domain=domain))
+        except Exception as exc:  # noqa: BLE001 - reported in the episode's info, never crashes the trainer
+            out = Judged(None, f"{type(exc).__name__}: {exc}")
+    if out.info is not None:
+        simulation.reward_info = out.info
+    return out
 
 
 def progress(info: RewardInfo | None) -> float:
@@ -40,13 +52,13 @@ def progress(info: RewardInfo | None) -> float:
 
 def reward_summary(info: RewardInfo | None) -> dict[str, Any]:
     """Flat, loggable numbers of a ``RewardInfo``: the breakdown per component (``tau2_db``...), and the
-    checks met (``tau2_communicate_met``, ``tau2_actions_met`` as fractions)."""
+    checks met (``tau2_communicate_met``, ``tau2_actions_met``, ``tau2_nl_assertions_met`` as fractions)."""
     if info is None:
         return {}
     out: dict[str, Any] = {f"tau2_{str(getattr(k, 'value', k)).lower()}": float(v)
                            for k, v in (info.reward_breakdown or {}).items()}
     for name, checks in (("communicate", info.communicate_checks), ("actions", info.action_checks),
-                         ("env_assertions", info.env_assertions)):
+                         ("env_assertions", info.env_assertions), ("nl_assertions", info.nl_assertions)):
         if checks:
             out[f"tau2_{name}_met"] = sum(1 for c in checks if getattr(c, "met", getattr(c, "action_match", False))
                                           ) / len(checks)
