@@ -14,14 +14,7 @@
 #
 # GPUs (one node of 8):
 #   CONVERSATIONS=data/tau2_sft.parquet bash examples/run_tau2_chain.sh
-# CPU, the tiniest scale (SmolLM2 as policy and user; plumbing, not learning):
-#   python data_preprocess/sft_synthetic.py --out data/sft_synth
-#   CONVERSATIONS=data/sft_synth/train.parquet SFT_CONFIG=agent_tune_sft_cpu GRPO_CONFIG=agent_tune_tau2_cpu \
-#     DOMAINS=airline USER_MODEL=~/.cache/agent_tune/models/SmolLM2-135M-Instruct N=1 LIMIT=2 MIN_REWARD=0 \
-#     MAX_TOKENS=96 VLLM_ARGS="--dtype float32 --enforce-eager --max-model-len 8192 --max-num-seqs 4 \
-#     --kv-cache-memory-bytes 1073741824" SFT_ARGS="trainer.total_training_steps=2 trainer.total_epochs=2 \
-#     data.train_batch_size=2 data.micro_batch_size_per_gpu=1 data.max_length=4096" \
-#     bash examples/run_tau2_chain.sh trainer.total_training_steps=1   (docs/tau2.md)
+# CPU, the tiniest scale (SmolLM2 as policy and user; plumbing, not learning): the command in docs/tau2.md.
 #
 # Variables: CONVERSATIONS (required), SFT_CONFIG (agent_tune_sft), GRPO_CONFIG (agent_tune_tau2), MODEL_PATH,
 # DOMAINS (airline,retail,telecom), WORK_DIR (outputs/tau2_chain), DATA_DIR ($WORK_DIR/data); the user simulator:
