@@ -6,10 +6,11 @@ recipe from ``config/async/`` (``--mode``: ``colocate_async``, the v1 trainer's 
 ``one_step_off_policy_cpu`` or ``fully_async_policy_cpu``, verl's experimental trainers with a separate
 rollout pool). Both runs train on ``--steps`` x 2 prompts x 4 samples and save no checkpoint.
 
-Reported per run, from ``<run>/metrics.jsonl`` (one row per trainer step: ``verl_ext.step_metrics``) and
-the run's wall clock:
+Reported per run, from ``<run>/metrics.jsonl`` (one row per trainer step: ``verl_ext.step_metrics``), verl's
+``<run>/verl_metrics.jsonl`` and the run's wall clock:
 
-- ``train s``: the sum of verl's step times (``timing_s/step``: for the async trainers this includes the
+- ``train s``: the sum of verl's step times (``timing_s/step`` of every trained step, from
+  ``<run>/verl_metrics.jsonl``: for the async trainers this includes the
   wait for samples, so it is the training phase's wall time, start-up excluded);
 - ``samples/s``: samples trained on / ``train s``; ``end-to-end samples/s``: / the whole run's wall time;
 - ``step s``: mean step time; ``reward``: mean reward over all samples.
@@ -60,8 +61,12 @@ def run(name: str, work: Path, data: Path, steps: int, extra: Sequence[str]) -> 
     wall = time.monotonic() - started
     if proc.returncode != 0:
         raise SystemExit(f"[{name}] exited {proc.returncode}; log: {ckpt / 'train.log'}")
-    rows = [json.loads(line) for line in (ckpt / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return {"name": name, "rows": rows, "wall_s": wall}
+    return {"name": name, "rows": _jsonl(ckpt / "metrics.jsonl"), "verl_rows": _jsonl(ckpt / "verl_metrics.jsonl"),
+            "wall_s": wall}
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def summary(result: dict, steps: int) -> dict:
@@ -71,7 +76,9 @@ def summary(result: dict, steps: int) -> dict:
     rows = result["rows"]
     samples = steps * PROMPTS_PER_STEP * SAMPLES_PER_PROMPT
     generated = sum(int(r.get("samples", 0)) for r in rows)
-    train_s = sum(float(r.get("step_time_s", 0.0)) for r in rows)
+    # every trained step's time from verl's own log: metrics.jsonl has no row for a trained step whose
+    # episodes carry another weight version (one_step_off_policy's last step trains on the previous version's)
+    train_s = sum(float(r.get("data", {}).get("timing_s/step", 0.0)) for r in result["verl_rows"])
     reward = sum(float(r.get("reward", 0.0)) * int(r.get("samples", 0)) for r in rows) / max(generated, 1)
     return {"run": result["name"], "steps": steps, "samples": samples, "train_s": train_s,
             "step_s": train_s / max(steps, 1), "samples_per_s": samples / train_s if train_s else 0.0,
