@@ -14,9 +14,9 @@ Options live under ``agent_tune:`` in the trainer config (``config/base/agent_tu
 per agent-loop worker), with the trainer step that generated it, and with ``dump_rollout_tokens`` its token
 lists (ids, mask, the sampler's log-probs). With ``trainer.val_only=true`` that is a rollout-only debug run: no update.
 ``sample_metrics_dir`` (set by the launcher): every episode's metrics, with the trainer step that
-generated it, the row's ``extra_info.split`` and its task key, appended to ``<dir>/samples-<pid>.jsonl``; the
-launcher turns them into per-step metrics (verl's own step metrics do not carry them), and the task
-curriculum (:mod:`verl_ext.task_curriculum`) into per-task sampling weights.
+trains it (:func:`sample_step`), the row's ``extra_info.split`` and its task key, appended to
+``<dir>/samples-<pid>.jsonl``; the launcher turns them into per-step metrics (verl's own step metrics do not
+carry them), and the task curriculum (:mod:`verl_ext.task_curriculum`) into per-task sampling weights.
 """
 
 from __future__ import annotations
@@ -107,12 +107,20 @@ def trainer_step(kwargs: Mapping[str, Any]) -> int | None:
 
 
 def sample_step(kwargs: Mapping[str, Any], extra_fields: Mapping[str, Any]) -> int | None:
-    """The step an episode record is filed under: verl's ``global_steps`` row kwarg (v1 trainer), else the
-    weight version the server generated its first tokens with (``min_global_steps``: verl's one-step-off
-    and fully-async trainers pass no step to the loop; their servers carry the version of the last sync)."""
+    """The trainer step an episode record is filed under: verl's ``global_steps`` row kwarg (v1 trainer), else
+    the first step that can train on the episode, one past the newest weight version it was generated with
+    (``max_global_steps``, else ``min_global_steps``).
+
+    verl's legacy, one-step-off and fully-async trainers pass no step to the loop; their servers carry the
+    version of the last weight sync, and every one of them pushes version ``k`` after the update it logs as
+    step ``k``. So the batch trained at step ``k`` was generated with version ``k - 1`` (legacy, one-step-off:
+    exactly; fully-async: at most ``k - 1``, older by up to its staleness bound, so an episode is filed at the
+    earliest step that could have taken it)."""
     step = trainer_step(kwargs)
-    if step is None and extra_fields.get("min_global_steps") is not None:
-        step = int(extra_fields["min_global_steps"])
+    if step is None:
+        version = extra_fields.get("max_global_steps", extra_fields.get("min_global_steps"))
+        if version is not None:
+            step = int(version) + 1
     return step
 
 

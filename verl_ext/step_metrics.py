@@ -3,7 +3,8 @@
 verl logs its step metrics (reward, response length, step time, ...) through its ``file`` logger, but
 not the environments' per-episode metrics (``acc``, ``progress``, ``format_errors``, ...), and its file
 logger starts over when a run resumes. The agent loop appends one record per episode, with the trainer
-step that generated it, to ``samples-<pid>.jsonl`` files (``verl_ext.agent_loop``).
+step that trains it (``verl_ext.agent_loop.sample_step``: under the async trainers, one past the weight
+version that generated it), to ``samples-<pid>.jsonl`` files (``verl_ext.agent_loop``).
 :class:`StepMetricsWriter` joins both, one line per step (training rows only: records whose ``split`` is
 ``val`` or ``test`` are left out), appending only steps not yet written, so the file survives resumes.
 Validation rounds go to ``val_metrics.jsonl`` beside it: verl's per-data-source validation accuracy

@@ -32,6 +32,7 @@ launcher's (:mod:`verl_ext.console`).
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import json
 import logging
@@ -188,7 +189,8 @@ def validate(config: DictConfig) -> None:
             "accelerator: verl/workers/engine/fsdp/transformer_impl.py); set it to false on CPU")
     try:
         validate_config(
-            config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+            config=_step_batch_view(config), use_reference_policy=need_reference_policy(config),
+            use_critic=need_critic(config)
         )
         for key in ("actor_rollout_ref.rollout", "algorithm"):
             omega_conf_to_dataclass(OmegaConf.select(config, key))
@@ -208,6 +210,22 @@ def validate(config: DictConfig) -> None:
     if check_task_curriculum(config).enable and trainer in SEPARATE_POOL_TRAINERS:
         raise ConfigError(f"config key 'agent_tune.task_curriculum.enable': not supported with agent_tune.trainer="
                           f"{trainer} (the curriculum's sampler plugs into the synchronous trainers)")
+
+
+def _step_batch_view(config: DictConfig) -> DictConfig:
+    """``config`` as verl's ``validate_config`` reads it. verl's fully-async trainer takes
+    ``data.train_batch_size=0`` (its rollouter feeds prompts one by one) and trains on
+    ``ppo_mini_batch_size x async_training.require_batches`` prompts a step; its own ``main`` skips
+    ``validate_config``, which would refuse a zero batch. The checks then see that step batch."""
+    from verl_ext.trainers import FULLY_ASYNC, trainer_name
+
+    if trainer_name(config) != FULLY_ASYNC or OmegaConf.select(config, "data.train_batch_size") != 0:
+        return config
+    view = copy.deepcopy(config)
+    mini = int(OmegaConf.select(view, "actor_rollout_ref.actor.ppo_mini_batch_size"))
+    batches = int(OmegaConf.select(view, "async_training.require_batches", default=1))
+    OmegaConf.update(view, "data.train_batch_size", mini * batches)
+    return view
 
 
 def check_task_curriculum(config: DictConfig):

@@ -42,7 +42,8 @@ def check_trainer(config: DictConfig) -> str:
 
     Raises:
         ValueError: naming the key (an unknown trainer, a missing ``rollout`` pool or ``async_training``
-            section, the colocated ``naive`` weight sync or hybrid engine for a separate-pool trainer).
+            section, the colocated ``naive`` weight sync or hybrid engine for a separate-pool trainer, a
+            fully-async batch size other than verl's).
     """
     name = trainer_name(config)
     if name not in TRAINERS:
@@ -64,9 +65,18 @@ def check_trainer(config: DictConfig) -> str:
     if OmegaConf.select(config, "trainer.device") == "cpu" and backend != "cpu_tcp":
         raise ValueError(f"config key 'actor_rollout_ref.rollout.checkpoint_engine.backend': {backend!r} needs "
                          "accelerators; on CPU use cpu_tcp (verl_ext/cpu/checkpoint_engine.py)")
-    if name == FULLY_ASYNC and OmegaConf.select(config, "async_training", default=None) is None:
-        raise ValueError("config key 'async_training': fully_async_policy needs it "
-                         "(config/async/fully_async_policy.yaml)")
+    if name == FULLY_ASYNC:
+        if OmegaConf.select(config, "async_training", default=None) is None:
+            raise ValueError("config key 'async_training': fully_async_policy needs it "
+                             "(config/async/fully_async_policy.yaml)")
+        # verl's rollouter asserts both: it feeds one prompt at a time, and a step is
+        # ppo_mini_batch_size x async_training.require_batches prompts
+        for key, want in (("data.train_batch_size", 0), ("data.gen_batch_size", 1)):
+            value = OmegaConf.select(config, key, default=None)
+            if value != want:
+                raise ValueError(f"config key '{key}': fully_async_policy needs {want}, got {value!r} (a step "
+                                 "is actor_rollout_ref.actor.ppo_mini_batch_size x async_training.require_batches "
+                                 "prompts; config/async/fully_async_policy.yaml sets it)")
     return name
 
 

@@ -67,9 +67,13 @@ def test_trainer_step() -> None:
     assert trainer_step({"global_steps": np.int64(4)}) == 4
 
 
-def test_sample_step_falls_back_to_the_weight_version() -> None:
+def test_sample_step_falls_back_to_the_step_after_the_weight_version() -> None:
     from verl_ext.agent_loop import sample_step
 
     assert sample_step({"global_steps": 3}, {"min_global_steps": 1}) == 3
-    assert sample_step({}, {"min_global_steps": 2, "max_global_steps": 4}) == 2  # experimental async trainers
+    # legacy / one-step-off / fully-async trainers: step k trains what version k - 1 generated
+    assert sample_step({}, {"min_global_steps": 0, "max_global_steps": 0}) == 1
+    # an episode that spanned a weight sync (partial rollout) can be trained only after the newest version
+    assert sample_step({}, {"min_global_steps": 2, "max_global_steps": 4}) == 5
+    assert sample_step({}, {"min_global_steps": 2}) == 3
     assert sample_step({}, {}) is None

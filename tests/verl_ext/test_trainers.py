@@ -64,6 +64,7 @@ def test_colocate_async_is_a_v1_mode() -> None:
      "checkpoint_engine.backend"),
     (["+async=one_step_off_policy_cpu", "actor_rollout_ref.hybrid_engine=true"], "actor_rollout_ref.hybrid_engine"),
     (["+async=one_step_off_policy_cpu", "rollout.n_gpus_per_node=0"], "rollout.n_gpus_per_node"),
+    (["+async=fully_async_policy_cpu", "data.train_batch_size=2"], "data.train_batch_size"),
 ])
 def test_bad_async_config_fails_at_start_up_naming_the_key(overrides: list[str], key: str) -> None:
     config = _compose(*overrides)
@@ -85,3 +86,10 @@ def test_one_step_off_drops_verls_rollout_dump() -> None:
     assert config.trainer.rollout_data_dir is None
     kept = prepare_config(_compose("+async=fully_async_policy_cpu", "trainer.rollout_data_dir=/tmp/x"), FULLY_ASYNC)
     assert kept.trainer.rollout_data_dir == "/tmp/x"
+
+
+def test_fully_async_validates_its_step_batch_and_keeps_verls_zero() -> None:
+    config = _compose("+async=fully_async_policy_cpu")
+    # verl's validate_config refuses a zero batch; it sees ppo_mini_batch_size x require_batches prompts
+    validate(config)
+    assert config.data.train_batch_size == 0 and config.data.gen_batch_size == 1  # what verl's rollouter asserts
