@@ -71,13 +71,12 @@ def _jsonl(path: Path) -> list[dict]:
 
 def summary(result: dict, steps: int) -> dict:
     """Throughput over the samples trained on (``steps`` x prompts x group size: the same in both runs). The
-    rows group the episodes by the weight version that generated them (an async run's last rows may hold
-    episodes generated ahead and never trained on); the mean reward is over all generated episodes."""
+    rows group the episodes by the step that trains them (``verl_ext.agent_loop.sample_step``); episodes an
+    async run generated ahead and never trained on have no row. The mean reward is over the rows' episodes."""
     rows = result["rows"]
     samples = steps * PROMPTS_PER_STEP * SAMPLES_PER_PROMPT
     generated = sum(int(r.get("samples", 0)) for r in rows)
-    # every trained step's time from verl's own log: metrics.jsonl has no row for a trained step whose
-    # episodes carry another weight version (one_step_off_policy's last step trains on the previous version's)
+    # every trained step's time from verl's own log (metrics.jsonl has a row only where episodes were filed)
     train_s = sum(float(r.get("data", {}).get("timing_s/step", 0.0)) for r in result["verl_rows"])
     reward = sum(float(r.get("reward", 0.0)) * int(r.get("samples", 0)) for r in rows) / max(generated, 1)
     return {"run": result["name"], "steps": steps, "samples": samples, "train_s": train_s,

@@ -204,6 +204,11 @@ def failure_excerpt(lines: list[str], limit: int = 30) -> list[str]:
     return block
 
 
+def silent_failure(lines: list[str]) -> bool:
+    """Whether a log holds a Python traceback (used for a run that exited 0 without training a step)."""
+    return any(clean(line).startswith("Traceback (most recent call last)") for line in lines)
+
+
 def describe_exit(code: int) -> str:
     """``exit 1``, or the signal that ended the process (``killed by SIGKILL``, a hint for OOM)."""
     if code >= 0:
@@ -346,6 +351,20 @@ def watch(
     poll(final=True)
     code = proc.returncode
     elapsed = format_duration(clock() - started)
+
+    def launch_lines() -> list[str]:
+        if not files.log.is_file():
+            return []
+        with files.log.open("rb") as f:
+            f.seek(log_offset)
+            return f.read().decode("utf-8", errors="replace").splitlines()
+
+    if code == 0 and not steps_done and not stop_requested() and silent_failure(launch_lines()):
+        # verl's fully-async trainer ends "normally" when its rollouter dies: exit 0, no step trained
+        logger.error("the trainer exited 0 after %s without training a step, and its log has an error; from "
+                     "the log:\n%s", elapsed, "\n".join("    " + line for line in failure_excerpt(launch_lines())))
+        logger.info("full log: %s", files.log)
+        return 1
     if code == 0 or stop_requested():
         done = f"{len(steps_done)} step{'s' if len(steps_done) != 1 else ''}"
         if code == 0:
@@ -360,12 +379,7 @@ def watch(
         else:
             logger.info("checkpoints: none saved in %s", files.checkpoints)
     else:
-        lines: list[str] = []
-        if files.log.is_file():
-            with files.log.open("rb") as f:
-                f.seek(log_offset)
-                lines = f.read().decode("utf-8", errors="replace").splitlines()
-        cause = failure_excerpt(lines) or ["(the log is empty)"]
+        cause = failure_excerpt(launch_lines()) or ["(the log is empty)"]
         logger.error("training failed (%s) after %s; from the log:\n%s", describe_exit(code), elapsed,
                      "\n".join("    " + line for line in cause))
     logger.info("full log: %s", files.log)

@@ -71,6 +71,10 @@ def check_trainer(config: DictConfig) -> str:
                              "(config/async/fully_async_policy.yaml)")
         # verl's rollouter asserts both: it feeds one prompt at a time, and a step is
         # ppo_mini_batch_size x async_training.require_batches prompts
+        if not OmegaConf.select(config, "actor_rollout_ref.rollout.multi_turn.enable", default=False):
+            raise ValueError("config key 'actor_rollout_ref.rollout.multi_turn.enable': fully_async_policy needs "
+                             "true, or verl's rollouter plays every row with its single_turn_agent instead of the "
+                             "row's agent loop (config/async/fully_async_policy.yaml sets it)")
         for key, want in (("data.train_batch_size", 0), ("data.gen_batch_size", 1)):
             value = OmegaConf.select(config, key, default=None)
             if value != want:

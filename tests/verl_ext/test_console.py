@@ -167,13 +167,13 @@ CHILD = textwrap.dedent("""
             f.write(text + "\\n")
     for line in json.loads(sys.argv[4]):
         say(line)
-    for step in (1, 2):
+    for step in (1, 2)[:int(sys.argv[5])]:
         say("noise " * 5)
         time.sleep(0.2)
         with open(metrics, "a") as f:
             f.write(json.dumps({"step": step, "reward": 0.5 * step, "acc": 0.0, "step_time_s": 30.0,
                                 "groups_with_signal": 1.0 if step == 1 else 0.0}) + "\\n")
-    if code:
+    if code or sys.argv[5] == "0":
         say("Traceback (most recent call last):")
         say('  File "x.py", line 1, in <module>')
         say("RuntimeError: vLLM server died")
@@ -181,7 +181,8 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def _watch(tmp_path: Path, code: int, verbose: bool = False, stopped: bool = False) -> tuple[int, str, str]:
+def _watch(tmp_path: Path, code: int, verbose: bool = False, stopped: bool = False,
+           steps: int = 2) -> tuple[int, str, str]:
     files = RunFiles(log=tmp_path / "train.log", metrics=tmp_path / "metrics.jsonl",
                      val_metrics=tmp_path / "val_metrics.jsonl", checkpoints=tmp_path)
     files.metrics.write_text(json.dumps({"step": 0, "reward": 9.0}) + "\n")  # an earlier run's row: not shown
@@ -192,7 +193,7 @@ def _watch(tmp_path: Path, code: int, verbose: bool = False, stopped: bool = Fal
     setup_logging(stdout=out, stderr=out)
     try:
         proc = subprocess.Popen([sys.executable, "-c", CHILD, str(files.log), str(files.metrics), str(code),
-                                 json.dumps(REAL_LOG)])
+                                 json.dumps(REAL_LOG), str(steps)])
         status = watch(proc, files, total_steps=None, verbose=verbose, echo=echo, interval_s=0.05,
                        log_offset=offset, stop_requested=lambda: stopped)
     finally:
@@ -225,6 +226,14 @@ def test_watch_a_failing_child_shows_the_cause(tmp_path: Path) -> None:
     assert "    RuntimeError: vLLM server died" in console
     assert console.splitlines()[-1].startswith("[agent-tune] full log: ")
     assert "noise noise" in echoed and "earlier run" not in echoed  # verbose: this launch's log, live
+
+
+def test_watch_a_child_that_exits_0_after_an_error_without_a_step_fails(tmp_path: Path) -> None:
+    # verl's fully-async trainer returns normally when its rollouter dies before the first step
+    status, console, _ = _watch(tmp_path, 0, steps=0)
+    assert status == 1
+    assert "[agent-tune] error: the trainer exited 0 after " in console and "without training a step" in console
+    assert "    RuntimeError: vLLM server died" in console and "done:" not in console
 
 
 def test_watch_a_child_stopped_on_request_is_no_failure(tmp_path: Path) -> None:

@@ -65,6 +65,8 @@ def test_colocate_async_is_a_v1_mode() -> None:
     (["+async=one_step_off_policy_cpu", "actor_rollout_ref.hybrid_engine=true"], "actor_rollout_ref.hybrid_engine"),
     (["+async=one_step_off_policy_cpu", "rollout.n_gpus_per_node=0"], "rollout.n_gpus_per_node"),
     (["+async=fully_async_policy_cpu", "data.train_batch_size=2"], "data.train_batch_size"),
+    (["+async=fully_async_policy_cpu", "actor_rollout_ref.rollout.multi_turn.enable=false"],
+     "actor_rollout_ref.rollout.multi_turn.enable"),
 ])
 def test_bad_async_config_fails_at_start_up_naming_the_key(overrides: list[str], key: str) -> None:
     config = _compose(*overrides)
