@@ -9,9 +9,10 @@ rollout pool). Both runs train on ``--steps`` x 2 prompts x 4 samples and save n
 Reported per run, from ``<run>/metrics.jsonl`` (one row per trainer step: ``verl_ext.step_metrics``), verl's
 ``<run>/verl_metrics.jsonl`` and the run's wall clock:
 
-- ``train s``: the sum of verl's step times (``timing_s/step`` of every trained step, from
-  ``<run>/verl_metrics.jsonl``: for the async trainers this includes the
-  wait for samples, so it is the training phase's wall time, start-up excluded);
+- ``train s``: verl's mean step time (``timing_s/step`` in ``<run>/verl_metrics.jsonl``: for the async
+  trainers this includes the wait for samples) x the steps trained: the training phase's wall time, start-up
+  excluded (the sync and one-step-off trainers log every step; verl's fully-async trainer logs all but its
+  last);
 - ``samples/s``: samples trained on / ``train s``; ``end-to-end samples/s``: / the whole run's wall time;
 - ``step s``: mean step time; ``reward``: mean reward over all samples.
 
@@ -76,8 +77,11 @@ def summary(result: dict, steps: int) -> dict:
     rows = result["rows"]
     samples = steps * PROMPTS_PER_STEP * SAMPLES_PER_PROMPT
     generated = sum(int(r.get("samples", 0)) for r in rows)
-    # every trained step's time from verl's own log (metrics.jsonl has a row only where episodes were filed)
-    train_s = sum(float(r.get("data", {}).get("timing_s/step", 0.0)) for r in result["verl_rows"])
+    # step times from verl's own log (metrics.jsonl has a row only where episodes were filed). verl's
+    # fully-async trainer logs a step's times one step late and never logs its last step's (measured:
+    # 3 steps trained, 2 timing rows), so the training time is the mean logged step time x steps
+    times = [float(r["data"]["timing_s/step"]) for r in result["verl_rows"] if "timing_s/step" in r.get("data", {})]
+    train_s = sum(times) / len(times) * steps if times else 0.0
     reward = sum(float(r.get("reward", 0.0)) * int(r.get("samples", 0)) for r in rows) / max(generated, 1)
     return {"run": result["name"], "steps": steps, "samples": samples, "train_s": train_s,
             "step_s": train_s / max(steps, 1), "samples_per_s": samples / train_s if train_s else 0.0,
