@@ -13,7 +13,14 @@ per-entry caches (256 entries) are full.
 Printed:
 
 (a) ``--concurrent`` episodes at once (``asyncio.gather``): total wall, episodes/s, RSS before and peak
-    (psutil, sampled every ~20 ms by the probe task, cross-checked with ``ru_maxrss``), peak RSS per episode.
+    (psutil, sampled every ~20 ms by the probe task, cross-checked with ``ru_maxrss``), peak RSS per episode,
+    loop lag, garbage-collection pauses (the longest per generation; full collections: count, longest and
+    total, in wall and in CPU time). ``--gc-modes default,freeze,...`` runs (a) once per garbage-collector
+    setting, in that order, in this one process, then prints them side by side with ratios to the first:
+    ``default`` (Python's), ``freeze`` (``gc.collect()`` + ``gc.freeze()`` first, ``gc.unfreeze()`` after),
+    ``threshold`` (gen-2 threshold 100), ``freeze+threshold`` (both: what ``agent_tune.worker_gc`` sets in a
+    verl agent-loop worker, :mod:`agent_tune.rollout.worker_gc`). ``--worker-imports`` first imports verl's
+    agent loop and ours (verl, Ray, torch), so the start-up heap is a worker's (~540,000 objects gc tracks).
 (b) ``--sequential`` episodes one after another: RSS after ``gc.collect()`` at 10%, 50% and 100%, and the
     slope between 10% and 100% (KiB per episode): flat means no leak.
 (c) Event-loop blocking per category: the longest reset and the longest step, timed alone (what either
@@ -72,6 +79,41 @@ Full sizes, measured once on 2 shared cores (load 4-6 from other jobs), Python 3
   generations finish together. Cost: wall of the 4,096 run 33.5 s -> 42.2 s (122 -> 97 episodes/s, one
   run each: the loop and the start thread now share the GIL while CPU is the bottleneck here).
   ``gc.freeze()`` / a higher gen-2 threshold in the agent-loop worker is the next candidate.
+* **Garbage collector** (measured since; now set in every agent-loop worker by ``agent_tune.worker_gc``):
+  ``python benchmarks/episode_scale.py --concurrent 4096 --sequential 0 --lag-episodes 0 --worker-imports
+  --gc-modes default,freeze,threshold,freeze+threshold,default,freeze,threshold,freeze+threshold`` (10 min,
+  1.06 GB peak RSS), 2 cores shared with a training job (load 2.5-7.5: the first two runs got about a third
+  of a core, wall 136-149 s against 37-60 s for the others, so their wall-clock numbers are mostly the
+  machine's). The start-up heap: 538,000 objects tracked by gc (verl, Ray, torch, transformers, the
+  tokenizer, 100 BFCL entries' caches); one full collection over it alone takes ~0.4-0.65 s. Per mode, the
+  two runs (CPU time: what the collector itself worked, robust to the load; wall is what the loop waited):
+
+  ================  ===========  ================  =============  ==========================  ==============
+  mode              full colls.  longest, CPU ms   longest, wall  in full colls., CPU s       lag after start
+  ================  ===========  ================  =============  ==========================  ==============
+  default           7, 7         726, 781          2679, 783      3.96, 4.21                  2172, 1335 ms
+  freeze            16, 16       470, 485          1290, 492      4.49, 5.14                  2655, 1069 ms
+  threshold         1, 1         783, 765          799, 783       0.78, 0.76                  894, 697 ms
+  freeze+threshold  1, 1         448, 495          457, 551       0.45, 0.49                  870, 382 ms
+  ================  ===========  ================  =============  ==========================  ==============
+
+  ``freeze`` alone shortens each full collection (~0.65x: the episodes' own objects are what is left) but
+  makes them more frequent (CPython 3.11 runs one when the objects that reached generation 2 since the last
+  exceed 25% of those it kept then, and the frozen heap no longer counts), so more time goes to them in
+  all; ``threshold`` alone makes them rare (one per run) but as long as before. Both together: one full
+  collection per run, 0.57-0.68x the longest (CPU), 0.11-0.12x the time in full collections. Peak RSS
+  1.00-1.04 GB in every run (no growth from the rarer collections; only the first run's peak minus RSS
+  before, 294 MiB, is per-episode memory: later runs reuse it). Process CPU time 41-49 s per run, episodes/s
+  and loop lag are dominated by the load (the same mode varies 2x between its two runs), so no throughput
+  change is claimed. What is left is one ~0.45-0.5 s full collection over the live episodes (BFCL envs,
+  coroutines, trajectories) per 4,096. One difference from a worker: here the heap is frozen after the
+  warm-up, in a worker when its first loop is built, before any episode, so the BFCL data and per-entry
+  caches it loads later (here ~33,000 of the 538,000 objects) stay in the collections. Freezing once more
+  later (periodically, or after the first batch) is not done: it would also freeze that moment's garbage
+  cycles and short-lived objects, never collected then. An earlier run of the same command with modes
+  ``default,freeze,threshold,default,freeze`` (load 2.5-4.5, wall only, no CPU column yet) agreed: longest
+  full collection 629 / 414 / 799 / 635 / 367 ms, 7 / 15 / 1 / 7 / 15 of them. Python 3.11.7; the 25% rule
+  is CPython's up to 3.13 (3.14's incremental collector schedules differently: measure again there).
 * (d) Sticky routing holds by construction (above); the prefix-cache hit rate was not measured.
 """
 
@@ -79,6 +121,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import gc
 import itertools
@@ -87,7 +130,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import psutil
 
@@ -172,11 +215,18 @@ class Probe:
 
 
 class GCPauses:
-    """The longest garbage-collection pause per generation, from ``gc.callbacks`` (seconds)."""
+    """Garbage-collection pauses from ``gc.callbacks``: the longest per generation (wall), and the number,
+    longest and total time of generation-2 (full) collections, in wall and in the collecting thread's CPU time
+    (seconds). The CPU time is the collector's own work: on a loaded machine the wall also counts the time the
+    OS took the thread off its core."""
 
     def __init__(self) -> None:
         self.max = [0.0, 0.0, 0.0]
-        self._start = 0.0
+        self.full = 0
+        self.full_total = 0.0
+        self.full_cpu_max = 0.0
+        self.full_cpu_total = 0.0
+        self._start = self._start_cpu = 0.0
 
     def __enter__(self) -> GCPauses:
         gc.callbacks.append(self._cb)
@@ -187,13 +237,22 @@ class GCPauses:
 
     def _cb(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._start = time.perf_counter()
+            self._start, self._start_cpu = time.perf_counter(), time.thread_time()
         else:
             g = info["generation"]
-            self.max[g] = max(self.max[g], time.perf_counter() - self._start)
+            dt = time.perf_counter() - self._start
+            self.max[g] = max(self.max[g], dt)
+            if g == 2:
+                cpu = time.thread_time() - self._start_cpu
+                self.full += 1
+                self.full_total += dt
+                self.full_cpu_max = max(self.full_cpu_max, cpu)
+                self.full_cpu_total += cpu
 
     def __str__(self) -> str:
-        return "longest gc pause (ms) by generation: " + "/".join(f"{m * 1e3:.0f}" for m in self.max)
+        return ("longest gc pause (ms) by generation: " + "/".join(f"{m * 1e3:.0f}" for m in self.max)
+                + f"; {self.full} full collections, {self.full_total:.2f} s in all (CPU: longest "
+                f"{self.full_cpu_max * 1e3:.0f} ms, {self.full_cpu_total:.2f} s in all)")
 
 
 @dataclass
@@ -274,33 +333,105 @@ def check(episodes: list[Episode]) -> str:
     return f"{done}/{len(episodes)} done, {full} with reward 1"
 
 
-async def concurrent(ids: list[str], renderer: ChatRenderer, replies: Replies, latency: float) -> None:
+# (a)'s garbage-collector settings (``--gc-modes``): how the process's collector is set for the run, undone after
+GC_MODES = {
+    "default": "as Python starts (thresholds 700/10/10), nothing frozen",
+    "freeze": "gc.collect() + gc.freeze() first (agent_tune.worker_gc.freeze); gc.unfreeze() after",
+    "threshold": "gen-2 threshold 100 (gc.set_threshold(700, 10, 100)), nothing frozen",
+    "freeze+threshold": "both: agent_tune.worker_gc's default in config/base",
+}
+
+
+@contextlib.contextmanager
+def gc_mode(mode: str) -> Iterator[None]:
+    """The collector set as ``mode`` says while the block runs; as before afterwards."""
+    thresholds = gc.get_threshold()
     gc.collect()
-    base = rss()
-    probe = Probe()
-    probe_task = asyncio.ensure_future(probe.run())
-    batcher = StepBatcher()
-    resets_done: list[float] = []
-    t0 = time.perf_counter()
-    with GCPauses() as pauses:
-        episodes = await asyncio.gather(*(play(i, renderer, replies, batcher, latency,
-                                               on_reset=lambda: resets_done.append(time.perf_counter())) for i in ids))
-    wall = time.perf_counter() - t0
-    probe.peak_rss = max(probe.peak_rss, rss())
-    probe.running = False
-    await probe_task
-    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    tokens = sum(len(e.prompt_ids) + len(e.response_ids) for e in episodes)
-    n = len(ids)
-    print(f"(a) {n} concurrent episodes: {check(episodes)}; wall {wall:.1f} s, {n / wall:.1f} episodes/s, "
-          f"{batcher.steps} steps in {batcher.batches} batch_step calls")
-    print(f"    RSS before {base / MIB:.0f} MiB, peak {probe.peak_rss / MIB:.0f} MiB (ru_maxrss {maxrss / MIB:.0f} "
-          f"MiB): {(probe.peak_rss - base) / n / 1024:.0f} KiB per episode "
-          f"({tokens / n:.0f} tokens per episode kept)")
-    burst_end = max(resets_done) + 0.002
-    print(f"    loop lag: start burst (every reset and prompt render) {probe.max_lag(before=burst_end) * 1e3:.0f} ms, "
-          f"then max {probe.max_lag(burst_end) * 1e3:.0f} ms; {pauses}")
-    del episodes
+    if "freeze" in mode:
+        gc.freeze()  # as agent_tune.rollout.worker_gc.apply_worker_gc, which does it once per process
+    if "threshold" in mode:
+        gc.set_threshold(thresholds[0], thresholds[1], 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+
+@dataclass
+class ConcurrentRun:
+    mode: str
+    wall: float
+    episodes_per_s: float
+    cpu: float  # the process's CPU time over the run (all threads), seconds
+    rss_before: int
+    peak_rss: int
+    burst_lag: float
+    lag_after: float
+    pauses: GCPauses
+
+
+async def concurrent(ids: list[str], renderer: ChatRenderer, replies: Replies, latency: float,
+                     mode: str = "default") -> ConcurrentRun:
+    with gc_mode(mode):
+        base = rss()
+        tracked, frozen = len(gc.get_objects()), gc.get_freeze_count()
+        probe = Probe()
+        probe_task = asyncio.ensure_future(probe.run())
+        batcher = StepBatcher()
+        resets_done: list[float] = []
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        with GCPauses() as pauses:
+            episodes = await asyncio.gather(*(play(i, renderer, replies, batcher, latency,
+                                                   on_reset=lambda: resets_done.append(time.perf_counter()))
+                                              for i in ids))
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        probe.peak_rss = max(probe.peak_rss, rss())
+        probe.running = False
+        await probe_task
+        maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        tokens = sum(len(e.prompt_ids) + len(e.response_ids) for e in episodes)
+        n = len(ids)
+        print(f"(a) {n} concurrent episodes, gc {mode} ({GC_MODES[mode]}; objects gc tracks at the start: "
+              f"{tracked:,}, frozen {frozen:,}): {check(episodes)}; wall {wall:.1f} s (CPU {cpu:.1f} s), "
+              f"{n / wall:.1f} episodes/s, "
+              f"{batcher.steps} steps in {batcher.batches} batch_step calls")
+        print(f"    RSS before {base / MIB:.0f} MiB, peak {probe.peak_rss / MIB:.0f} MiB (ru_maxrss {maxrss / MIB:.0f} "
+              f"MiB, the process's): {(probe.peak_rss - base) / n / 1024:.0f} KiB per episode "
+              f"({tokens / n:.0f} tokens per episode kept)")
+        burst_end = max(resets_done) + 0.002
+        run = ConcurrentRun(mode, wall, n / wall, cpu, base, probe.peak_rss, probe.max_lag(before=burst_end),
+                            probe.max_lag(burst_end), pauses)
+        print(f"    loop lag: start burst (every reset and prompt render) {run.burst_lag * 1e3:.0f} ms, "
+              f"then max {run.lag_after * 1e3:.0f} ms; {pauses}")
+        del episodes
+    return run
+
+
+def compare(runs: list[ConcurrentRun]) -> None:
+    """(a)'s runs side by side, with ratios to the first run."""
+    ref = runs[0]
+    rows = [("longest gen-2 pause (ms)", lambda r: r.pauses.max[2] * 1e3),
+            ("longest gen-2 pause, CPU time (ms)", lambda r: r.pauses.full_cpu_max * 1e3),
+            ("full collections", lambda r: r.pauses.full),
+            ("time in full collections (s)", lambda r: r.pauses.full_total),
+            ("  in CPU time (s)", lambda r: r.pauses.full_cpu_total),
+            ("longest loop lag, start burst (ms)", lambda r: r.burst_lag * 1e3),
+            ("longest loop lag, after it (ms)", lambda r: r.lag_after * 1e3),
+            ("episodes/s", lambda r: r.episodes_per_s),
+            ("process CPU time (s)", lambda r: r.cpu),
+            ("peak RSS (MiB)", lambda r: r.peak_rss / MIB),
+            ("peak RSS - RSS before (MiB)", lambda r: (r.peak_rss - r.rss_before) / MIB)]
+    width = max(len(r.mode) for r in runs) + 14
+    print("    gc modes compared (ratio: to the first run):")
+    print("    " + " " * 36 + "".join(f"{f'{k + 1}. {r.mode}':>{width}}" for k, r in enumerate(runs)))
+    for label, get in rows:
+        cells = []
+        for r in runs:
+            v, v0 = get(r), get(ref)
+            ratio = f" ({v / v0:.2f}x)" if r is not ref and v0 else ""
+            cells.append(f"{v:.{2 if isinstance(v, float) and v < 10 else 0}f}{ratio}")
+        print(f"    {label:<36}" + "".join(f"{c:>{width}}" for c in cells))
 
 
 async def sequential(ids: list[str], renderer: ChatRenderer, replies: Replies) -> None:
@@ -384,6 +515,10 @@ async def loop_lag(category: str, ids: list[str], renderer: ChatRenderer, replie
 
 
 async def main(args: argparse.Namespace) -> None:
+    if args.worker_imports:  # the start-up heap of a verl agent-loop worker: verl, Ray, torch, our loop
+        import verl.experimental.agent_loop.agent_loop  # noqa: F401
+
+        import verl_ext.agent_loop  # noqa: F401
     renderer = load_renderer()
     replies = Replies(renderer)
     by_cat = {c: category_test_ids(c)[: args.entries_per_category] for c in SCORED_CATEGORIES}
@@ -395,7 +530,11 @@ async def main(args: argparse.Namespace) -> None:
           f"python {sys.version.split()[0]}")
     del warm
     if args.concurrent:
-        await concurrent([pool[k % len(pool)] for k in range(args.concurrent)], renderer, replies, args.latency)
+        modes = args.gc_modes.split(",")
+        runs = [await concurrent([pool[k % len(pool)] for k in range(args.concurrent)], renderer, replies,
+                                 args.latency, mode) for mode in modes]
+        if len(runs) > 1:
+            compare(runs)
     if args.sequential:
         await sequential([pool[k % len(pool)] for k in range(args.sequential)], renderer, replies)
     if args.lag_episodes:
@@ -418,4 +557,13 @@ if __name__ == "__main__":
     p.add_argument("--lag-episodes", type=int, default=64, help="concurrent episodes per category in (c)")
     p.add_argument("--entries-per-category", type=int, default=25, help="distinct entries per category")
     p.add_argument("--latency", type=float, default=0.05, help="seconds each generation takes")
-    asyncio.run(main(p.parse_args()))
+    p.add_argument("--gc-modes", default="default",
+                   help="(a) once per mode, in this order, then side by side: comma-separated, of "
+                        + ", ".join(GC_MODES) + " (e.g. default,freeze,default,freeze)")
+    p.add_argument("--worker-imports", action="store_true",
+                   help="import verl's agent loop and ours first (verl, Ray, torch), as a worker's start-up heap")
+    args = p.parse_args()
+    bad = [m for m in args.gc_modes.split(",") if m not in GC_MODES]
+    if bad:
+        p.error(f"--gc-modes: unknown {bad}; known: {', '.join(GC_MODES)}")
+    asyncio.run(main(args))
