@@ -13,6 +13,9 @@ Options live under ``agent_tune:`` in the trainer config (``config/base/agent_tu
 ``dump_rollouts_dir``: every episode appended, mask shown, to ``<dir>/rollouts-<pid>.jsonl`` (one file
 per agent-loop worker), with the trainer step that generated it, and with ``dump_rollout_tokens`` its token
 lists (ids, mask, the sampler's log-probs). With ``trainer.val_only=true`` that is a rollout-only debug run: no update.
+``worker_gc`` (``{freeze, gen2_threshold}``): the garbage-collector settings of the worker process, applied
+when the process builds its first loop (:func:`agent_tune.rollout.worker_gc.apply_worker_gc`, once per process):
+its start-up heap frozen, full collections rarer; a missing key leaves the collector as Python sets it.
 ``sample_metrics_dir`` (set by the launcher): every episode's metrics, with the trainer step that
 trains it (:func:`sample_step`), the row's ``extra_info.split`` and its task key, appended to
 ``<dir>/samples-<pid>.jsonl``; the launcher turns them into per-step metrics (verl's own step metrics do not
@@ -34,6 +37,7 @@ from agent_tune.envs import get_env_class
 from agent_tune.rollout import ChatRenderer, GenerationOutput, PromptTooLongError, RolloutLimits, run_episode
 from agent_tune.rollout.dump import append_jsonl, trajectory_record
 from agent_tune.rollout.episode_metrics import episode_metrics
+from agent_tune.rollout.worker_gc import apply_worker_gc
 from verl_ext.task_curriculum import task_key
 
 LOOP_NAME = "agent_tune"
@@ -151,6 +155,9 @@ class AgentTuneLoop(AgentLoopBase):
         super().__init__(*args, **kwargs)
         options = self.config.get("agent_tune", None)
         self.options: dict[str, Any] = OmegaConf.to_container(options, resolve=True) if options is not None else {}
+        # verl builds a loop per episode; the first one in a worker process comes once its start-up is done
+        # (verl, torch, the tokenizer loaded): the collector's settings are applied then, once per process
+        apply_worker_gc(self.options.get("worker_gc"))
         self.renderer = ChatRenderer(
             self.tokenizer,
             template=self.options.get("template") or None,

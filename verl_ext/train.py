@@ -180,6 +180,7 @@ def validate(config: DictConfig) -> None:
     if on_cpu and OmegaConf.select(config, "actor_rollout_ref.actor.strategy") == "fsdp":
         raise ConfigError("config key 'actor_rollout_ref.actor.strategy': FSDP1 needs CUDA; use fsdp2 on CPU")
     check_attention(config)
+    check_worker_gc_option(config)
     if on_cpu and need_reference_policy(config):
         key = next((k for k in ("algorithm.use_kl_in_reward", "actor_rollout_ref.actor.use_kl_loss")
                     if OmegaConf.select(config, k, default=False)), "actor_rollout_ref.ref")
@@ -236,6 +237,17 @@ def check_task_curriculum(config: DictConfig):
         return check_config(config)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"config key 'agent_tune.task_curriculum': {exc}") from exc
+
+
+def check_worker_gc_option(config: DictConfig) -> None:
+    """``agent_tune.worker_gc`` as the agent loop reads it (it applies it in each rollout worker)."""
+    from agent_tune.rollout.worker_gc import CONFIG_KEY, parse_worker_gc
+
+    node = OmegaConf.select(config, CONFIG_KEY, default=None)
+    try:
+        parse_worker_gc(OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def check_env_kwargs(config: DictConfig) -> None:
