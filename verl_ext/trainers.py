@@ -43,7 +43,8 @@ def check_trainer(config: DictConfig) -> str:
     Raises:
         ValueError: naming the key (an unknown trainer, a missing ``rollout`` pool or ``async_training``
             section, the colocated ``naive`` weight sync or hybrid engine for a separate-pool trainer, a
-            fully-async batch size other than verl's).
+            fully-async batch size other than verl's or ``multi_turn.enable`` off, which would replace the
+            rows' agent loop).
     """
     name = trainer_name(config)
     if name not in TRAINERS:
@@ -69,12 +70,12 @@ def check_trainer(config: DictConfig) -> str:
         if OmegaConf.select(config, "async_training", default=None) is None:
             raise ValueError("config key 'async_training': fully_async_policy needs it "
                              "(config/async/fully_async_policy.yaml)")
-        # verl's rollouter asserts both: it feeds one prompt at a time, and a step is
-        # ppo_mini_batch_size x async_training.require_batches prompts
         if not OmegaConf.select(config, "actor_rollout_ref.rollout.multi_turn.enable", default=False):
             raise ValueError("config key 'actor_rollout_ref.rollout.multi_turn.enable': fully_async_policy needs "
                              "true, or verl's rollouter plays every row with its single_turn_agent instead of the "
                              "row's agent loop (config/async/fully_async_policy.yaml sets it)")
+        # verl's rollouter asserts both: it feeds one prompt at a time, and a step is
+        # ppo_mini_batch_size x async_training.require_batches prompts
         for key, want in (("data.train_batch_size", 0), ("data.gen_batch_size", 1)):
             value = OmegaConf.select(config, key, default=None)
             if value != want:
