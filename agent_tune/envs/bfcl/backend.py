@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import copy
 import copyreg
+import datetime
 import importlib
 import inspect
 import io
 import json
+import json.encoder
 import pickle
 import random
 from functools import lru_cache
@@ -24,7 +26,26 @@ from agent_tune.envs.bfcl.data import BACKEND_MODULES, STATELESS_CLASSES, BFCLDa
 _BLOCKED_NAMES = frozenset({"kill", "exit", "quit", "remove", "unlink", "popen", "Popen", "run"})
 
 
-_JSON = json.JSONEncoder()
+_JSON = json.JSONEncoder()  # json.dumps's encoder: default options
+_C_ENCODER = json.encoder.c_make_encoder  # type: ignore[attr-defined]
+
+
+def _make_dumps() -> Callable[[Any], str]:
+    """``json.dumps(value)`` with its C encoder built once instead of at every call.
+
+    Built without circular-reference markers (shared ones would make a dict two threads encode at once
+    look circular): a circular value then raises RecursionError instead of ValueError, and either way
+    :func:`format_result` falls back to ``str``, the same text.
+    """
+    if _C_ENCODER is None:
+        return _JSON.encode
+    encode = _C_ENCODER(None, _JSON.default, json.encoder.encode_basestring_ascii, None, _JSON.key_separator,
+                        _JSON.item_separator, _JSON.sort_keys, _JSON.skipkeys, _JSON.allow_nan)
+    join = "".join
+    return lambda value: join(encode(value, 0))
+
+
+_dumps = _make_dumps()
 
 
 def format_result(value: Any) -> str:
@@ -33,7 +54,7 @@ def format_result(value: Any) -> str:
         return value
     if type(value) is dict:
         try:
-            return _JSON.encode(value)  # = json.dumps(value): the encoder json.dumps uses for default options
+            return _dumps(value)  # = json.dumps(value)
         except Exception:
             return str(value)
     return str(value)
@@ -64,16 +85,21 @@ def _restore_random(cls: type[random.Random], state: tuple[Any, ...], attrs: dic
     return rng
 
 
+# Immutable objects a copy may share with the pristine instances instead of rebuilding them: strings
+# (names, file contents) and datetimes (every file's modification time, rebuilt by a call each).
+_SHARED_TYPES = (str, datetime.datetime)
+
+
 class _PristinePickler(pickle.Pickler):
     """Pickles the pristine instances: the same objects as plain pickling, except that a ``Random`` is
-    rebuilt without being seeded first, and its state (a tuple of ints, immutable: ``setstate`` copies it)
-    is kept out of the stream, in :attr:`shared`, for every copy to use as is."""
+    rebuilt without being seeded first, and immutable objects (its state, a tuple of ints that ``setstate``
+    copies; strings; datetimes) are kept out of the stream, in :attr:`shared`, for every copy to use as is."""
 
     def __init__(self, file: io.BytesIO) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.dispatch_table = {**copyreg.dispatch_table, random.Random: self._reduce_random}
-        self.shared: list[tuple[Any, ...]] = []
-        self._shared_ids: dict[int, int] = {}  # id of a state in ``shared`` -> its index
+        self.shared: list[Any] = []
+        self._shared_ids: dict[int, int] = {}  # id of an object in ``shared`` -> its index
 
     def _reduce_random(self, rng: random.Random) -> tuple[Any, ...]:
         # Plain pickling rebuilds a Random by calling Random(), which seeds it from os.urandom (~90 us) only
@@ -85,7 +111,16 @@ class _PristinePickler(pickle.Pickler):
         return _restore_random, (type(rng), state, {k: v for k, v in vars(rng).items() if k != "gauss_next"})
 
     def persistent_id(self, obj: Any) -> int | None:
-        return self._shared_ids.get(id(obj)) if type(obj) is tuple else None
+        kind = type(obj)
+        if kind is tuple:
+            return self._shared_ids.get(id(obj))
+        if kind not in _SHARED_TYPES:
+            return None
+        index = self._shared_ids.get(id(obj))
+        if index is None:
+            index = self._shared_ids[id(obj)] = len(self.shared)
+            self.shared.append(obj)
+        return index
 
 
 _owners_by_classes: dict[tuple[tuple[str, type], ...], dict[str, str]] = {}
@@ -106,17 +141,18 @@ def _method_owners(instances: dict[str, Any]) -> dict[str, str]:
 
 
 @lru_cache(maxsize=256)
-def _pristine_instances(test_id: str) -> tuple[bytes, tuple[tuple[Any, ...], ...]]:
-    """The pristine instances of ``test_id``, pickled, and the immutable objects kept out of the stream."""
+def _pristine_instances(test_id: str) -> tuple[bytes, tuple[Any, ...], dict[str, str]]:
+    """The pristine instances of ``test_id``, pickled, the immutable objects kept out of the stream, and
+    their :func:`_method_owners`."""
     entry = load_entry(test_id)
     instances = BFCLBackend(entry.involved_classes, entry.initial_config, entry.long_context).instances
     buffer = io.BytesIO()
     pickler = _PristinePickler(buffer)
     pickler.dump(instances)
-    return buffer.getvalue(), tuple(pickler.shared)
+    return buffer.getvalue(), tuple(pickler.shared), _method_owners(instances)
 
 
-def _unpickle(blob: bytes, shared: tuple[tuple[Any, ...], ...]) -> Any:
+def _unpickle(blob: bytes, shared: tuple[Any, ...]) -> Any:
     """A new, independent copy of what :func:`_pristine_instances` pickled (``shared`` is only read)."""
     if not shared:
         return pickle.loads(blob)
@@ -146,15 +182,16 @@ class BFCLBackend:
 
         Equivalent to building them from the entry's config, about 8x cheaper: the pristine
         instances are built once per entry and kept pickled (bounded cache); every call unpickles
-        a new, fully independent copy.
+        a new, fully independent copy (only immutable objects are shared).
         """
+        blob, shared, owners = _pristine_instances(test_id)
         backend = cls.__new__(cls)
-        backend._bind(_unpickle(*_pristine_instances(test_id)))
+        backend._bind(_unpickle(blob, shared), owners)
         return backend
 
-    def _bind(self, instances: dict[str, Any]) -> None:
+    def _bind(self, instances: dict[str, Any], owners: dict[str, str] | None = None) -> None:
         self.instances = instances
-        self._owners = _method_owners(instances)
+        self._owners = _method_owners(instances) if owners is None else owners  # read-only, maybe shared
 
     def _method(self, name: str) -> Callable[..., Any] | None:
         """The bound method a call of ``name`` runs, or None (bound when called: only a few are, per episode)."""
