@@ -82,6 +82,14 @@ class ToolResult:
     name: str | None = None
     error: bool = False
 
+    def __init__(self, content: str, name: str | None = None, error: bool = False) -> None:
+        # What the generated frozen __init__ does (dataclass keeps a class's own __init__), about 2x faster
+        # than its object.__setattr__ per field: one is built per call.
+        fields = self.__dict__
+        fields["content"] = content
+        fields["name"] = name
+        fields["error"] = error
+
 
 class EpisodeInfo(TypedDict, total=False):
     """The ``info`` of the step that ends an episode (or of ``finalize``): the keys every env fills.

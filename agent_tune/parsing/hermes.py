@@ -80,6 +80,9 @@ def _next_index(out: ParsedResponse) -> int:
     return len(out.calls) + len(out.errors)
 
 
+_scan_once = _json.DECODER.scan_once
+
+
 def _decode_block(body: str, raw: str) -> ToolCall | str:
     """The call (its ``raw`` text given) in the span the scorer's regex captured, or why the scorer would
     not take it."""
@@ -87,8 +90,8 @@ def _decode_block(body: str, raw: str) -> ToolCall | str:
     # decoding error) goes down that path, which words the reason.
     stripped = body.strip(_json.JSON_WS)
     try:
-        obj, end = _json.DECODER.raw_decode(stripped, 0)
-    except (ValueError, RecursionError):
+        obj, end = _scan_once(stripped, 0)  # = _json.DECODER.raw_decode(stripped, 0), less its Python frame
+    except (StopIteration, ValueError, RecursionError):
         obj, end = None, -1
     if end == len(stripped) and type(obj) is dict:
         name, args = obj.get("name"), obj.get("arguments")

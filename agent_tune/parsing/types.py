@@ -14,6 +14,14 @@ class ToolCall:
     arguments: dict[str, Any]
     raw: str = ""  # the exact text span the call was decoded from
 
+    def __init__(self, name: str, arguments: dict[str, Any], raw: str = "") -> None:
+        # What the generated frozen __init__ does (dataclass keeps a class's own __init__), about 2x faster
+        # than its object.__setattr__ per field: one is built per decoded call.
+        fields = self.__dict__
+        fields["name"] = name
+        fields["arguments"] = arguments
+        fields["raw"] = raw
+
 
 @dataclass(frozen=True)
 class ToolCallError:

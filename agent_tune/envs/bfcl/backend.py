@@ -85,15 +85,18 @@ def _restore_random(cls: type[random.Random], state: tuple[Any, ...], attrs: dic
     return rng
 
 
-# Immutable objects a copy may share with the pristine instances instead of rebuilding them: strings
-# (names, file contents) and datetimes (every file's modification time, rebuilt by a call each).
+# Immutable objects a copy shares with the pristine instances instead of rebuilding them: datetimes (every
+# file's modification time, rebuilt by a call each) and strings but short ones (names, attribute names:
+# cheaper decoded once per copy, then taken from the pickle's memo, than fetched at each use).
 _SHARED_TYPES = (str, datetime.datetime)
+_SHARED_MIN_LEN = 16
 
 
 class _PristinePickler(pickle.Pickler):
     """Pickles the pristine instances: the same objects as plain pickling, except that a ``Random`` is
     rebuilt without being seeded first, and immutable objects (its state, a tuple of ints that ``setstate``
-    copies; strings; datetimes) are kept out of the stream, in :attr:`shared`, for every copy to use as is."""
+    copies; datetimes; strings of 16 characters or more) are kept out of the stream, in :attr:`shared`, for
+    every copy to use as is."""
 
     def __init__(self, file: io.BytesIO) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
@@ -114,7 +117,7 @@ class _PristinePickler(pickle.Pickler):
         kind = type(obj)
         if kind is tuple:
             return self._shared_ids.get(id(obj))
-        if kind not in _SHARED_TYPES:
+        if kind not in _SHARED_TYPES or (kind is str and len(obj) < _SHARED_MIN_LEN):
             return None
         index = self._shared_ids.get(id(obj))
         if index is None:

@@ -76,6 +76,12 @@ def _initial_tools(test_id: str) -> dict[str, dict[str, Any]]:
     return {tool_name(t): t for t in shared_entry(test_id).functions}
 
 
+@lru_cache(maxsize=256)
+def _required_turns(test_id: str) -> tuple[bool, ...]:
+    """Per turn, whether its ground truth has calls: BFCL's verdict looks only at those turns."""
+    return tuple(bool(calls) for calls in shared_entry(test_id).ground_truth)
+
+
 @register_env("bfcl")
 class BFCLToolEnv(BaseToolEnv):
     """BFCL v4 multi-turn function calling, executed on bfcl-eval's backends and scored like the leaderboard."""
@@ -162,7 +168,8 @@ class BFCLToolEnv(BaseToolEnv):
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
-        messages.extend(dict(m) for m in self._shot_messages)
+        if self._shot_messages:
+            messages.extend(dict(m) for m in self._shot_messages)
         messages.extend(self._turn_messages(0))
         return Observation(messages=messages, tools=self.tools)
 
@@ -220,7 +227,11 @@ class BFCLToolEnv(BaseToolEnv):
         self._num_steps += 1
         parsed = self.extract_tool_calls(raw_response)
         step_format_errors = len(parsed.errors)
-        checks = [self._check_call(call) for call in parsed.calls]  # against the tools visible now, once
+        tools = self._tools
+        checks: list[list[str] | None] = []  # each call's _check_call: against the tools visible now, once
+        for call in parsed.calls:
+            tool = tools.get(call.name)
+            checks.append(None if tool is None else validate_arguments(tool, call.arguments))
         grade: float | None = rewards.syntax_grade_of(step_format_errors, checks)  # = rewards.syntax_grade
         if rewards.closes_acted_turn(parsed, self._turn_acted):
             grade = None  # the text that answers the user after the turn's calls: not a format attempt
@@ -348,8 +359,7 @@ class BFCLToolEnv(BaseToolEnv):
         (turns never reached count as failed).
         """
         assert self.entry is not None
-        # BFCL's verdict looks only at turns with non-empty ground truth.
-        required = [bool(calls) for calls in self.entry.ground_truth]
+        required = _required_turns(self.entry.id)
         return {
             "test_id": self.entry.id,
             "category": self.entry.category,

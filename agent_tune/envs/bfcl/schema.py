@@ -126,15 +126,21 @@ def validate_arguments(tool: dict[str, Any], arguments: Any) -> list[str]:
         return [f"arguments of '{name}' must be a JSON object, got {_type_name(arguments)}"]
     props: dict[str, Any] = params.get("properties", {})
     errors: list[str] = []
-    missing = [p for p in params.get("required", []) if p not in arguments]
-    if missing:
-        errors.append(f"missing required argument(s) {', '.join(repr(m) for m in missing)} for '{name}'")
-    unknown = [a for a in arguments if a not in props]
-    if unknown:
-        errors.append(
-            f"unexpected argument(s) {', '.join(repr(u) for u in unknown)} for '{name}'; "
-            f"parameters are: {', '.join(props) or '(none)'}"
-        )
+    required = params.get("required", [])
+    # plain loops find the usual call (every required argument, only known ones) without a comprehension
+    for param in required:
+        if param not in arguments:
+            missing = [p for p in required if p not in arguments]
+            errors.append(f"missing required argument(s) {', '.join(repr(m) for m in missing)} for '{name}'")
+            break
+    for arg in arguments:
+        if arg not in props:
+            unknown = [a for a in arguments if a not in props]
+            errors.append(
+                f"unexpected argument(s) {', '.join(repr(u) for u in unknown)} for '{name}'; "
+                f"parameters are: {', '.join(props) or '(none)'}"
+            )
+            break
     for key, value in arguments.items():
         if key not in props:
             continue
