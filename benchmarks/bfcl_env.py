@@ -10,8 +10,8 @@ call once and scores turn by turn.
     python benchmarks/bfcl_env.py [--per-category 50] [--repeats 3]
 
 Measured on 2 shared cores (other jobs running; timings move by +-0.4x between runs, so the instruction
-counts of ``valgrind --tool=callgrind``, steady passes, are given too; typical ``all`` now 4.7x), speed-up
-over bfcl-eval:
+counts of ``valgrind --tool=callgrind``, steady passes, are given too; typical ``all`` 4.7x after this first
+round, ~5.6x after the third, below), speed-up over bfcl-eval:
 
 ==========================  ============  ============  ==================
 category                    before        after         instructions b/a
@@ -48,6 +48,30 @@ not reliably >= 5x under this load). Verdicts, observations, rewards and infos a
 68,420 scripted episodes (``benchmarks/bfcl_env_identity.py``, same ``PYTHONHASHSEED``). Still left
 (long_context): pickling ~220 objects per copy (the C unpickler's floor), bfcl-eval's ``Directory.__eq__``
 (a walk in Python and a bulk ``attrgetter`` compare were both measured slower), hashing long result texts.
+
+Third round (``callgrind`` instructions per episode, ours, 50 entries per category): base ~985k -> 885k,
+miss_func ~1026k -> 911k, miss_param ~1025k -> 914k, long_context 1853k -> 1666k, all 1221k -> 1097k
+(bfcl-eval's all 8622k: 7.1x -> 7.9x). What did it: the pristine pickle also keeps datetimes (every file's
+modification time, rebuilt by a constructor call each) and strings of 16+ characters out of the stream,
+shared by every copy like the Random state (immutable; shorter strings are cheaper memoized once per copy);
+the method-owner table comes with the entry's pickle; ``json.dumps``'s C encoder is built once (without
+circular markers: a circular result still falls back to ``str``, the same text); ``validate_arguments``
+finds the usual call with plain loops and ``step`` checks calls inline; ``ToolCall``/``ToolResult`` fill
+their frozen fields through ``__dict__`` (2x cheaper than ``object.__setattr__``); the hermes fast path
+calls the JSON scanner without ``raw_decode``'s frame; the entry's required turns are cached. Measured and
+dropped: skipping the state comparison of a class that no call reached on either side since the two were
+last found equal (the same verdict by construction, but only ~16% of the file-system comparisons of a
+ground-truth replay are skippable: long_context -0.7%, all +0.5% with its bookkeeping); a Python walk of
+the directory tree instead of bfcl-eval's ``__eq__`` (6.9 vs 5.9 us per long_context comparison); BUILD
+with slot state (no ``__dict__``) in the pickle (slower); GC off during the episodes (-0.6%: not a cost).
+Wall, ``python benchmarks/bfcl_env.py --repeats 20`` (best of 3 swings 2.5x-12.9x at load 5-6: too few),
+2 shared cores at load avg 2.3-6.2, old (177b25c) and new run alternately, ``all``: old
+5.19/4.88/5.21/5.07/4.97/4.70/5.12/5.19x, new 5.55/6.00/5.58/5.58/5.61/5.73/5.68/5.78x (median ~5.6x,
+every run >= 5x). Per category, new (old): base 5.7-6.4x (5.0-5.6x), miss_func 5.7-6.3x (5.0-6.0x),
+miss_param 5.9-7.0x (4.9-5.6x), long_context 4.8-5.3x (4.1-4.9x): long_context is not reliably >= 5x
+(copying its ~40 files per entry and comparing them with bfcl-eval's ``__eq__`` are most of what is left).
+Verdicts, observations, rewards and infos are unchanged on the 68,420 scripted episodes
+(``benchmarks/bfcl_env_identity.py``, ``PYTHONHASHSEED=0``, digests written with 177b25c).
 """
 
 from __future__ import annotations
