@@ -227,11 +227,7 @@ class BFCLToolEnv(BaseToolEnv):
         self._num_steps += 1
         parsed = self.extract_tool_calls(raw_response)
         step_format_errors = len(parsed.errors)
-        tools = self._tools
-        checks: list[list[str] | None] = []  # each call's _check_call: against the tools visible now, once
-        for call in parsed.calls:
-            tool = tools.get(call.name)
-            checks.append(None if tool is None else validate_arguments(tool, call.arguments))
+        checks = [self._check_call(call) for call in parsed.calls]  # against the tools visible now, once
         grade: float | None = rewards.syntax_grade_of(step_format_errors, checks)  # = rewards.syntax_grade
         if rewards.closes_acted_turn(parsed, self._turn_acted):
             grade = None  # the text that answers the user after the turn's calls: not a format attempt
