@@ -202,7 +202,7 @@ class AgentTuneLoop(AgentLoopBase):
             sample = {"global_steps": sample_step(kwargs, policy.extra_fields), "split": extra.get("split", "train"),
                       "data_source": kwargs.get("data_source"), "task": task_key(extra),
                       "reward": float(result.reward),
-                      "response_length": len(traj), **metrics,
+                      "prompt_length": len(traj.prompt_ids), "response_length": len(traj), **metrics,
                       **collapse_fields(kwargs, result.step_infos, result.termination == "done")}
             append_jsonl(os.path.join(str(samples_dir), f"samples-{os.getpid()}.jsonl"), [sample])
         dump_dir = self.options.get("dump_rollouts_dir")

@@ -2,8 +2,10 @@
 
 ``${agent_tune_sum:a,b,...}`` is the sum of its arguments, e.g. ``rollout.max_model_len`` as
 ``${agent_tune_sum:${data.max_prompt_length},${data.max_response_length}}`` (OmegaConf has no arithmetic
-of its own). verl resolves the config inside a Ray actor where this resolver is not registered, so
-:func:`resolve_own` replaces every such value by its number right after composition (overrides included).
+of its own). ``${agent_tune_cpu_dtype:SETTING,KIND}`` is the dtype a CPU run computes in
+(:mod:`verl_ext.cpu.precision`). verl resolves the config inside Ray actors where these resolvers are not
+registered, so :func:`resolve_own` replaces every such value by its result right after composition
+(overrides included).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any, Iterator
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 SUM = "agent_tune_sum"
+CPU_DTYPE = "agent_tune_cpu_dtype"
+OWN = (SUM, CPU_DTYPE)
 
 
 def _sum(*values: Any) -> int | float:
@@ -22,10 +26,19 @@ def _sum(*values: Any) -> int | float:
     return sum(values)
 
 
+def _cpu_dtype(setting: str, kind: str) -> str:
+    """The dtype name of kind ``fsdp`` / ``vllm`` for ``agent_tune.cpu_precision`` = ``setting``."""
+    from verl_ext.cpu.precision import dtype_for
+
+    return dtype_for(str(setting), str(kind))
+
+
 def register_resolvers() -> None:
     """Register agent-tune's resolvers (idempotent)."""
     if not OmegaConf.has_resolver(SUM):
         OmegaConf.register_new_resolver(SUM, _sum)
+    if not OmegaConf.has_resolver(CPU_DTYPE):
+        OmegaConf.register_new_resolver(CPU_DTYPE, _cpu_dtype)
 
 
 def _own_interpolations(node: Any, prefix: str = "") -> Iterator[str]:
@@ -38,7 +51,7 @@ def _own_interpolations(node: Any, prefix: str = "") -> Iterator[str]:
         return
     for key, value in items:
         full = f"{prefix}{key}" if isinstance(key, str) else f"{prefix.rstrip('.')}[{key}]"
-        if isinstance(value, str) and "${" + SUM + ":" in value:
+        if isinstance(value, str) and any("${" + name + ":" in value for name in OWN):
             yield full
         else:
             yield from _own_interpolations(value, full + ".")

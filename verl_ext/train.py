@@ -410,6 +410,16 @@ def check_install(config: DictConfig, timeout_s: float = 600.0) -> dict[str, str
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def describe_precision(config: DictConfig) -> str:
+    """``; CPU compute bf16 (auto: the CPU has AVX512_BF16)`` for a CPU run, else empty."""
+    if OmegaConf.select(config, "trainer.device", default=None) != "cpu":
+        return ""
+    from verl_ext.cpu.precision import KEY, describe
+
+    setting = OmegaConf.select(config, KEY, default=None)
+    return f"; CPU {describe(str(setting))}" if setting is not None else ""
+
+
 def describe_data(config: DictConfig) -> str:
     """``train.parquet 100 rows, val.parquet 20 rows`` for the local data files (row counts from the
     parquet footers; remote files by name only)."""
@@ -521,7 +531,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         _phase(started, f"Config {args.config_name}: {len(args.overrides)} overrides, run folder "
                         f"{Path(str(config.trainer.default_local_dir)).expanduser().resolve()}")
         versions = check_install(config)
-        _phase(started, "Install check: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+        _phase(started, "Install check: " + ", ".join(f"{k} {v}" for k, v in versions.items())
+               + describe_precision(config))
         check_data_files(config)
         _phase(started, f"Data: {describe_data(config)}")
         model = OmegaConf.select(config, "actor_rollout_ref.model.path", default=None)

@@ -3,7 +3,8 @@
 Every hint is checked against the real backend classes on real entries: the failing call runs on
 the episode's own instances, and the hint must name a function that class has and the policy sees.
 The no-leak test plays every training entry with perturbed calls and checks that no hint reveals a
-ground-truth argument value the conversation has not shown yet.
+ground-truth argument value the conversation has not shown yet; the state test does the same for every
+value of the backend's live state (file names and contents, balances, ids).
 """
 
 from __future__ import annotations
@@ -348,3 +349,114 @@ def test_observations_match_bfcl_engine_while_hints_are_built() -> None:
             for key in [k for k in module_globals if k.startswith(model_name)]:
                 del module_globals[key]
     assert hinted > 0
+
+
+# ---------------------------------------------------------------------- no leak of the backend's live state
+def _state_values(backend: BFCLBackend) -> set[str]:
+    """Values held in the backend's live public state (every instance's public attributes, walked through
+    dicts (keys too), sequences and objects such as the file system's directories and files): strings of 3+
+    chars, numbers but small ints. File names and contents, balances, order/booking ids, tweets, ..."""
+    out: set[str] = set()
+    walked: dict[int, Any] = {}  # id -> object (kept alive, so an id is never reused during the walk)
+
+    def walk(value: Any) -> None:
+        if isinstance(value, bool) or value is None:
+            return
+        if isinstance(value, str):
+            if len(value.strip()) >= 3:
+                out.add(value)
+            return
+        if isinstance(value, (int, float)):
+            if isinstance(value, float) and not value.is_integer():
+                out.add(repr(value))
+            elif abs(value) > 10:
+                out.add(str(int(value)))
+            return
+        if id(value) in walked:
+            return
+        walked[id(value)] = value
+        if isinstance(value, dict):
+            for key, sub in value.items():
+                walk(key)
+                walk(sub)
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            for sub in value:
+                walk(sub)
+        elif hasattr(value, "__dict__"):
+            for key, sub in vars(value).items():
+                if not key.startswith("_"):
+                    walk(sub)
+
+    for class_name in backend.instances:
+        walk(backend.public_state(class_name))
+    return out
+
+
+def _state_leaks(test_ids: list[str], builder_class: type[HintBuilder] = HintBuilder
+                 ) -> tuple[list[str], collections.Counter[str]]:
+    """Play the perturbed calls of the no-leak test above on each entry; after each hinted call, every value
+    of the backend's state at that moment is a secret unless the conversation has shown it (the questions so
+    far, the visible tool docs, the results of the ground-truth calls before, the call itself and its result).
+    Returns the leaks found and the hints' kinds."""
+    kinds: collections.Counter[str] = collections.Counter()
+    leaks: list[str] = []
+    for test_id in test_ids:
+        entry = load_entry(test_id)
+        backend = BFCLBackend.for_entry(test_id)
+        visible_by_turn = tools_by_turn(entry.functions, entry.missed_function, entry.num_turns)
+        turns = [[parse_call_string(s, backend.param_names) for s in strings if syntax_error_text(s) is None]
+                 for strings in entry.ground_truth]
+        pool = sorted({v for turn in turns for c in turn for v in c.arguments.values() if isinstance(v, str)})
+        seen = ""
+        for turn, calls in enumerate(turns):
+            tools = visible_by_turn[turn]
+            seen += "".join(json.dumps(m.get("content", "")) + str(m.get("content", "")) for m in entry.question[turn])
+            seen += json.dumps(list(tools.values()))
+            for i, call in enumerate(calls):
+                scratch = BFCLBackend.__new__(BFCLBackend)
+                scratch._bind(pickle.loads(pickle.dumps(backend.instances)))
+                builder = builder_class(scratch, tools)
+                for name, arguments in _perturbations(call, calls[i + 1:], pool, tools):
+                    reasons = ["unknown function"] if name not in tools else validate_arguments(tools[name], arguments)
+                    if reasons:
+                        result, hint = "", builder.for_rejected_call(name, arguments, reasons)
+                    else:
+                        result = scratch.execute(name, arguments)
+                        hint = builder.for_result(name, arguments, result)
+                    if hint is None:
+                        continue
+                    kinds[hint.kind] += 1
+                    visible = seen + json.dumps(arguments) + str(arguments) + result + name
+                    for secret in _state_values(scratch):
+                        if _occurs(secret, hint.text) and not _occurs(secret, visible):
+                            leaks.append(f"{test_id} turn {turn}: {name}({arguments}) -> {hint.text!r} "
+                                         f"shows the state's {secret!r}")
+            seen += backend.execute(call.name, call.arguments)
+    return leaks, kinds
+
+
+def test_hints_never_show_the_backends_live_state() -> None:
+    """No hint holds a value of the live backend state (a file's name or content, a balance, an order id,
+    ...) that the conversation has not shown: hints read the tool docs and the call, never the state."""
+    leaks, kinds = _state_leaks(split_test_ids("train")[::2])
+    assert not leaks, "\n".join(leaks[:20])
+    assert kinds["missing_object"] > 500 and all(kinds[k] > 0 for k in HINT_KINDS), dict(kinds)
+
+
+class _ListingHintBuilder(HintBuilder):
+    """The design hints.py rejected: a missing-object hint that also shows what its lister returns now."""
+
+    def _missing_object(self, name: str, arguments: Any, message: str) -> Hint | None:
+        hint = super()._missing_object(name, arguments, message)
+        lister = re.search(r"Call (\w+) to see what exists", hint.text) if hint is not None else None
+        if lister is None:
+            return hint
+        return Hint(hint.kind, f"{hint.text} It returns now: {self.backend.execute(lister.group(1), {})}")
+
+
+def test_the_state_check_catches_a_hint_that_shows_the_state() -> None:
+    """The check above is not vacuous: hints that list what exists (the directory's entries, the orders...)
+    are caught."""
+    leaks, _ = _state_leaks(split_test_ids("train")[:40], _ListingHintBuilder)
+    assert len(leaks) > 10, leaks
+    assert any("shows the state's" in leak for leak in leaks)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -13,7 +14,10 @@ import pytest
 from agent_tune.envs.bfcl import backend, data, ground_truth
 from agent_tune.envs.bfcl.data import PROJECT_ROOT_VARIABLE, bfcl_project_root
 
-pytest.importorskip("bfcl_eval")
+# Skipped only when bfcl-eval is absent (not on an ImportError inside it: importorskip would hide a broken pin).
+if importlib.util.find_spec("bfcl_eval") is None:  # pragma: no cover - bfcl-eval is a pinned dependency
+    pytest.skip("bfcl-eval is not installed", allow_module_level=True)
+import bfcl_eval  # noqa: E402,F401 - installed: an ImportError inside it fails the module loudly
 
 REPO = Path(__file__).resolve().parents[2]
 _PROBE = """

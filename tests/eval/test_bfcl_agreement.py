@@ -86,8 +86,8 @@ def looping_script(test_ids):
 
 
 def compact_script(test_ids):
-    """Ground truth written without the newlines inside the block: our parser reads it, BFCL's Qwen
-    handler's regex does not (a real parser difference, visible in the raw form)."""
+    """Ground truth written without the newlines inside the block: neither BFCL's Qwen handler's regex nor
+    our Hermes parser reads it as a call (ours reports a format error), so no call runs on either side."""
     oracle = oracle_script(test_ids)
 
     def script(test_id, turn, step):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import keyword
 from pathlib import Path
 
@@ -142,6 +143,60 @@ def test_hermes_block_scan_finds_the_spans_of_bfcl_evals_regex(text: str) -> Non
     from agent_tune.parsing.hermes import _BLOCK, _blocks
 
     assert list(_blocks(text)) == [(m.start(), m.group(1), m.end()) for m in _BLOCK.finditer(text)]
+
+
+_parse_pieces = _block_pieces | st.sampled_from(
+    ['{"name": "f", "arguments": {}}', '{"name": "g", "arguments": {"a": "</tool_call>"}}', '{"name": "f"', '"',
+     '{"name": "h", "arguments": null}', "[1]", "\t"]
+)
+
+
+def _hermes_parse_by_the_regex(text: str):
+    """What ``HermesToolParser.parse`` must return, its blocks found by bfcl-eval's regex
+    (``_BLOCK.finditer``) instead of parse's inlined ``str.find`` loop; each span decoded and each gap
+    scanned with the same helpers."""
+    from agent_tune.parsing import ParsedResponse
+    from agent_tune.parsing.hermes import _BLOCK, _decode_block, _next_index, _scan_gap
+    from agent_tune.parsing.types import ToolCallError
+
+    out = ParsedResponse(content="")
+    content, pos = [], 0
+    for m in _BLOCK.finditer(text):
+        content.append(_scan_gap(text, pos, m.start(), out))
+        result = _decode_block(m.group(1), m.group(0))
+        if isinstance(result, ToolCall):
+            out.calls.append(result)
+        else:
+            out.errors.append(ToolCallError(_next_index(out), m.group(0), result))
+        pos = m.end()
+    content.append(_scan_gap(text, pos, len(text), out))
+    out.content = "".join(content).strip()
+    return out
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(text=st.lists(_parse_pieces, max_size=30).map("".join))
+def test_hermes_parse_reads_the_spans_of_bfcl_evals_regex(text: str) -> None:
+    """``HermesToolParser.parse`` (its own inlined block loop, not ``_blocks``) returns what a parse over
+    the scorer's regex spans returns: the same calls, errors (raw text, index, reason) and content."""
+    from agent_tune.parsing.hermes import _BLOCK
+
+    parsed = get_tool_parser("hermes").parse(text)
+    assert parsed == _hermes_parse_by_the_regex(text)
+    # every span the regex matches is one call or one error, in order, with its exact text
+    items = sorted([(e.index, e.raw) for e in parsed.errors] + [(i, c.raw) for i, c in _call_indices(parsed)])
+    assert [i for i, _ in items] == list(range(len(items)))
+    raws = [raw for _, raw in items]
+    spans = [m.group(0) for m in _BLOCK.finditer(text)]
+    it = iter(raws)
+    assert all(span in it for span in spans)  # the regex's spans are a subsequence of what parse read
+
+
+def _call_indices(parsed):
+    """(block index, call) of each call: the indices the errors leave free, in order."""
+    taken = {e.index for e in parsed.errors}
+    free = (i for i in itertools.count() if i not in taken)
+    return [(next(free), c) for c in parsed.calls]
 
 
 _json_values = st.recursive(

@@ -77,3 +77,54 @@ def test_closes_acted_turn_only_for_a_blockless_answer_after_a_call() -> None:
     assert not R.closes_acted_turn(answer, turn_acted=False)
     assert not R.closes_acted_turn(call, turn_acted=True)
     assert not R.closes_acted_turn(broken, turn_acted=True)
+
+
+# Several undecodable blocks in one generation: each block earns its own rung, so a generation's grade is
+# (sum of its blocks' rungs) / (number of blocks). Counting the broken blocks once per generation would pay
+# for them (1 valid + 3 broken: (1.0 + 0.25) / 2 = 0.625 instead of (1.0 + 3 * 0.25) / 4 = 0.4375).
+VALID_BLOCK = '<tool_call>\n{"name": "cd", "arguments": {"folder": "a"}}\n</tool_call>'
+INVENTED_BLOCK = '<tool_call>\n{"name": "chdir", "arguments": {"folder": "a"}}\n</tool_call>'
+SCHEMA_BLOCK = '<tool_call>\n{"name": "cd", "arguments": {"dir": "a"}}\n</tool_call>'
+BROKEN_BLOCKS = ['<tool_call>\n{cd folder}\n</tool_call>',  # not JSON
+                 '<tool_call>\n{"name": "cd", "arguments": {}\n</tool_call>',  # unbalanced JSON
+                 '<tool_call>\n["cd", {"folder": "a"}]\n</tool_call>']  # JSON, not a call object
+
+
+@pytest.mark.parametrize(
+    "blocks, expected",
+    [
+        ([VALID_BLOCK, *BROKEN_BLOCKS], (1.0 + 3 * 0.25) / 4),  # 0.4375
+        ([*BROKEN_BLOCKS[:2], VALID_BLOCK, BROKEN_BLOCKS[2]], (1.0 + 3 * 0.25) / 4),  # order does not matter
+        ([VALID_BLOCK, VALID_BLOCK, *BROKEN_BLOCKS[:2]], (2 * 1.0 + 2 * 0.25) / 4),  # 0.625
+        ([INVENTED_BLOCK, SCHEMA_BLOCK, *BROKEN_BLOCKS], (0.5 + 0.75 + 3 * 0.25) / 5),  # 0.4
+        (BROKEN_BLOCKS, 0.25),  # only broken blocks: each 0.25, mean 0.25
+        (BROKEN_BLOCKS[:2], 0.25),
+    ],
+)
+def test_syntax_grade_counts_every_broken_block(blocks: list[str], expected: float) -> None:
+    text = "Let me try.\n" + "\n".join(blocks)
+    parsed = HERMES.parse(text)
+    broken = sum(b in BROKEN_BLOCKS for b in blocks)
+    assert len(parsed.errors) == broken and len(parsed.calls) == len(blocks) - broken  # one error per block
+    assert grade(text) == pytest.approx(expected)
+
+
+def test_syntax_grade_of_counts_every_undecodable_block() -> None:
+    # the env grades from its checks: (undecodable blocks, per call None / schema errors / [])
+    assert R.syntax_grade_of(3, [[]]) == pytest.approx((1.0 + 3 * 0.25) / 4)  # 0.4375, not 0.625
+    assert R.syntax_grade_of(2, [[], []]) == pytest.approx((2 * 1.0 + 2 * 0.25) / 4)  # 0.625, not 0.75
+    assert R.syntax_grade_of(3, [None, ["argument 'dir' is not a parameter"]]) == pytest.approx(
+        (0.5 + 0.75 + 3 * 0.25) / 5)  # 0.4
+    assert R.syntax_grade_of(4, []) == 0.25 and R.syntax_grade_of(0, []) == 0.0
+
+
+def test_syntax_grade_in_the_env_counts_every_broken_block() -> None:
+    """The BFCL env's per-generation grade (``step`` -> ``syntax_grades``) follows the same rule."""
+    from agent_tune.envs import make_env
+
+    env = make_env("bfcl", test_id="multi_turn_base_0", reward="syntax")
+    env.reset()
+    valid = '<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>'
+    step = env.step("\n".join([valid, *BROKEN_BLOCKS]))
+    assert step.info["syntax_grade"] == pytest.approx((1.0 + 3 * 0.25) / 4)
+    assert env.finalize().info["syntax_grades"] == [pytest.approx(0.4375)]

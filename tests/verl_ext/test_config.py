@@ -89,7 +89,11 @@ def test_cpu_settings(grpo_cpu):
     assert arr.model.path == "smollm2"
     assert c.ray_kwargs.ray_init.num_gpus == 1
     assert c.transfer_queue.backend.SimpleStorage.num_data_storage_units == 1
-    assert arr.rollout.dtype == "float32" and arr.rollout.enforce_eager is True
+    # bf16 where this CPU has it, else fp32 (tests/verl_ext/test_cpu_precision.py)
+    from verl_ext.cpu.precision import dtype_for
+
+    assert arr.rollout.dtype == dtype_for("auto", "vllm") and arr.rollout.enforce_eager is True
+    assert arr.actor.fsdp_config.mixed_precision.param_dtype == dtype_for("auto", "fsdp")
     assert arr.rollout.enable_sleep_mode is False
     assert arr.rollout.tensor_model_parallel_size == 1
     assert c.data.dataloader_num_workers == 0

@@ -325,6 +325,80 @@ def test_runner_redoes_an_unfinished_export(tmp_path):
         f"trainer.default_local_dir={tmp_path}/b/checkpoints"]
 
 
+class KilledThenResumedTrainer:
+    """Stands in for verl with ``trainer.resume_mode=auto``: in ``kill_in`` it saves ``global_step_1`` and dies
+    (SIGKILL, before the state knows); later it resumes from the latest checkpoint it finds in its
+    ``trainer.default_local_dir`` and saves the steps after it, up to ``total_training_steps``."""
+
+    def __init__(self, kill_in: str | None = None) -> None:
+        self.calls: list[dict] = []
+        self.kill_in = kill_in
+
+    def __call__(self, argv: Sequence[str], watch: StopWatch, poll_s: float) -> tuple[int, bool]:
+        kv = dict(a.split("=", 1) for a in argv if "=" in a)
+        ckpt = Path(kv["trainer.default_local_dir"])
+        stage, steps = ckpt.parent.name, int(kv["trainer.total_training_steps"])
+        found = latest_checkpoint(ckpt)
+        self.calls.append({"stage": stage, "argv": list(argv), "resumed_from": found, "plateau_at": watch.plateau_at,
+                           "kept": sorted(p.name for p in ckpt.glob("global_step_*"))})
+        if stage == self.kill_in:
+            _checkpoint(ckpt.parent.parent, stage, 1)
+            return -signal.SIGKILL, False
+        for step in range((found or 0) + 1, steps + 1):
+            _checkpoint(ckpt.parent.parent, stage, step)
+        return 0, False
+
+
+def test_runner_resumes_a_stage_from_its_checkpoint_inside_the_stage(tmp_path, caplog):
+    """Killed in stage b after its checkpoint at step 1 (of 3): the re-run skips stage a (no training, no
+    export), restarts stage b's training with the same checkpoint folder, step count and start model (stage
+    a's export, never b's own checkpoint), leaving ``global_step_1`` in place for verl to resume from, and
+    exports b from its last step."""
+    c = _curriculum(tmp_path)
+    first, exported = KilledThenResumedTrainer(kill_in="b"), []
+
+    def export(step_dir: Path, out_dir: Path, log: Path) -> None:
+        exported.append(str(step_dir.relative_to(tmp_path)))
+        fake_export(step_dir, out_dir, log)
+
+    assert Runner(c, tmp_path, launcher=first, export=export).run() == -signal.SIGKILL
+    state = json.loads((tmp_path / "curriculum_state.json").read_text())
+    assert state["current"] == 1 and state["records"]["b"] == {"status": "training"}
+    assert latest_checkpoint(tmp_path / "b" / "checkpoints") == 1 and exported == ["a/checkpoints/global_step_2"]
+    assert next_action(state["records"]["b"], c.stages[1], tmp_path) == TRAIN  # 1 < max_steps 3
+
+    second = KilledThenResumedTrainer()
+    with caplog.at_level("INFO", logger="verl_ext.curriculum"):
+        assert Runner(c, tmp_path, launcher=second, export=export).run() == 0
+    assert [call["stage"] for call in second.calls] == ["b"]  # stage a neither trained nor exported again
+    resumed = second.calls[0]
+    assert resumed["resumed_from"] == 1 and resumed["kept"] == ["global_step_1"]  # the checkpoint is still there
+    assert resumed["argv"] == first.calls[1]["argv"]  # the same stage, folder, step count and start model
+    assert f"trainer.default_local_dir={tmp_path}/b/checkpoints" in resumed["argv"]
+    assert "trainer.total_training_steps=3" in resumed["argv"]
+    assert resumed["argv"][-1] == f"actor_rollout_ref.model.path={tmp_path}/a/model"
+    assert "Stage 2/2 b: config cfg_b, resuming at step 1, until step 3" in caplog.text
+    assert exported == ["a/checkpoints/global_step_2", "b/checkpoints/global_step_3"]
+    record = json.loads((tmp_path / "curriculum_state.json").read_text())["records"]["b"]
+    assert record == {"status": "exported", "checkpoint": str(tmp_path / "b/checkpoints/global_step_3"), "step": 3,
+                      "ended_by": "max_steps", "model": str(tmp_path / "b/model")}
+
+
+def test_runner_resumes_a_stage_whose_plateau_was_seen_before_its_checkpoint(tmp_path):
+    """Killed after stage a's metric plateaued at step 2 but before a checkpoint at or after it (latest 1):
+    the re-run trains a again with the recorded plateau, so it stops at the next checkpoint."""
+    c = _curriculum(tmp_path, plateau={"metric": "reward", "window": 1})
+    save_state(tmp_path, {"curriculum": "t", "stages": ["a", "b"], "current": 0,
+                          "records": {"a": {"status": "training", "plateau_step": 2}}})
+    _checkpoint(tmp_path, "a", 1)
+    assert next_action({"status": "training", "plateau_step": 2}, c.stages[0], tmp_path) == TRAIN
+    trainer = KilledThenResumedTrainer()
+    assert Runner(c, tmp_path, launcher=trainer, export=fake_export).run() == 0
+    assert trainer.calls[0]["stage"] == "a" and trainer.calls[0]["resumed_from"] == 1
+    assert trainer.calls[0]["plateau_at"] == 2  # the StopWatch starts from the plateau the state recorded
+    assert trainer.calls[0]["kept"] == ["global_step_1"]
+
+
 def test_runner_records_a_plateau_stop(tmp_path):
     c = _curriculum(tmp_path, plateau={"metric": "reward", "window": 1})
     assert Runner(c, tmp_path, launcher=FakeTrainer(stop_in="a"), export=fake_export).run() == 0

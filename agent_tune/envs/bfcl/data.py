@@ -111,6 +111,8 @@ def ensure_bfcl_project_root() -> Path:
             try:
                 module = importlib.import_module(EVAL_CONFIG_MODULE)
             except ModuleNotFoundError as exc:
+                if exc.name != "bfcl_eval" and not (exc.name or "").startswith("bfcl_eval."):
+                    raise  # bfcl-eval is there but one of its own imports failed: say which
                 raise BFCLDataError(
                     "bfcl-eval is not installed: pip install --no-deps bfcl-eval==2026.3.23 mpmath filelock"
                 ) from exc

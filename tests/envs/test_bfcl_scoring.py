@@ -1,0 +1,108 @@
+"""BFCL's per-turn rule (``agent_tune/envs/bfcl/scoring.py``), directly: the response check is a multiset
+check (a ground-truth result that occurs twice must be matched by two results of the model), as bfcl-eval's
+``response_checker`` (``_is_subsequence_unordered``) applies it."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_checker as official
+
+from agent_tune.envs.bfcl.data import load_entry
+from agent_tune.envs.bfcl.ground_truth import ground_truth_trace
+from agent_tune.envs.bfcl.replay import ground_truth_calls, responses_for
+from agent_tune.envs.bfcl.scoring import missing_results, score_turn
+from agent_tune.parsing import get_tool_parser
+from tests.envs.bfcl_helpers import official_verdict, play
+
+RESPONSE_MISMATCH = "multi_turn:execution_response_mismatch"
+
+
+# ---------------------------------------------------------------------- missing_results, by hand
+@pytest.mark.parametrize(
+    "model, ground_truth, missing",
+    [
+        (["a"], ["a", "a"], ["a"]),  # a duplicate matched once is still missing once
+        ([], ["a", "a"], ["a", "a"]),
+        (["a", "a"], ["a", "a"], []),
+        (["a", "a", "a"], ["a", "a"], []),  # extra results of the model are fine
+        (["a", "b"], ["a", "a", "b"], ["a"]),
+        (["b", "a", "b"], ["a", "b", "b", "b"], ["b"]),
+        (["a"], ["a", "b"], ["b"]),
+        (["x"], [], []),
+    ],
+)
+def test_missing_results_is_a_multiset_difference(model: list[str], ground_truth: list[str],
+                                                  missing: list[str]) -> None:
+    assert missing_results(Counter(model), Counter(ground_truth)) == missing
+    assert missing_results(dict(Counter(model)), dict(Counter(ground_truth))) == missing  # plain dicts too
+
+
+def test_missing_results_agrees_with_bfcl_evals_response_check_everywhere_small() -> None:
+    """Every pair of result lists over 3 texts, up to 4 long (121 x 121 pairs): the same verdict as
+    bfcl-eval's ``response_checker`` and the same missing results (as a multiset; bfcl-eval lists them in
+    ground-truth order with repeats interleaved, ours groups a text's repeats)."""
+    lists = [list(p) for n in range(5) for p in itertools.product(['"a"', '"b"', "None"], repeat=n)]
+    duplicated = 0
+    for model, gt in itertools.product(lists, lists):
+        ours = missing_results(Counter(model), Counter(gt))
+        verdict = official.response_checker(model, gt, 0)
+        ok, theirs = official._is_subsequence_unordered(gt, model)
+        assert (not ours) == verdict["valid"] == ok, (model, gt, ours, theirs)
+        assert Counter(ours) == Counter(theirs), (model, gt)
+        duplicated += bool(ours) and set(gt) <= set(model)  # a pass under a set rule, a fail under the multiset
+    assert duplicated > 1000
+
+
+# ---------------------------------------------------------------------- score_turn with a stand-in backend
+class _Wallet:
+    def __init__(self, balance: float) -> None:
+        self.balance = balance
+
+
+def _backend(balance: float) -> SimpleNamespace:
+    return SimpleNamespace(instances={"Wallet": _Wallet(balance)})
+
+
+def test_score_turn_needs_each_duplicate_result_matched_one_for_one() -> None:
+    state = {"Wallet": {"balance": 5.0}}
+    gt = Counter(['{"balance": 5.0}', '{"balance": 5.0}'])  # the turn's ground truth returned the same text twice
+    once = score_turn(0, True, _backend(5.0), state, Counter(['{"balance": 5.0}']), gt)
+    assert not once.passed and once.error_type == RESPONSE_MISMATCH
+    assert once.details == {"turn": 0, "missing": ['{"balance": 5.0}']}
+    assert score_turn(0, True, _backend(5.0), state, Counter(['{"balance": 5.0}'] * 2), gt).passed
+    assert score_turn(0, True, _backend(5.0), state, Counter(['{"balance": 5.0}'] * 3 + ["x"]), gt).passed
+
+
+def test_score_turn_checks_acting_then_state_then_results() -> None:
+    state, gt = {"Wallet": {"balance": 5.0}}, Counter(["r", "r"])
+    assert score_turn(1, False, _backend(5.0), state, Counter(["r", "r"]), gt).error_type == (
+        "multi_turn:empty_turn_model_response")
+    wrong_state = score_turn(1, True, _backend(4.0), state, Counter(["r"]), gt)
+    assert wrong_state.error_type == "multi_turn:instance_state_mismatch"
+    assert wrong_state.details["differences"] == {"Wallet": {"balance": {"model": 4.0, "ground_truth": 5.0}}}
+
+
+# ---------------------------------------------------------------------- a real entry, ours and bfcl-eval's
+def test_an_entry_whose_turn_returns_the_same_text_twice() -> None:
+    """multi_turn_base_133, turn 0: ``add_to_watchlist`` and ``get_watchlist`` both return the watchlist. A
+    model that skips ``get_watchlist`` leaves the same state and one copy of the text: bfcl-eval fails the
+    turn (response check), and so do we, in both modes; running the query twice, in two steps, passes."""
+    test_id = "multi_turn_base_133"
+    entry, trace = load_entry(test_id), ground_truth_trace(test_id)
+    assert entry.ground_truth[0] == ["add_to_watchlist(stock='AAPL')", "get_watchlist()"]
+    assert len(set(trace[0].results)) == 1 and trace[0].required_counts(True) == Counter({trace[0].results[0]: 2})
+    hermes = get_tool_parser("hermes")
+    gt = ground_truth_calls(entry)
+    assert gt == ground_truth_calls(entry, schema_valid_only=True)  # training mode plays the same calls
+    skipped = [[gt[0][:1]], *[[calls] for calls in gt[1:]]]
+    split = [[gt[0][:1], gt[0][1:]], *[[calls] for calls in gt[1:]]]
+    for eval_mode in (True, False):
+        info = play(test_id, responses_for(skipped, hermes), eval_mode=eval_mode)
+        assert info["turn_errors"][0] == RESPONSE_MISMATCH and info["accuracy"] == 0.0
+        assert not official_verdict(entry, info["decoded_calls"])
+        info = play(test_id, responses_for(split, hermes), eval_mode=eval_mode)
+        assert info["accuracy"] == 1.0 and official_verdict(entry, info["decoded_calls"])
