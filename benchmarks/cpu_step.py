@@ -10,7 +10,8 @@ Per variant, the mean over its steps of verl's timings (``<run>/verl_metrics.jso
 
 - ``generation`` (``timing_s/gen``: the rollouts through vLLM and the agent loop), ``update`` (actor
   forward + backward + optimizer, ``timing_s/update_actor``), ``weight sync`` (``update_weights``),
-  ``checkpoint save`` (``save_checkpoint``, on the steps that save), ``old log-probs`` (``old_log_prob``:
+  ``checkpoint save`` (``save_checkpoint``: only the last step saves, so the mean is half of it over 2
+  steps), ``old log-probs`` (``old_log_prob``:
   none in bypass mode) and ``the rest`` (the step minus those: reward, advantages, metrics, data);
 - the update split by its FLOPs: the real tokens' forward and backward, the forward recomputed by
   gradient checkpointing, and the padding verl's engine adds when a micro batch holds sequences of

@@ -80,6 +80,8 @@ def test_bfcl_grpo_on_cpu_then_resume(tmp_path: Path) -> None:
     for phase in ("BFCL splits built", "Install check: torch", "Model: ", "Ray started", "vLLM server up",
                   "First step started", "Saving checkpoint"):
         assert any(phase in line for line in console), (phase, first)
+    # the compute precision chosen for this CPU is named on the install-check line
+    assert any("Install check: torch" in line and "; CPU compute " in line for line in console), first
     for head in ("step 1/2 (50%)", "step 2/2 (100%)"):
         assert any(line.startswith(f"[agent-tune] {head} | ") and "ETA " in line for line in console), (head, first)
     assert console[-1] == f"[agent-tune] full log: {ckpt / 'train.log'}"
