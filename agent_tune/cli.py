@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
                    "agent-tune sft --config-name agent_tune_sft_cpu data.train_files=... key=value ...")
     sub.add_parser("curriculum", help="a curriculum of training stages, each from the one before: "
                    "agent-tune curriculum --curriculum NAME --run-dir DIR (see agent-tune curriculum -h)")
-    sub.add_parser("eval", help="BFCL multi-turn evaluation against an OpenAI-compatible server "
-                   "(see agent-tune eval -h)")
+    sub.add_parser("eval", help="evaluation on BFCL (multi-turn and single-turn) and tau2-bench tasks, or any "
+                   "env's rows, against an OpenAI-compatible server (see agent-tune eval -h)")
     args = parser.parse_args(argv)
     return int(args.func(args))
 

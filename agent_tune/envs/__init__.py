@@ -1,4 +1,10 @@
-"""Tool environments: the contract, the registry and the built-in environments."""
+"""Tool environments: the contract, the registry and the built-in environments.
+
+The built-in classes (``BFCLToolEnv``, ``ReToolToolEnv``, ``Tau2ToolEnv``, ``ToolCallToolEnv``) are importable
+from here and load on first access, so importing this package never imports bfcl-eval or tau2.
+"""
+
+from typing import Any
 
 from agent_tune.envs.base import (
     BaseToolEnv,
@@ -11,6 +17,7 @@ from agent_tune.envs.base import (
 )
 from agent_tune.envs.checker import EnvCheckError, check_env
 from agent_tune.envs.registry import (
+    BUILTIN_CLASSES,
     UnknownEnvError,
     describe_envs,
     env_names,
@@ -38,3 +45,17 @@ __all__ = [
     "register_env",
     "unregister_env",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A built-in environment class by its class name, imported on first access."""
+    if name in BUILTIN_CLASSES:
+        import importlib
+
+        module, _, attribute = BUILTIN_CLASSES[name].partition(":")
+        return getattr(importlib.import_module(module), attribute)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *BUILTIN_CLASSES])

@@ -24,6 +24,9 @@ _BUILTIN: dict[str, str] = {
     "toolcall": "agent_tune.envs.toolcall:ToolCallToolEnv",
 }
 
+# The same classes by class name ("BFCLToolEnv": "module:Class"), for `from agent_tune.envs import BFCLToolEnv`.
+BUILTIN_CLASSES: dict[str, str] = {path.rpartition(":")[2]: path for path in _BUILTIN.values()}
+
 _registered: dict[str, type[BaseToolEnv] | str] = dict(_BUILTIN)
 _entry_points_loaded = False
 

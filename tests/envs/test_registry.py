@@ -14,11 +14,13 @@ from agent_tune.envs import (
     StepResult,
     UnknownEnvError,
     env_names,
+    get_env_class,
     make_env,
     register_env,
     registry,
 )
 from agent_tune.envs.bfcl.env import BFCLToolEnv
+from agent_tune.envs.registry import _BUILTIN
 
 
 class _EchoEnv(BaseToolEnv):
@@ -97,3 +99,29 @@ def test_registrations_do_not_leak_between_tests() -> None:
     names = set(env_names())
     assert not names & {"echo_test", "plugin_echo", "echo_unregister"}
     assert {"bfcl", "retool", "toolcall"} <= names
+
+
+def test_builtin_classes_import_from_the_package_lazily() -> None:
+    """``from agent_tune.envs import BFCLToolEnv`` (and each built-in class) works, is the registered class, and
+    importing the package alone loads neither bfcl-eval nor tau2."""
+    import agent_tune.envs as envs
+
+    for name, path in envs.BUILTIN_CLASSES.items():
+        if name == "Tau2ToolEnv" and not _has("tau2"):
+            continue
+        cls = getattr(envs, name)
+        assert cls.__name__ == name and cls is get_env_class(next(k for k, v in _BUILTIN.items() if v == path))
+        assert name in dir(envs)
+    assert envs.BFCLToolEnv is BFCLToolEnv
+    with pytest.raises(AttributeError, match="NoSuchEnv"):
+        envs.NoSuchEnv  # noqa: B018
+    probe = ("import sys, agent_tune.envs; "
+             "print(sorted(m for m in ('bfcl_eval', 'tau2', 'agent_tune.envs.bfcl.env') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
