@@ -69,7 +69,7 @@ def test_bfcl_grpo_on_cpu_then_resume(tmp_path: Path) -> None:
     # bypass mode the first mini batch's actor/ppo_kl is mean(log pi_vLLM - log pi_actor) over the sampled
     # tokens before any update; a vLLM still on dummy weights samples near-uniform tokens, several nats apart
     steps = _verl_steps(ckpt)
-    assert [s["training/global_step"] for s in steps] == [1, 2] or len(steps) == 2, steps
+    assert len(steps) == 2, steps  # one row of verl metrics per trained step
     for s in steps:
         assert abs(s["actor/ppo_kl"]) < GAP_BOUND, s["actor/ppo_kl"]
     assert "[agent-tune] step 2" in first
