@@ -5,10 +5,10 @@ and one calculator tool, through the same ``server_manager`` object:
 
 * verl: its real ``ToolAgentLoop`` (``@register("tool_agent")``) with the tools of a verl tool-config YAML (written
   here into a temp dir) declaring :class:`CalculatorTool`, a verl ``BaseTool``;
-* agent-tune: ``verl_ext.agent_loop.AgentTuneLoop`` with the plug-in env ``benchmarks.calculator_env:CalculatorEnv``,
+* agent-tune: ``verl_ext.agent_loop.AgentTuneLoop`` with the plug-in env ``examples.envs.calculator:CalculatorEnv``,
   named by its path in the rows' ``extra_info.env`` (nothing registered first).
 
-Both answer a call with ``benchmarks.calculator_env.run_calculator`` (one ``ast``-walking evaluator, no eval),
+Both answer a call with ``examples.envs.calculator.run_calculator`` (one ``ast``-walking evaluator, no eval),
 render with the same chat template (the project's ``smollm2_tools``, set as the tokenizer's template, so verl's
 ``apply_chat_template(tools=...)`` renders what ours does; the initial prompt tokens are checked equal), and get
 the same sampling parameters (temperature, a seed per episode, the same in both sides' episode ``i``, ``<|im_end|>``
@@ -74,9 +74,9 @@ if str(REPO) not in sys.path:
 from verl.tools.base_tool import BaseTool  # noqa: E402
 from verl.tools.schemas import ToolResponse  # noqa: E402
 
-from benchmarks.calculator_env import TOOL_SCHEMA, prompt_messages, run_calculator  # noqa: E402
+from examples.envs.calculator import TOOL_SCHEMA, prompt_messages, run_calculator  # noqa: E402
 
-ENV_PATH = "benchmarks.calculator_env:CalculatorEnv"
+ENV_PATH = "examples.envs.calculator:CalculatorEnv"
 MODULE = "benchmarks.agent_loop_vs_verl"
 if __name__ == "__main__":  # verl's tool loader imports the tool's module by name: this one, not a second copy
     sys.modules.setdefault(MODULE, sys.modules[__name__])

@@ -81,6 +81,19 @@ def _canon(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=repr, ensure_ascii=False)
 
 
+def shown(r: Any) -> list[Any]:
+    """What a step result shows, in the form the digests were first written in (before the step template of
+    issue 21): the last step's ``info`` with the episode's fields over the step's own, ``format_errors``
+    included (the episode total), and without the ``truncated`` / ``finalize_reason`` pair ``finalize`` now
+    records for every env (BFCL recorded ``end_reason`` alone)."""
+    info = r.info
+    if getattr(r, "episode", None) is not None:
+        info = {**info, **r.episode.as_dict()}
+        info.pop("truncated", None)
+        info.pop("finalize_reason", None)
+    return [r.observation.messages, r.observation.tools, r.reward, r.done, info]
+
+
 def play_digest(test_id: str, responses: list[str], kwargs: dict[str, Any]) -> str:
     """sha256 of everything an episode shows: observations, rewards, done flags and infos."""
     h = hashlib.sha256()
@@ -89,12 +102,12 @@ def play_digest(test_id: str, responses: list[str], kwargs: dict[str, Any]) -> s
     h.update(_canon([obs.messages, obs.tools]).encode())
     for text in responses:
         r = env.step(text)
-        h.update(_canon([r.observation.messages, r.observation.tools, r.reward, r.done, r.info]).encode())
+        h.update(_canon(shown(r)).encode())
         if r.done:
             break
     else:
         r = env.finalize()
-        h.update(_canon([r.observation.messages, r.observation.tools, r.reward, r.done, r.info]).encode())
+        h.update(_canon(shown(r)).encode())
     return h.hexdigest()
 
 

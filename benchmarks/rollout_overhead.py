@@ -22,12 +22,13 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent_tune.envs.base import BaseToolEnv, Observation, StepResult  # noqa: E402
-from agent_tune.parsing import ParsedResponse, get_tool_parser  # noqa: E402
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, ToolResult  # noqa: E402
+from agent_tune.parsing import ToolCall  # noqa: E402
+from agent_tune.parsing.response import ResponseParser  # noqa: E402
 from agent_tune.rollout import ChatRenderer, GenerationOutput, RolloutLimits, run_episode  # noqa: E402
 
 TOOLS = [
@@ -42,33 +43,26 @@ FILLER = "The quick brown fox jumps over the lazy dog while the store keeps its 
 
 
 class StoreEnv(BaseToolEnv):
-    """A synthetic chat env: parses Hermes calls, answers each with a small JSON record."""
+    """A synthetic chat env on the contract's step: parses Hermes calls, answers each with a small JSON record;
+    the ``turns``-th generation ends the episode (reward 1)."""
 
     description = "benchmark store env"
 
     def __init__(self, history: list[dict[str, Any]], turns: int):
-        self.history = history
-        self.turns = turns
-        self.parser = get_tool_parser("hermes")
-        self.n = 0
+        self.history, self.max_steps = history, turns
+        self.parser, self.tools = ResponseParser("hermes"), TOOLS
 
     def reset(self, **task: Any) -> Observation:
+        self.begin_episode()
         return Observation(messages=list(self.history), tools=TOOLS)
 
-    def step(self, raw_response: str) -> StepResult:
-        self.n += 1
-        parsed = self.extract_tool_calls(raw_response)
-        if self.n >= self.turns:
-            return StepResult(Observation(), 1.0, True, {"calls": len(parsed.calls)})
-        results = [{"id": c.arguments.get("item_id"), "name": c.name, "stock": 17 * self.n, "tags": ["a", "b"]}
-                   for c in parsed.calls]
-        return StepResult(self.format_tool_response(results), 0.0, False, {})
+    def call_tool(self, call: ToolCall) -> ToolResult:
+        record = {"id": call.arguments.get("item_id"), "name": call.name, "stock": 17 * self.num_steps,
+                  "tags": ["a", "b"]}
+        return ToolResult(json.dumps(record), call.name)
 
-    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        return self.parser.parse(raw_response)
-
-    def format_tool_response(self, results: Sequence[Any]) -> Observation:
-        return Observation(messages=[{"role": "tool", "content": json.dumps(r)} for r in results], tools=TOOLS)
+    def outcome(self) -> Outcome:
+        return Outcome(1.0, 1.0)
 
 
 class InstantPolicy:

@@ -128,17 +128,12 @@ def sample_step(kwargs: Mapping[str, Any], extra_fields: Mapping[str, Any]) -> i
     return step
 
 
-def collapse_fields(kwargs: Mapping[str, Any], step_infos: list[dict[str, Any]], done: bool) -> dict[str, Any]:
-    """Per-episode fields for collapse monitoring, next to the episode metrics (``verl_ext.step_metrics``
-    aggregates them per step): the GRPO group, the calls the env ran (``calls`` of its step infos: the
-    valid ones), and the generations whose step reported a format error.
-
-    A step's ``format_errors`` counts its own errors, except in the step that ends the episode (``done``),
-    whose info holds the episode total (the env contract, :class:`agent_tune.envs.base.StepResult`): that
-    step's own count is the total minus the earlier steps'."""
+def collapse_fields(kwargs: Mapping[str, Any], step_infos: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-episode fields for collapse monitoring, next to the episode metrics (the step metrics aggregate them
+    per step): the GRPO group, the calls the env ran (``calls`` of its step infos: the valid ones), and the
+    generations whose step reported a format error (a step's ``format_errors`` is always its own,
+    :class:`agent_tune.envs.base.StepResult`)."""
     errors = [int(s.get("format_errors") or 0) for s in step_infos]
-    if done and errors:
-        errors[-1] -= sum(errors[:-1])
     return {
         "group": group_id(kwargs),
         "valid_calls": sum(len(s.get("calls") or []) for s in step_infos),
@@ -203,7 +198,7 @@ class AgentTuneLoop(AgentLoopBase):
                       "data_source": kwargs.get("data_source"), "task": task_key(extra),
                       "reward": float(result.reward),
                       "prompt_length": len(traj.prompt_ids), "response_length": len(traj), **metrics,
-                      **collapse_fields(kwargs, result.step_infos, result.termination == "done")}
+                      **collapse_fields(kwargs, result.step_infos)}
             append_jsonl(os.path.join(str(samples_dir), f"samples-{os.getpid()}.jsonl"), [sample])
         dump_dir = self.options.get("dump_rollouts_dir")
         if dump_dir:

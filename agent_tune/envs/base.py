@@ -1,20 +1,32 @@
-"""The environment contract every tool environment implements.
+"""The environment contract every tool environment implements, and the step every environment shares.
 
 An environment owns one episode. ``reset(**task)`` starts it and returns the first observation;
-``step(raw_response)`` takes the policy's raw text for one generation and returns what the
-environment answers. Environments never raise on model output: a malformed call becomes an
-observation the model can read and a counted format error.
+``step(raw_response)`` takes the policy's raw text for one generation and returns what the environment
+answers. Environments never raise on model output: a malformed call becomes an observation the model can
+read and a counted format error.
 
-Every ``step`` is the same three moves, each a method of the contract:
+``step`` is a template, the same for every environment (:meth:`BaseToolEnv.batch_step`)::
 
-    parsed  = self.extract_tool_calls(raw_response)     # text -> calls (the configured parser)
-    results = <run the calls>                           # the env's own tools / backend
-    obs     = self.format_tool_response(results)        # results -> what the policy reads next
+    guard        an episode must be running (else EnvStateError)
+    parse        parsed = self.extract_tool_calls(raw)     # the configured parser, reasoning stripped once
+    limit        the generation that reaches self.max_steps (if set) without answering ends the episode
+    act          self.stop(raw)?  -> self.on_answer(step)   # no call to run: the turn (or the episode) ends
+                 else             -> self.run_calls(step)   # per call: self.call_tool(call) -> ToolResult
+    show         obs = self.format_tool_response(step.results) + step.messages
+    count        steps, calls, format errors (of this step, and the episode's total)
+    end          on the last step: self.outcome() -> reward, accuracy, progress, the env's extras
 
-and ``stop(raw_response)`` says whether the policy has finished acting (no call to run), which is
-where a turn ends. ``batch_step`` steps many episodes of one env class together: the episode runner
-sends every step through it (:mod:`agent_tune.rollout.step_batcher`), off the event loop, so an env
-with a parallel backend (ReTool's sandbox pool) runs concurrent episodes' tools in parallel.
+A subclass writes ``reset`` (calling :meth:`BaseToolEnv.begin_episode`), ``call_tool`` (or ``run_calls``) and
+``outcome``; everything else is inherited and may be overridden. Acting is batched: ``batch_step`` steps many
+episodes of one class together and calls the class's :meth:`BaseToolEnv.batch_act` once for all of them, so
+an env with a parallel backend (ReTool's sandbox pool, tau2's simulated users) overrides that one hook. The
+episode runner sends every step through ``batch_step`` (:mod:`agent_tune.rollout.step_batcher`), off the event
+loop, so it may block.
+
+Records: :attr:`StepResult.info` is this step's record (``format_errors`` always counts this step's own
+errors); the step that ends the episode also carries the episode's record, :attr:`StepResult.episode`
+(:class:`EpisodeInfo`: the totals, the outcome and the env's extras), whose fields its ``info`` shows too,
+``format_errors`` excepted.
 
 Training progress: before ``reset`` the runner calls ``set_global_step(step)`` with the trainer's global
 step of the policy that plays the episode (verl's ``global_steps``: 0 for the validation before training,
@@ -30,9 +42,10 @@ from __future__ import annotations
 import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Mapping, Sequence, TypedDict
+from typing import Any, ClassVar, Literal, Mapping, Sequence
 
-from agent_tune.parsing.types import ParsedResponse
+from agent_tune.parsing.response import ResponseParser
+from agent_tune.parsing.types import ParsedResponse, ToolCall
 
 ObservationKind = Literal["messages", "text"]
 
@@ -56,26 +69,13 @@ class Observation:
         return not self.messages and not self.text
 
 
-@dataclass
-class StepResult:
-    """The outcome of one ``step``: the next observation, the reward, whether the episode ended,
-    and a dict of diagnostics (final metrics such as ``accuracy`` appear when ``done``).
-
-    ``info["format_errors"]`` counts the errors of this step alone while the episode goes on, and the
-    episode's total in the step that ends it (:class:`EpisodeInfo`)."""
-
-    observation: Observation
-    reward: float
-    done: bool
-    info: dict[str, Any] = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class ToolResult:
     """The outcome of one call, as :meth:`BaseToolEnv.format_tool_response` receives it.
 
     ``content`` is the text the policy reads, ``name`` the function it answers (``None`` for a block
-    that could not be decoded), ``error`` whether the call failed or was rejected.
+    that could not be decoded), ``error`` whether the call was rejected or could not be decoded: a format
+    error (a tool's own failure on a well-formed call, such as a division by zero, is not one).
     """
 
     content: str
@@ -91,15 +91,30 @@ class ToolResult:
         fields["error"] = error
 
 
-class EpisodeInfo(TypedDict, total=False):
-    """The ``info`` of the step that ends an episode (or of ``finalize``): the keys every env fills.
+@dataclass
+class Outcome:
+    """What an episode earned, as :meth:`BaseToolEnv.outcome` reports it.
 
-    ``accuracy`` 1.0 iff the task is solved by the env's own criterion; ``progress`` the fraction of
-    it done, in [0, 1]; ``format_errors`` malformed or rejected call blocks; ``num_steps`` the env
-    steps (generations the env consumed); ``num_calls`` the tool calls decoded (run or rejected);
-    ``turns_completed`` the user turns the policy finished (a *turn* is always a user turn: one
-    question and every generation answering it); ``truncated`` / ``finalize_reason`` when the episode
-    was ended from outside (:meth:`BaseToolEnv.finalize`). Environments add their own keys.
+    ``accuracy`` is 1.0 iff the task is solved by the env's own criterion; ``progress`` the fraction of it
+    done, in [0, 1] (``None``: the accuracy); ``extras`` the env's own episode keys.
+    """
+
+    reward: float
+    accuracy: float
+    progress: float | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EpisodeInfo:
+    """The record of a finished episode: the totals every env keeps, its outcome and the env's extras.
+
+    ``format_errors`` malformed or rejected call blocks of the whole episode; ``num_steps`` the env steps
+    (generations the env consumed); ``num_calls`` the tool calls decoded (run or rejected);
+    ``turns_completed`` the user turns the policy finished (a *turn* is always a user turn: one question and
+    every generation answering it); ``truncated`` / ``finalize_reason`` when the episode was ended from
+    outside (:meth:`BaseToolEnv.finalize`). Reads like a mapping (``info["accuracy"]``) over
+    :meth:`as_dict`.
     """
 
     accuracy: float
@@ -108,8 +123,66 @@ class EpisodeInfo(TypedDict, total=False):
     num_steps: int
     num_calls: int
     turns_completed: int
-    truncated: bool
-    finalize_reason: str
+    truncated: bool = False
+    finalize_reason: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    CORE_KEYS: ClassVar[tuple[str, ...]] = (
+        "accuracy", "progress", "format_errors", "num_steps", "num_calls", "turns_completed",
+    )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The flat record (extras first, so a core key always holds the core value); ``truncated`` and
+        ``finalize_reason`` appear only for an episode ended from outside."""
+        out = {**self.extras, **{k: getattr(self, k) for k in self.CORE_KEYS}}
+        if self.truncated:
+            out["truncated"] = True
+            out["finalize_reason"] = self.finalize_reason
+        return out
+
+    def __getitem__(self, key: str) -> Any:
+        return self.as_dict()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.as_dict().get(key, default)
+
+
+@dataclass
+class StepResult:
+    """The outcome of one ``step``: the next observation, the reward, whether the episode ended, this step's
+    record (``info``) and, on the step that ends the episode, the episode's record (``episode``).
+
+    ``info["format_errors"]`` always counts this step's own errors. On the last step ``info`` also shows the
+    episode's fields (``accuracy``, ``num_steps``, the env's extras ...) except ``format_errors``, whose
+    episode total is ``episode.format_errors``.
+    """
+
+    observation: Observation
+    reward: float
+    done: bool
+    info: dict[str, Any] = field(default_factory=dict)
+    episode: EpisodeInfo | None = None
+
+
+@dataclass
+class Step:
+    """One step in the making, shared by the template and the env's hooks.
+
+    The template fills ``raw``, ``parsed`` and ``answer`` (``stop(raw)``: no call to run); the hooks add
+    ``results`` (shown through ``format_tool_response``), ``messages`` (shown after them: the next question,
+    the user's reply), ``format_errors`` (this step's), ``info`` (the env's own step keys), ``reward`` (a step
+    reward; 0 for most envs) and set ``done`` to end the episode.
+    """
+
+    raw: str
+    parsed: ParsedResponse
+    answer: bool
+    results: list[Any] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    format_errors: int = 0
+    info: dict[str, Any] = field(default_factory=dict)
+    reward: float = 0.0
+    done: bool = False
 
 
 @dataclass(frozen=True)
@@ -130,14 +203,20 @@ class EnvStateError(RuntimeError):
     """A contract method called out of order (``step`` before ``reset`` or after the episode ended)."""
 
 
+def undecodable_text(index: int, reason: str) -> str:
+    """What the policy reads for a call block that could not be decoded (``index`` counts from 0)."""
+    return f"Error: tool call #{index + 1} could not be parsed: {reason}"
+
+
 class BaseToolEnv(ABC):
     """Base class of all tool environments (one instance = one episode).
 
-    Subclasses set ``description`` (one line, shown by ``agent-tune envs``) and implement ``reset``,
-    ``step`` (as ``extract_tool_calls`` -> run -> ``format_tool_response``), ``extract_tool_calls`` and
-    ``format_tool_response``; they may override ``stop``, ``batch_step``, ``finalize`` and ``close``.
-    ``step`` and ``finalize`` raise :class:`EnvStateError` when no episode is running. Check a new
-    environment with :func:`agent_tune.envs.check_env`.
+    Subclasses set ``description`` (one line, shown by ``agent-tune envs``) and implement ``reset`` (ending
+    with :meth:`begin_episode`), ``call_tool`` (or ``run_calls``) and ``outcome``. The inherited
+    ``extract_tool_calls`` uses ``self.parser`` (a :class:`ResponseParser`) and ``format_tool_response``
+    renders one ``tool`` message per result with ``self.tools``. ``step`` and ``finalize`` raise
+    :class:`EnvStateError` when no episode is running. Check a new environment with
+    :func:`agent_tune.envs.check_env`.
     """
 
     description: ClassVar[str] = ""
@@ -145,7 +224,21 @@ class BaseToolEnv(ABC):
     # True when ``reset`` waits on something slow (tau2 asks its simulated user for the first message): the
     # runner then calls it in a worker thread, so it does not stall the other episodes on the event loop.
     blocking_reset: ClassVar[bool] = False
+    env_name: ClassVar[str | None] = None  # the registered name (set by @register_env)
     global_step: int | None = None  # the trainer step playing this episode; None outside training
+    parser: ResponseParser | None = None  # the inherited extract_tool_calls decodes with it
+    tools: list[dict[str, Any]] | None = None  # the tool schemas visible now (format_tool_response shows them)
+    # The template's step limit (None: none): the generation that reaches it ends the episode unless it answers;
+    # its calls are not run (no generation would read their results), as verl's ToolAgentLoop does at its limit.
+    max_steps: int | None = None
+
+    # the episode's counts, kept by the template (begin_episode zeroes them)
+    running: bool = False
+    num_steps: int = 0
+    num_calls: int = 0
+    format_errors: int = 0
+    turns_completed: int = 0
+    finalize_reason: str | None = None
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
@@ -162,46 +255,158 @@ class BaseToolEnv(ABC):
         ``reset``; see the module docstring). ``None``: not training."""
         self.global_step = None if step is None else int(step)
 
+    # ------------------------------------------------------------------ what a subclass writes
     @abstractmethod
     def reset(self, **task: Any) -> Observation:
-        """Start an episode for ``task`` and return the first observation."""
+        """Start an episode for ``task`` and return the first observation; calls :meth:`begin_episode`."""
 
-    @abstractmethod
-    def step(self, raw_response: str) -> StepResult:
-        """Consume the policy's raw text for one generation; never raises on model output."""
+    def call_tool(self, call: ToolCall) -> ToolResult:
+        """Run one decoded call (the per-call hook of the inherited :meth:`run_calls`). A result with
+        ``error=True`` counts as a format error."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither call_tool nor run_calls")
 
-    @abstractmethod
+    def outcome(self) -> Outcome:
+        """What the finished episode earned (called once, when the episode ends, also from ``finalize``).
+        Every env on the inherited step writes it; an env that writes its own ``step`` and ``finalize`` need not."""
+        raise NotImplementedError(f"{type(self).__name__} implements no outcome()")
+
+    # ------------------------------------------------------------------ hooks with a default
+    def begin_episode(self) -> None:
+        """Zero the episode's counts and mark it running (``reset`` calls it)."""
+        self.running = True
+        self.num_steps = self.num_calls = self.format_errors = self.turns_completed = 0
+        self.finalize_reason = None
+
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        """Decode the tool calls (and the failed call blocks) in ``raw_response``."""
+        """Decode the tool calls (and the failed call blocks) in ``raw_response``: ``self.parser``, reasoning
+        stripped first (it keeps the last response's result, so the template's calls parse once)."""
+        if self.parser is None:
+            raise NotImplementedError(f"{type(self).__name__} sets no parser and overrides no extract_tool_calls")
+        return self.parser.parse(raw_response)[1]
 
-    @abstractmethod
     def format_tool_response(self, results: Sequence[Any]) -> Observation:
-        """Turn tool results into the observation shown to the policy."""
+        """One ``tool`` message per result, in call order, named after the function when there is one."""
+        messages = []
+        for r in results:
+            msg: dict[str, Any] = {"role": "tool", "content": r.content}
+            if r.name is not None:
+                msg["name"] = r.name
+            messages.append(msg)
+        return Observation(messages=messages, tools=self.tools)
 
     def stop(self, raw_response: str) -> bool:
         """True if ``raw_response`` has no call to run (the policy has finished acting): by default,
         no tool-call block at all, valid or not."""
         return not self.extract_tool_calls(raw_response).has_tool_call_attempt
 
+    def act(self, step: Step) -> None:
+        """React to one generation: :meth:`on_answer` if it has no call to run, else :meth:`run_calls`."""
+        if step.answer:
+            self.on_answer(step)
+        else:
+            self.run_calls(step)
+
+    def on_answer(self, step: Step) -> None:
+        """The policy answered without a call: by default its turn is done and so is the episode."""
+        step.format_errors += len(step.parsed.errors)
+        self.turns_completed += 1
+        step.done = True
+
+    def run_calls(self, step: Step) -> None:
+        """Run every decoded call through :meth:`call_tool` and answer every undecodable block with its reason;
+        each rejected call and each undecodable block is a format error."""
+        for call in step.parsed.calls:
+            result = self.call_tool(call)
+            step.format_errors += result.error
+            step.results.append(result)
+        for err in step.parsed.errors:
+            step.format_errors += 1
+            step.results.append(ToolResult(undecodable_text(err.index, err.reason), error=True))
+
     @classmethod
-    def batch_step(cls, envs: Sequence["BaseToolEnv"], raw_responses: Sequence[str]) -> list[StepResult]:
-        """Step many independent episodes at once (``envs[i]`` receives ``raw_responses[i]``).
+    def batch_act(cls, envs: Sequence["BaseToolEnv"], steps: Sequence[Step]) -> None:
+        """:meth:`act` for many episodes of this class at once (``envs[i]`` acts on ``steps[i]``). The default
+        acts in order; an env with a parallel backend overrides it."""
+        for env, step in zip(envs, steps):
+            env.act(step)
 
-        The default steps them in order; environments with a parallel backend override it. The
-        episode runner calls this (through :class:`agent_tune.rollout.step_batcher.StepBatcher`) in a
-        worker thread, so it may block.
-        """
-        if len(envs) != len(raw_responses):
-            raise ValueError(f"batch_step got {len(envs)} envs and {len(raw_responses)} responses")
-        return [env.step(r) for env, r in zip(envs, raw_responses)]
-
-    def finalize(self, reason: str = "truncated") -> StepResult:
-        """End the episode now (the runner ran out of token budget) and return its final result.
-
-        Environments with partial credit override this to score what was done so far; the default
-        ends with reward 0.
-        """
-        return StepResult(Observation(), 0.0, True, {"truncated": True, "finalize_reason": reason})
+    def on_finalize(self, reason: str) -> None:
+        """The episode is being ended from outside (:meth:`finalize`), before :meth:`outcome` is asked."""
 
     def close(self) -> None:
         """Release whatever the episode holds. Safe to call twice."""
+
+    # ------------------------------------------------------------------ the template
+    def step(self, raw_response: str) -> StepResult:
+        """Consume the policy's raw text for one generation; never raises on model output."""
+        return type(self).batch_step([self], [raw_response])[0]
+
+    @classmethod
+    def batch_step(cls, envs: Sequence["BaseToolEnv"], raw_responses: Sequence[str]) -> list[StepResult]:
+        """Step many independent episodes at once (``envs[i]`` receives ``raw_responses[i]``): each opens its
+        step, the class acts for all of them (:meth:`batch_act`), each closes its step. (Envs that override
+        ``step`` itself are stepped through it, one by one.)"""
+        if len(envs) != len(raw_responses):
+            raise ValueError(f"batch_step got {len(envs)} envs and {len(raw_responses)} responses")
+        if any(type(env).step is not BaseToolEnv.step for env in envs):  # an env that writes its own step
+            return [env.step(raw) for env, raw in zip(envs, raw_responses)]
+        steps = [env._open_step(raw) for env, raw in zip(envs, raw_responses)]
+        by_class: dict[type, list[int]] = {}
+        for i, env in enumerate(envs):
+            by_class.setdefault(type(env), []).append(i)
+        for klass, idx in by_class.items():
+            idx = [i for i in idx if not steps[i].done]  # a step at the step limit does not act
+            if idx:
+                klass.batch_act([envs[i] for i in idx], [steps[i] for i in idx])
+        return [env._close_step(step) for env, step in zip(envs, steps)]
+
+    def finalize(self, reason: str = "truncated") -> StepResult:
+        """End the episode now (the runner ran out of token budget) and return its final result, scored by
+        :meth:`outcome` on what was done so far."""
+        self._require_running("finalize")
+        self.finalize_reason = reason
+        self.on_finalize(reason)
+        return self._end(self.format_tool_response([]), 0.0, {}, 0)
+
+    def _require_running(self, method: str) -> None:
+        if not self.running:
+            raise EnvStateError(f"{self.name_for_errors()}: {method}() with no episode running; call reset() first")
+
+    def name_for_errors(self) -> str:
+        """How error messages name this env (``"bfcl env"``): the registered name, else the class name."""
+        return f"{self.env_name or type(self).__name__} env"
+
+    def _open_step(self, raw_response: str) -> Step:
+        self._require_running("step")
+        if not isinstance(raw_response, str):
+            raise TypeError(f"raw_response must be a str, got {type(raw_response).__name__}")
+        self.num_steps += 1
+        step = Step(raw_response, self.extract_tool_calls(raw_response), self.stop(raw_response))
+        if not step.answer and self.max_steps is not None and self.num_steps >= self.max_steps:
+            step.done, step.info["step_limit"] = True, True
+        else:
+            self.num_calls += len(step.parsed.calls)
+        return step
+
+    def _close_step(self, step: Step) -> StepResult:
+        self.format_errors += step.format_errors
+        observation = self.format_tool_response(step.results)
+        if step.messages:
+            observation.messages.extend(step.messages)
+        info = {**step.info, "format_errors": step.format_errors}
+        if not step.done:
+            return StepResult(observation, step.reward, False, info)
+        return self._end(observation, step.reward, info, step.format_errors)
+
+    def _end(self, observation: Observation, reward: float, info: dict[str, Any], step_errors: int) -> StepResult:
+        self.running = False
+        outcome = self.outcome()
+        episode = EpisodeInfo(
+            accuracy=float(outcome.accuracy),
+            progress=float(outcome.accuracy if outcome.progress is None else outcome.progress),
+            format_errors=self.format_errors, num_steps=self.num_steps, num_calls=self.num_calls,
+            turns_completed=self.turns_completed, truncated=self.finalize_reason is not None,
+            finalize_reason=self.finalize_reason, extras=dict(outcome.extras),
+        )
+        merged = {**episode.as_dict(), **info, "format_errors": step_errors}
+        return StepResult(observation, reward + float(outcome.reward), True, merged, episode)

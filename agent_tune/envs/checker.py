@@ -13,10 +13,13 @@ What it checks:
 2. ``reset(**task)`` returns an :class:`~agent_tune.envs.base.Observation` with chat messages (or text)
    and tools in the OpenAI form;
 3. a valid step returns a :class:`~agent_tune.envs.base.StepResult` with no format error; if the episode
-   goes on, the observation is not empty (the policy must have something to read);
+   goes on, the observation is not empty (the policy must have something to read); a step that ends the
+   episode carries its :class:`~agent_tune.envs.base.EpisodeInfo` (``StepResult.episode``), whose fields its
+   ``info`` shows too;
 4. a malformed step does not raise, counts a format error and either ends the episode or answers with an
-   observation the policy can read;
-5. ``finalize`` ends a running episode with the :class:`~agent_tune.envs.base.EpisodeInfo` keys;
+   observation the policy can read; a step's ``format_errors`` is that step's own, the episode's total is in
+   its ``EpisodeInfo``;
+5. ``finalize`` ends a running episode with its ``EpisodeInfo``;
 6. ``step`` after the episode ended raises ``EnvStateError``;
 7. ``batch_step`` steps several episodes and returns one result each, in order;
 8. ``close`` can be called twice.
@@ -28,9 +31,7 @@ from typing import Any, Callable, Mapping
 
 from agent_tune.envs.base import BaseToolEnv, EnvStateError, EpisodeInfo, Observation, StepResult
 
-EPISODE_INFO_KEYS: tuple[str, ...] = tuple(
-    k for k in EpisodeInfo.__annotations__ if k not in ("truncated", "finalize_reason")
-)
+EPISODE_INFO_KEYS: tuple[str, ...] = EpisodeInfo.CORE_KEYS
 
 
 class EnvCheckError(AssertionError):
@@ -64,8 +65,10 @@ def _check_step(result: Any, where: str) -> StepResult:
     _require(isinstance(result.done, bool), f"{where}: done must be a bool", result.done)
     _require(isinstance(result.info, dict), f"{where}: info must be a dict", type(result.info).__name__)
     if result.done:
+        _require(isinstance(result.episode, EpisodeInfo), f"{where}: the step that ends the episode must carry its "
+                 "EpisodeInfo (StepResult.episode)", type(result.episode).__name__)
         missing = [k for k in EPISODE_INFO_KEYS if k not in result.info]
-        _require(not missing, f"{where}: the final info must carry the EpisodeInfo keys; missing {missing}")
+        _require(not missing, f"{where}: the final info must show the EpisodeInfo keys; missing {missing}")
     return result
 
 
@@ -119,10 +122,11 @@ def check_env(
     if not bad.done:
         after = _check_step(env.step(valid_response), "step(valid_response) after a malformed one")
         errors = int(after.info.get("format_errors", 0))
+        _require(errors == 0, "a step's format_errors counts that step's own errors, not the episode's", errors)
         if after.done:
-            _require(errors >= 1, "the step that ends an episode reports the episode's format errors", errors)
-        else:
-            _require(errors == 0, "a step's format_errors counts that step's own errors, not the episode's", errors)
+            assert after.episode is not None
+            _require(after.episode.format_errors >= 1, "the EpisodeInfo counts the episode's format errors",
+                     after.episode.format_errors)
 
     envs = [make() for _ in range(2)]
     for e in envs:

@@ -27,7 +27,7 @@ import re
 from collections import defaultdict
 from typing import Any, ClassVar, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, SamplerHints, StepResult
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step
 from agent_tune.envs.registry import register_env
 from agent_tune.parsing.types import ParsedResponse, ToolCall, ToolCallError
 from agent_tune.rewards.math_answer import extract_boxed, math_equivalent
@@ -117,16 +117,12 @@ class ReToolToolEnv(BaseToolEnv):
         self.no_answer_penalty = float(no_answer_penalty)
         self.system_prompt = system_prompt
         self.user_template = user_template
-        self._started = False
-        self._done = False
         self._last_parse: tuple[str, ParsedResponse] | None = None
         self.question = ""
         self.ground_truth = ""
         self.segments: list[str] = []
         self.num_tool_calls = 0
-        self.format_errors = 0
-        self._errors_before_step = 0
-        self.num_steps = 0
+        self._ending: dict[str, Any] = {}
 
     # -- episode ---------------------------------------------------------------------------------
     def reset(self, question: str = "", ground_truth: Any = "", **_: Any) -> Observation:
@@ -136,43 +132,32 @@ class ReToolToolEnv(BaseToolEnv):
         if ground_truth is None or str(ground_truth).strip() == "":
             raise ValueError("retool env: reset() needs a non-empty `ground_truth`")
         self.question, self.ground_truth = question, str(ground_truth)
-        self.segments, self.num_tool_calls, self.format_errors, self.num_steps = [], 0, 0, 0
-        self._errors_before_step = 0
-        self._started, self._done = True, False
+        self.segments, self.num_tool_calls, self._ending = [], 0, {}
+        self.begin_episode()
         return Observation(messages=retool_prompt(question, self.system_prompt, self.user_template))
 
-    def step(self, raw_response: str) -> StepResult:
-        """Run the segment's code block (if any) in the calling thread and answer with its output, or
-        end the episode."""
-        code, early = self._begin_step(raw_response)
-        if early is not None:
-            return early
-        return self._finish_step(self.sandbox.run(code))
+    def act(self, step: Step) -> None:
+        """Run the segment's code block (if any) in the calling thread, or end the episode."""
+        code = self._begin(step)
+        if code is not None:
+            self._ran(step, self.sandbox.run(code))
 
     @classmethod
-    def batch_step(cls, envs: Sequence[BaseToolEnv], raw_responses: Sequence[str]) -> list[StepResult]:
-        """Step many episodes; their programs run in parallel in the sandbox pool(s) (the episode runner
+    def batch_act(cls, envs: Sequence[BaseToolEnv], steps: Sequence[Step]) -> None:
+        """Act for many episodes; their programs run in parallel in the sandbox pool(s) (the episode runner
         steps every ReTool episode through here)."""
-        if len(envs) != len(raw_responses):
-            raise ValueError(f"batch_step got {len(envs)} envs and {len(raw_responses)} responses")
-        results: list[StepResult | None] = [None] * len(envs)
-        pending: dict[int, list[tuple[int, str]]] = defaultdict(list)  # id(sandbox) -> [(i, code)]
+        pending: dict[int, list[tuple[ReToolToolEnv, Step, str]]] = defaultdict(list)  # id(sandbox) -> runs
         boxes: dict[int, CodeSandbox] = {}
-        for i, (env, raw) in enumerate(zip(envs, raw_responses)):
-            if not isinstance(env, ReToolToolEnv):
-                results[i] = env.step(raw)
-                continue
-            code, early = env._begin_step(raw)
-            if early is not None:
-                results[i] = early
-            else:
-                pending[id(env.sandbox)].append((i, code))
+        for env, step in zip(envs, steps):
+            assert isinstance(env, ReToolToolEnv)
+            code = env._begin(step)
+            if code is not None:
+                pending[id(env.sandbox)].append((env, step, code))
                 boxes[id(env.sandbox)] = env.sandbox
         for key, items in pending.items():
-            outs = boxes[key].run_batch([code for _, code in items])
-            for (i, _), out in zip(items, outs):
-                results[i] = envs[i]._finish_step(out)  # type: ignore[attr-defined]
-        return results  # type: ignore[return-value]
+            outs = boxes[key].run_batch([code for _, _, code in items])
+            for (env, step, _), out in zip(items, outs):
+                env._ran(step, out)
 
     # -- parsing and formatting ------------------------------------------------------------------
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
@@ -231,78 +216,55 @@ class ReToolToolEnv(BaseToolEnv):
         return "\n".join(parts) if parts else "(no output)"
 
     # -- internals -------------------------------------------------------------------------------
-    def _begin_step(self, raw_response: str) -> tuple[str, StepResult | None]:
-        """Bookkeeping before execution; returns (code to run, None) or ("", final StepResult)."""
-        if not self._started or self._done:
-            raise EnvStateError("retool env: step() with no episode running; call reset() first")
-        if not isinstance(raw_response, str):
-            raise TypeError(f"raw_response must be a str, got {type(raw_response).__name__}")
-        self.num_steps += 1
-        self._errors_before_step = self.format_errors
-        self.segments.append(raw_response)
-        if self.stop(raw_response):  # no code block: the policy has answered
-            return "", self._end(tool_limit=False)
-        parsed = self.extract_tool_calls(raw_response)
+    def _begin(self, step: Step) -> str | None:
+        """The program to run for this segment, or None when the step is decided without one (the episode
+        ends, or an empty block is answered)."""
+        self.segments.append(step.raw)
+        if step.answer:  # no code block: the policy has answered
+            return self._end_here(step)
+        parsed = step.parsed
         unterminated = [e for e in parsed.errors if e.reason.startswith("unterminated")]
         empty = [e for e in parsed.errors if e.reason.startswith("empty")]
         if unterminated and not parsed.calls:
-            self.format_errors += 1
-            return "", self._end(tool_limit=False, extra={"unterminated_code": True})
+            step.format_errors += 1
+            return self._end_here(step, unterminated_code=True)
         if self.num_tool_calls >= self.max_tool_calls:
-            return "", self._end(tool_limit=True)
+            return self._end_here(step, tool_call_limit_reached=True)
         self.num_tool_calls += 1
         if len(parsed.calls) + len(empty) > 1 or unterminated:
-            self.format_errors += 1
+            step.format_errors += 1
         if not parsed.calls:  # only an empty block
-            self.format_errors += 1
-            obs = self.format_tool_response(["Error: the <code> block is empty; put a Python program inside it."])
-            return "", StepResult(obs, 0.0, False, self._info(executed=False))
-        return parsed.calls[0].arguments["code"], None
+            step.format_errors += 1
+            step.results.append("Error: the <code> block is empty; put a Python program inside it.")
+            step.info = {"num_tool_calls": self.num_tool_calls, "executed": False}
+            return None
+        return parsed.calls[0].arguments["code"]
 
-    def _finish_step(self, result: ExecutionResult) -> StepResult:
-        info = self._info(executed=True)
-        info.update(exit_code=result.exit_code, timed_out=result.timed_out, sandbox_error=result.error)
-        return StepResult(self.format_tool_response([result]), 0.0, False, info)
+    def _end_here(self, step: Step, **ending: Any) -> None:
+        self._ending = ending
+        self.turns_completed = 1
+        step.done = True
+        return None
+
+    def _ran(self, step: Step, result: ExecutionResult) -> None:
+        step.results.append(result)
+        step.info = {"num_tool_calls": self.num_tool_calls, "executed": True, "exit_code": result.exit_code,
+                     "timed_out": result.timed_out, "sandbox_error": result.error}
 
     def final_answer(self) -> str | None:
         """The last ``\\boxed{}`` answer in the policy's text so far, outside code blocks."""
         prose = "\n".join(self.extract_tool_calls(s).content for s in self.segments)
         return extract_boxed(prose)
 
-    def _end(self, tool_limit: bool, extra: dict[str, Any] | None = None) -> StepResult:
-        self._done = True
+    def outcome(self) -> Outcome:
+        """The last ``\\boxed{}`` answer against the ground truth: ``correct_reward``, ``incorrect_reward``, or
+        ``incorrect_reward - no_answer_penalty`` without an answer (also for an episode cut short)."""
         answer = self.final_answer()
         correct = answer is not None and math_equivalent(answer, self.ground_truth)
         if answer is None:
             reward = self.incorrect_reward - self.no_answer_penalty
         else:
             reward = self.correct_reward if correct else self.incorrect_reward
-        info = self._info(executed=False, final=True)
-        info.update(
-            accuracy=1.0 if correct else 0.0,
-            progress=1.0 if correct else 0.0,
-            turns_completed=0 if extra and extra.get("truncated") else 1,
-            answer=answer,
-            has_answer=answer is not None,
-            tool_call_limit_reached=tool_limit,
-            **(extra or {}),
-        )
-        return StepResult(Observation(), reward, True, info)
-
-    def finalize(self, reason: str = "truncated") -> StepResult:
-        """An episode cut short (token budget) is scored on the answer given so far, like any ending:
-        no answer earns ``incorrect_reward - no_answer_penalty``, never more than a finished wrong answer."""
-        if not self._started or self._done:
-            raise EnvStateError("retool env: finalize() with no episode running")
-        return self._end(tool_limit=False, extra={"truncated": True, "finalize_reason": reason})
-
-    def _info(self, executed: bool, final: bool = False) -> dict[str, Any]:
-        """Step info: counts so far, except ``format_errors``: this step's own, the episode's total when final."""
-        errors = self.format_errors if final else self.format_errors - self._errors_before_step
-        return {
-            "num_tool_calls": self.num_tool_calls,
-            "num_calls": self.num_tool_calls,
-            "format_errors": errors,
-            "num_steps": self.num_steps,
-            "executed": executed,
-        }
+        extras = {"num_tool_calls": self.num_tool_calls, "executed": False, "answer": answer,
+                  "has_answer": answer is not None, "tool_call_limit_reached": False, **self._ending}
+        return Outcome(reward, 1.0 if correct else 0.0, extras=extras)

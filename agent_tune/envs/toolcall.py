@@ -44,7 +44,7 @@ import json
 import random
 from typing import Any, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, StepResult, ToolResult
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, ToolResult, undecodable_text
 from agent_tune.envs.bfcl.single_turn import SingleTurnEntry
 from agent_tune.envs.bfcl.single_turn_shots import single_turn_shot_messages, single_turn_shot_tools
 from agent_tune.envs.bfcl.single_turn_task import score_response, task_for
@@ -116,7 +116,7 @@ class ToolCallToolEnv(BaseToolEnv):
         except (ValueError, KeyError) as exc:
             raise ValueError(f"toolcall env: shots: {exc}") from None
         self.entry: SingleTurnEntry | None = None
-        self._done = True
+        self._response: Step | None = None
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
@@ -158,7 +158,8 @@ class ToolCallToolEnv(BaseToolEnv):
         self.ground_truth = [_as_call(c) for c in ground_truth]
         self.expects_calls = self.entry.expects_calls if self.entry is not None else bool(self.ground_truth)
         self.expects_response = not self.expects_calls if expects_response is None else bool(expects_response)
-        self._done = False
+        self._response = None
+        self.begin_episode()
         return self._first_observation(self._with_shots([dict(m) for m in messages]))
 
     def _with_shot_tools(self, tools: list[dict[str, Any]], seed: str) -> list[dict[str, Any]]:
@@ -191,15 +192,6 @@ class ToolCallToolEnv(BaseToolEnv):
         first = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         return Observation(messages=first + messages, tools=self.tools)
 
-    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        """Strip reasoning with the reasoning parser, then decode calls with the tool-call parser."""
-        return self.parser.parse(raw_response)[1]
-
-    def format_tool_response(self, results: Sequence[ToolResult]) -> Observation:
-        """The verdict on each call block as ``tool`` messages (the final observation)."""
-        messages = [{"role": "tool", "content": r.content, **({"name": r.name} if r.name else {})} for r in results]
-        return Observation(messages=messages, tools=self.tools)
-
     def _judge_calls(self, parsed: ParsedResponse) -> list[ToolResult]:
         """Per block: accepted (an offered function), unknown function, or not decodable."""
         offered = [t["function"]["name"] for t in self.tools]
@@ -212,30 +204,40 @@ class ToolCallToolEnv(BaseToolEnv):
                 results.append(ToolResult(text, call.name, error=True))
         for err in parsed.errors:
             results.append(
-                ToolResult(f"Error: tool call #{err.index + 1} could not be parsed: {err.reason}", error=True)
+                ToolResult(undecodable_text(err.index, err.reason), error=True)
             )
         return results
 
-    def step(self, raw_response: str) -> StepResult:
-        if self._done:
-            raise EnvStateError("toolcall env: step() with no episode running; call reset() first")
-        self._done = True
-        reasoning, parsed = self.parser.parse(raw_response)
-        results = self._judge_calls(parsed)
-        unknown = sum(1 for r in results if r.error and r.name is not None)
-        score, format_ok = self._score(raw_response, reasoning, parsed)
+    def act(self, step: Step) -> None:
+        """The one generation of the episode: each call block judged (:meth:`_judge_calls`), then the episode
+        ends and :meth:`outcome` scores the response."""
+        step.results.extend(self._judge_calls(step.parsed))
+        unknown = sum(1 for r in step.results if r.error and r.name is not None)
+        step.format_errors = len(step.parsed.errors) + unknown
+        self._response = step
+        self.turns_completed = 1
+        step.done = True
+
+    def on_finalize(self, reason: str) -> None:
+        """A response cut off by the token budget: the one step of the episode, and a format error."""
+        self.num_steps, self.format_errors = 1, 1
+
+    def outcome(self) -> Outcome:
+        """ToolRL's reward of the response (BFCL's own rule decides the accuracy of a BFCL entry). A response
+        that never finished (token budget) scores as the worst answer: no format, no correctness. (Any higher
+        value would pay the policy for rambling past a wrong answer.)"""
+        step = self._response
+        if self.finalize_reason is not None or step is None:
+            worst = self.reward_config.reward_range(self.global_step)[0] if self.reward_scale == "toolrl" else 0.0
+            return Outcome(worst, 0.0, 0.0, {"format_ok": 0.0, "decoded_calls": [], "calls": []})
+        reasoning, parsed = self.parser.parse(step.raw)
+        score, format_ok = self._score(step.raw, reasoning, parsed)
         reward = score.reward if self.reward_scale == "toolrl" else score.unit_reward
         decoded = [{"name": c.name, "arguments": dict(c.arguments)} for c in parsed.calls]
-        info = {
-            "accuracy": float(score.exact),
+        extras = {
             "decoded_calls": decoded,  # every decoded call; ``calls``: those naming an offered function
-            "calls": [c for c, r in zip(decoded, results) if not r.error],
-            "progress": score.fraction,
+            "calls": [c for c, r in zip(decoded, step.results) if not r.error],
             "format_ok": float(format_ok),
-            "format_errors": len(parsed.errors) + unknown,
-            "num_steps": 1,
-            "num_calls": len(parsed.calls),
-            "turns_completed": 1,
             "name_match": score.name_match,
             "param_name_match": score.param_name_match,
             "param_value_match": score.param_value_match,
@@ -244,10 +246,11 @@ class ToolCallToolEnv(BaseToolEnv):
             "correctness_reward": score.correctness,
             "length_reward": score.length_reward,
         }
+        accuracy = float(score.exact)
         if self.entry is not None:  # BFCL single-turn: accuracy is BFCL's own rule
             verdict = score_response(self.entry, parsed)
-            info["accuracy"], info["ast_error_type"] = float(verdict.valid), verdict.error_type
-        return StepResult(self.format_tool_response(results), reward, True, info)
+            accuracy, extras["ast_error_type"] = float(verdict.valid), verdict.error_type
+        return Outcome(reward, accuracy, score.fraction, extras)
 
     def _score(
         self, raw_response: str, reasoning: str | None, parsed: ParsedResponse
@@ -263,15 +266,3 @@ class ToolCallToolEnv(BaseToolEnv):
         right_shape = (not self.stop(raw_response)) == self.expects_calls
         format_ok = right_shape and not parsed.errors and (reasoning is not None or not self.require_reasoning)
         return toolrl_score(parsed.calls, self.ground_truth, format_ok, config, step, reasoning), format_ok
-
-    def finalize(self, reason: str = "truncated") -> StepResult:
-        """A response that never finished (token budget) scores as the worst answer: no format, no
-        correctness. (Any higher value would pay the policy for rambling past a wrong answer.)"""
-        if self._done:
-            raise EnvStateError("toolcall env: finalize() with no episode running")
-        self._done = True
-        worst = self.reward_config.reward_range(self.global_step)[0] if self.reward_scale == "toolrl" else 0.0
-        info = {"accuracy": 0.0, "progress": 0.0, "format_ok": 0.0, "format_errors": 1, "num_steps": 1,
-                "num_calls": 0, "turns_completed": 0, "truncated": True, "finalize_reason": reason,
-                "decoded_calls": [], "calls": []}
-        return StepResult(Observation(), worst, True, info)

@@ -68,7 +68,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, TypeVar
 
-from agent_tune.envs.base import BaseToolEnv, Observation, StepResult
+from agent_tune.envs.base import BaseToolEnv, EpisodeInfo, Observation, StepResult
 from agent_tune.rollout.chat_render import ChatRenderer, DriftReport, check_drift
 from agent_tune.rollout.policy import GenerationOutput, Policy
 from agent_tune.rollout.step_batcher import StepBatcher, loop_batcher
@@ -116,7 +116,8 @@ class EpisodeResult:
     tools: list[dict[str, Any]] | None  # the latest tool list the env announced
     stop_reasons: list[str]  # per generation: "stop" | "length" | "abort"
     termination: Termination
-    step_infos: list[dict[str, Any]] = field(default_factory=list)
+    step_infos: list[dict[str, Any]] = field(default_factory=list)  # each step's own record
+    episode: EpisodeInfo | None = None  # the env's typed record (``info``: it, flat, over the last step's keys)
     final_observation: Observation | None = None  # what the env answered the last step (not in the tokens)
     drift: DriftReport | None = None
     timings: dict[str, float] = field(default_factory=dict)  # seconds: prompt, generate, decode, env, delta
@@ -170,6 +171,7 @@ async def run_episode(
     tools = initial_tools
     reward = 0.0
     final_info: dict[str, Any] = {}
+    episode: EpisodeInfo | None = None
     step_infos: list[dict[str, Any]] = []
     stop_reasons: list[str] = []
     num_generations = 0
@@ -228,7 +230,7 @@ async def run_episode(
         if step.observation.tools is not None:
             tools = list(step.observation.tools)
         if step.done:
-            final_info = dict(step.info)
+            final_info, episode = _episode_info(step)
             final_observation = step.observation
             termination = "done"
             break
@@ -251,8 +253,9 @@ async def run_episode(
         if fin is None:  # no finalize(): the rewards so far stand, the last step's info is kept
             final_info = {**(step_infos[-1] if step_infos else {}), "unfinished": termination}
         else:
-            reward += fin[0]
-            final_info = fin[1]
+            reward += float(fin.reward)
+            final_info, episode = _episode_info(fin)
+            final_info["unfinished"] = termination
     if termination == "truncated":
         traj.truncated = True
 
@@ -272,6 +275,7 @@ async def run_episode(
         stop_reasons=stop_reasons,
         termination=termination,
         step_infos=step_infos,
+        episode=episode,
         final_observation=final_observation,
         drift=drift,
         timings=timings,
@@ -382,7 +386,15 @@ def _append_assistant_text(messages: list[dict[str, Any]], text: str) -> None:
         messages.append({"role": "assistant", "content": text})
 
 
-async def _finalize(env: BaseToolEnv, reason: str) -> tuple[float, dict[str, Any]] | None:
+def _episode_info(step: StepResult) -> tuple[dict[str, Any], EpisodeInfo | None]:
+    """The episode's record from the step that ended it: its ``EpisodeInfo`` over the step's own keys (so
+    ``format_errors`` is the episode's total), and the typed record; an env without one: its info as is."""
+    if step.episode is None:
+        return dict(step.info), None
+    return {**step.info, **step.episode.as_dict()}, step.episode
+
+
+async def _finalize(env: BaseToolEnv, reason: str) -> StepResult | None:
     """Call ``env.finalize(reason)`` if the env has one (sync or async); ``None`` if it has none."""
     fin = getattr(env, "finalize", None)
     if fin is None:
@@ -392,4 +404,4 @@ async def _finalize(env: BaseToolEnv, reason: str) -> tuple[float, dict[str, Any
         result = await result
     if not isinstance(result, StepResult):
         raise TypeError(f"{type(env).__name__}.finalize() returned {type(result).__name__}, not StepResult")
-    return float(result.reward), {**result.info, "unfinished": reason}
+    return result

@@ -1,4 +1,4 @@
-"""The benchmark's plug-in calculator env (``benchmarks/calculator_env.py``): the env contract through the
+"""The one-file calculator env (``examples/envs/calculator.py``): the env contract through the
 registry's path form, and the safe evaluator, which must reject anything but bounded arithmetic unevaluated."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import ast
 import pytest
 
 from agent_tune.envs import check_env, make_env
-from benchmarks import calculator_env
-from benchmarks.calculator_env import MAX_EXPONENT, UnsafeExpressionError, run_calculator, safe_eval
+from examples.envs import calculator as calculator_env
+from examples.envs.calculator import MAX_EXPONENT, UnsafeExpressionError, run_calculator, safe_eval
 
-PATH = "benchmarks.calculator_env:CalculatorEnv"
+PATH = "examples.envs.calculator:CalculatorEnv"
 CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "(2 + 3) * 4"}}\n</tool_call>'
 BAD = '<tool_call>\n{"name": "calculator", "arguments": \n</tool_call>'
 
@@ -25,7 +25,7 @@ def test_episode_call_result_then_answer() -> None:
     obs = env.reset(question="What is (2 + 3) * 4?", answer=20)
     assert obs.tools == calculator_env.TOOLS and obs.messages[-1] == {"role": "user", "content": "What is (2 + 3) * 4?"}
     step = env.step(CALL)
-    assert not step.done and step.observation.messages == [{"role": "tool", "content": "20"}]
+    assert not step.done and step.observation.messages == [{"role": "tool", "content": "20", "name": "calculator"}]
     end = env.step("(2 + 3) * 4 = 20. The answer is 20.")
     assert end.done and end.reward == 1.0 and end.info["num_calls"] == 1 and end.info["format_errors"] == 0
 

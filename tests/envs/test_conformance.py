@@ -6,7 +6,18 @@ from typing import Any, Sequence
 
 import pytest
 
-from agent_tune.envs import BaseToolEnv, EnvCheckError, Observation, StepResult, check_env, env_names, make_env
+import examples.envs.calculator  # noqa: F401  (registers the one-file plug-in "calculator")
+from agent_tune.envs import (
+    BaseToolEnv,
+    EnvCheckError,
+    EpisodeInfo,
+    Observation,
+    Outcome,
+    StepResult,
+    check_env,
+    env_names,
+    make_env,
+)
 from agent_tune.parsing import ParsedResponse
 
 BAD_HERMES = '<tool_call>\n{"name": "ls", "arguments": \n</tool_call>'
@@ -25,9 +36,9 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {
              '<tool_call>\n{"name": "create_task", "arguments": {"user_id": "user_1", "title": "Meeting"}}\n'
              '</tool_call>',
              BAD_HERMES),
-    "examples.envs.calculator:CalculatorToolEnv": (
+    "calculator": (
         {}, {"question": "What is 2 + 3?", "answer": 5},
-        '<tool_call>\n{"name": "add", "arguments": {"a": 2, "b": 3}}\n</tool_call>', BAD_HERMES),
+        '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2 + 3"}}\n</tool_call>', BAD_HERMES),
 }
 
 
@@ -73,9 +84,12 @@ class _Echo(BaseToolEnv):
         if raw_response == "bad" and self.raise_on_bad:
             raise ValueError("cannot parse")
         errors = int(raw_response == "bad" and self.count_errors)
-        info = {"format_errors": errors, "accuracy": 0.0, "progress": 0.0, "num_steps": 1, "num_calls": 0,
-                "turns_completed": 1}
-        return StepResult(Observation(), 0.0, True, info)
+        episode = EpisodeInfo(accuracy=0.0, progress=0.0, format_errors=errors, num_steps=1, num_calls=0,
+                              turns_completed=1)
+        return StepResult(Observation(), 0.0, True, {**episode.as_dict(), "format_errors": errors}, episode)
+
+    def outcome(self) -> Outcome:
+        return Outcome(0.0, 0.0)
 
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
         return ParsedResponse(content=raw_response)

@@ -11,7 +11,7 @@ import pytest
 from agent_tune.envs import (
     BaseToolEnv,
     Observation,
-    StepResult,
+    Outcome,
     UnknownEnvError,
     env_names,
     get_env_class,
@@ -30,18 +30,16 @@ class _EchoEnv(BaseToolEnv):
         self.greeting = greeting
 
     def reset(self, **task):
+        self.begin_episode()
         return Observation(messages=[{"role": "user", "content": self.greeting}])
-
-    def step(self, raw_response: str) -> StepResult:
-        return StepResult(Observation(), 1.0, True, {})
 
     def extract_tool_calls(self, raw_response: str):
         from agent_tune.parsing import ParsedResponse
 
         return ParsedResponse(content=raw_response)
 
-    def format_tool_response(self, results):
-        return Observation()
+    def outcome(self) -> Outcome:
+        return Outcome(1.0, 1.0)
 
 
 def test_builtin_names_resolve() -> None:

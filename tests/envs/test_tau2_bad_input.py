@@ -27,7 +27,8 @@ def test_unknown_tool_is_tau2s_error_and_a_format_error() -> None:
     assert r.observation.messages[0]["content"].startswith("Error:") and "launch_rocket" in r.info["call_problems"][0]
     assert env.episode.num_errors == 1  # counted towards tau2's max_errors
     r = env.step("Sorry. ###STOP###")
-    assert r.done and r.info["format_errors"] == 1 and r.info["tau2_errors"] == 1
+    assert r.done and r.episode.format_errors == 1 and r.info["tau2_errors"] == 1
+    assert r.info["format_errors"] == 0  # this step's own: the answer was well-formed
 
 
 def test_malformed_arguments_run_on_tau2_and_count() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, SamplerHints, StepResult
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, StepResult
 from agent_tune.parsing.types import ParsedResponse
 from agent_tune.rollout.chat_render import ChatRenderer
 from agent_tune.rollout.policy import GenerationOutput
@@ -68,7 +68,12 @@ class ScriptedEnv(BaseToolEnv):
 
     def reset(self, **task: Any) -> Observation:
         self.task = task
+        self.begin_episode()
         return self.initial
+
+    def outcome(self) -> Outcome:
+        """What the inherited ``finalize`` scores an unfinished script: nothing."""
+        return Outcome(0.0, 0.0)
 
     def step(self, raw_response: str) -> StepResult:
         self.received.append(raw_response)

@@ -155,13 +155,9 @@ async def test_retool_episode_through_verl_loop(qwen_tok) -> None:
 def test_collapse_fields_group_and_format_error_generations() -> None:
     assert group_id({"uid": "u1", "global_steps": 3, "extra_info": {"index": 7}}) == "u1"  # verl's group id
     assert group_id({"global_steps": 3, "extra_info": {"index": 7}}) == "3:7"
-    # the env ended the episode: the last step's info carries the episode total (4), its own errors are 4 - 1 - 0 = 3
+    # every step's format_errors is its own (the env contract): generations 1 and 3 had errors
     steps = [{"format_errors": 1, "calls": ["ls()"]}, {"format_errors": 0, "calls": ["cd(folder='a')", "pwd()"]},
-             {"format_errors": 4}]
-    fields = collapse_fields({"uid": "u"}, steps, done=True)
+             {"format_errors": 3}]
+    fields = collapse_fields({"uid": "u"}, steps)
     assert fields == {"group": "u", "valid_calls": 3, "format_error_generations": 2}
-    # the same total, no error in the last step itself
-    assert collapse_fields({}, [{"format_errors": 1}, {"format_errors": 1}], done=True)["format_error_generations"] == 1
-    # truncated (not done): step infos are per step
-    fields = collapse_fields({}, [{"format_errors": 1}, {"format_errors": 1}], done=False)
-    assert fields["format_error_generations"] == 2
+    assert collapse_fields({}, [{"format_errors": 1}, {"format_errors": 0}])["format_error_generations"] == 1

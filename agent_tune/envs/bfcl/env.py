@@ -7,10 +7,11 @@ BFCL's own rule (``scoring.py``).
 Protocol, per user turn: the policy answers; if the answer holds tool calls they run and their
 results come back as ``tool`` messages, and the policy answers again; an answer with no tool call
 (:meth:`BFCLToolEnv.stop`) ends the turn, which is then scored, and the next user question (or the
-announcement of held-back functions, in miss_func) is shown. A step is the contract's three moves:
-``extract_tool_calls`` (reasoning stripped, then the tool-call parser), the calls run on the episode's
-backend (or are rejected, in training mode), ``format_tool_response`` renders one ``tool`` message per
-result.
+announcement of held-back functions, in miss_func) is shown. A step is the contract's template
+(:class:`~agent_tune.envs.base.BaseToolEnv`): ``extract_tool_calls`` (reasoning stripped, then the tool-call
+parser), this env's :meth:`BFCLToolEnv.act` (the calls run on the episode's backend, or are rejected in
+training mode; an answer ends the turn), ``format_tool_response`` (one ``tool`` message per result), and on
+the last step :meth:`BFCLToolEnv.outcome` (BFCL's verdict and the configured reward).
 
 Two modes:
 
@@ -42,7 +43,7 @@ import json
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, StepResult, ToolResult
+from agent_tune.envs.base import BaseToolEnv, EpisodeInfo, Observation, Outcome, Step, ToolResult, undecodable_text
 from agent_tune.envs.bfcl.backend import BFCLBackend
 from agent_tune.envs.bfcl.calls import to_call_string
 from agent_tune.envs.bfcl.data import BFCLEntry, ensure_bfcl_project_root, shared_entry
@@ -133,7 +134,6 @@ class BFCLToolEnv(BaseToolEnv):
         self.system_prompt = system_prompt
         self.augment = augment and not eval_mode
         self.entry: BFCLEntry | None = None
-        self._done = True
 
     # ------------------------------------------------------------------ episode start
     def reset(self, test_id: str | None = None, **task: Any) -> Observation:
@@ -154,9 +154,6 @@ class BFCLToolEnv(BaseToolEnv):
         self._turn = 0
         self._steps_in_turn = 0
         self._turn_acted = False
-        self._num_steps = 0
-        self._format_errors = 0
-        self._num_calls = 0
         self._syntax_grades: list[float] = []
         self._all_model_results: dict[str, int] = {}  # every result text of the model's calls, counted
         self._turn_scores: list[float | None] = []
@@ -164,7 +161,8 @@ class BFCLToolEnv(BaseToolEnv):
         self._decoded: list[list[list[str]]] = [[]]
         self._force_terminated = False
         self._forced_turns = 0
-        self._done = False
+        self._end_reason = "completed"
+        self.begin_episode()
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
@@ -190,11 +188,6 @@ class BFCLToolEnv(BaseToolEnv):
         return [dict(m) for m in self.entry.question[turn]]
 
     # ------------------------------------------------------------------ parsing
-    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        """Strip reasoning with the reasoning parser, then decode calls with the tool-call parser.
-        """
-        return self.parser.parse(raw_response)[1]
-
     def stop(self, raw_response: str) -> bool:
         """True if the answer ends the user turn: no decodable call in eval mode (BFCL drops malformed
         blocks silently), no call block at all in training mode (a malformed block is answered)."""
@@ -203,11 +196,6 @@ class BFCLToolEnv(BaseToolEnv):
     def _stops(self, parsed: ParsedResponse) -> bool:
         """:meth:`stop` of an answer already parsed."""
         return not parsed.calls if self.eval_mode else not parsed.has_tool_call_attempt
-
-    def format_tool_response(self, results: Sequence[ToolResult]) -> Observation:
-        """One ``tool`` message per result, in call order (as bfcl-eval's FC handlers send them),
-        named after the function when there is one."""
-        return Observation(messages=_tool_messages(results), tools=self.tools)
 
     def _check_call(self, call: ToolCall) -> list[str] | None:
         """The schema errors of a call's arguments against the tool visible now; None if no such tool."""
@@ -221,47 +209,45 @@ class BFCLToolEnv(BaseToolEnv):
         return "; ".join(errors) if errors else None
 
     # ------------------------------------------------------------------ stepping
-    def step(self, raw_response: str) -> StepResult:
-        if self._done:
-            raise EnvStateError("bfcl env: step() with no episode running; call reset() first")
-        self._num_steps += 1
-        parsed = self.extract_tool_calls(raw_response)
-        step_format_errors = len(parsed.errors)
+    def act(self, step: Step) -> None:
+        """One generation: grade its call format; an answer (:meth:`stop`) ends the user turn, otherwise its
+        calls run (:meth:`_run_calls`) within the turn's and the episode's step limits."""
+        parsed = step.parsed
+        step.format_errors = len(parsed.errors)
         checks = [self._check_call(call) for call in parsed.calls]  # against the tools visible now, once
-        grade: float | None = rewards.syntax_grade_of(step_format_errors, checks)  # = rewards.syntax_grade
+        grade: float | None = rewards.syntax_grade_of(step.format_errors, checks)  # = rewards.syntax_grade
         if rewards.closes_acted_turn(parsed, self._turn_acted):
             grade = None  # the text that answers the user after the turn's calls: not a format attempt
         else:
             self._syntax_grades.append(grade)
-        if self._stops(parsed):  # = stop(raw_response): the policy has finished this user turn
-            self._format_errors += step_format_errors
-            return self._end_turn(forced=False, pending=[],
-                                  step_info={"format_errors": step_format_errors, "syntax_grade": grade})
+        if step.answer:  # the policy has finished this user turn
+            step.info = {"syntax_grade": grade}
+            self._end_turn(step, forced=False)
+            return
 
         self._steps_in_turn += 1
-        results, executed, rejected = self._run_calls(parsed, checks)
-        step_format_errors += rejected
-        self._format_errors += step_format_errors
+        executed, rejected = self._run_calls(step, checks)
+        step.format_errors += rejected
         if executed:
             self._turn_acted = True
             self._decoded[self._turn].append(executed)
-        messages = _tool_messages(results)  # = format_tool_response(results).messages
-        step_info = {"format_errors": step_format_errors, "calls": executed, "syntax_grade": grade}
+        step.info = {"calls": executed, "syntax_grade": grade}
 
         if self._steps_in_turn > self.max_steps_per_turn:
             if self.eval_mode:  # BFCL's force termination: the entry fails
                 self._force_terminated = True
-                return self._finish(messages, step_info, reason="force_terminated")
-            return self._end_turn(forced=True, pending=messages, step_info=step_info)
-        if self.max_steps_per_episode is not None and self._num_steps >= self.max_steps_per_episode:
-            return self._finish(messages, step_info, reason="max_steps_per_episode")
-        observation = Observation(messages=messages, tools=self.tools)
-        return StepResult(observation, 0.0, False, {"turn": self._turn, **step_info})
+                self._finish(step, "force_terminated")
+                return
+            self._end_turn(step, forced=True)
+            return
+        if self.max_steps_per_episode is not None and self.num_steps >= self.max_steps_per_episode:
+            self._finish(step, "max_steps_per_episode")
+            return
+        step.info = {"turn": self._turn, **step.info}
 
-    def _run_calls(
-        self, parsed: ParsedResponse, checks: Sequence[list[str] | None]
-    ) -> tuple[list[ToolResult], list[str], int]:
-        """Run the decoded calls on the backend: (results in call order, BFCL call strings run, rejected).
+    def _run_calls(self, step: Step, checks: Sequence[list[str] | None]) -> tuple[list[str], int]:
+        """Run the decoded calls on the backend, their results into ``step.results`` in call order:
+        (BFCL call strings run, calls rejected).
 
         ``checks`` holds each call's :meth:`_check_call`.
 
@@ -269,13 +255,12 @@ class BFCLToolEnv(BaseToolEnv):
         does not run, and the model is told why; an undecodable block is answered too. Eval mode runs
         every decoded call as bfcl-eval's engine does and drops undecodable blocks silently.
         """
-        results: list[ToolResult] = []
+        parsed, results = step.parsed, step.results
         executed: list[str] = []
         rejected = 0
         execute = self._model.execute
         counts = self._all_model_results  # scoring sees the backend's own text, never a hint
         hints = self._hints
-        self._num_calls += len(parsed.calls)
         for call, errors in zip(parsed.calls, checks):
             if errors is None or errors:  # = _reject_reason(call, errors) is not None
                 rejected += 1
@@ -294,11 +279,10 @@ class BFCLToolEnv(BaseToolEnv):
             results.append(ToolResult(result, call.name))
         if not self.eval_mode:
             for err in parsed.errors:
-                text = f"Error: tool call #{err.index + 1} could not be parsed: {err.reason}"
-                results.append(ToolResult(text, error=True))
-        return results, executed, rejected
+                results.append(ToolResult(undecodable_text(err.index, err.reason), error=True))
+        return executed, rejected
 
-    def _end_turn(self, forced: bool, pending: list[dict[str, Any]], step_info: dict[str, Any]) -> StepResult:
+    def _end_turn(self, step: Step, forced: bool) -> None:
         """Score the current turn, then show the next question or finish the episode."""
         assert self.entry is not None
         turn = self._turn
@@ -320,32 +304,37 @@ class BFCLToolEnv(BaseToolEnv):
             verdict = None
         self._turn_scores.append(None if verdict is None else float(verdict.passed))
         self._turn_errors.append(None if verdict is None else verdict.error_type)
+        self.turns_completed = len(self._turn_scores)
 
         self._turn += 1
         self._steps_in_turn = 0
         self._turn_acted = False
         if self._turn >= self.entry.num_turns:
-            return self._finish(pending, step_info, reason="completed")
-        if self.max_steps_per_episode is not None and self._num_steps >= self.max_steps_per_episode:
-            return self._finish(pending, step_info, reason="max_steps_per_episode")
+            self._finish(step, "completed")
+            return
+        if self.max_steps_per_episode is not None and self.num_steps >= self.max_steps_per_episode:
+            self._finish(step, "max_steps_per_episode")
+            return
         self._decoded.append([])
-        messages = pending + self._turn_messages(self._turn)
-        return StepResult(Observation(messages=messages, tools=self.tools), 0.0, False,
-                          {"turn": self._turn, "turn_ended": turn, **step_info})
+        step.messages.extend(self._turn_messages(self._turn))  # after the tool messages, with the new tools
+        step.info = {"turn": self._turn, "turn_ended": turn, **step.info}
 
-    def finalize(self, reason: str = "truncated") -> StepResult:
-        """End the episode now (e.g. the token budget ran out); unfinished turns count as failed."""
-        if self._done:
-            raise EnvStateError("bfcl env: finalize() with no episode running")
-        return self._finish([], {}, reason=reason)
+    def on_finalize(self, reason: str) -> None:
+        """Ended from outside (e.g. the token budget ran out): unfinished turns count as failed."""
+        self._end_reason = reason
 
     # ------------------------------------------------------------------ results
-    def _finish(self, pending: list[dict[str, Any]], step_info: dict[str, Any], reason: str) -> StepResult:
-        assert self.entry is not None
-        self._done = True
-        info = {**step_info, **self.metrics(), "end_reason": reason}
+    def _finish(self, step: Step, reason: str) -> None:
+        self._end_reason = reason
+        step.done = True
+
+    def outcome(self) -> Outcome:
+        """BFCL's verdict (``accuracy``), ``progress``, and the reward: the accuracy in eval mode, the configured
+        kind (:func:`agent_tune.rewards.bfcl.episode_reward`) in training."""
+        info = {**self.metrics(), "end_reason": self._end_reason}
         reward = info["accuracy"] if self.eval_mode else self._reward(info)
-        return StepResult(Observation(messages=pending, tools=self.tools), reward, True, info)
+        extras = {k: v for k, v in info.items() if k not in EpisodeInfo.CORE_KEYS}
+        return Outcome(reward, info["accuracy"], info["progress"], extras)
 
     def metrics(self) -> dict[str, Any]:
         """Episode metrics so far: turn scores, accuracy, progress, format errors, steps.
@@ -363,11 +352,11 @@ class BFCLToolEnv(BaseToolEnv):
             "turn_errors": list(self._turn_errors),
             "accuracy": rewards.accuracy(self._turn_scores, required, self._force_terminated, self._forced_turns),
             "progress": rewards.progress(self._turn_scores, [r or self.score_empty_turns for r in required]),
-            "format_errors": self._format_errors,
-            "num_steps": self._num_steps,
-            "num_calls": self._num_calls,
+            "format_errors": self.format_errors,
+            "num_steps": self.num_steps,
+            "num_calls": self.num_calls,
             "num_turns": self.entry.num_turns,
-            "turns_completed": len(self._turn_scores),
+            "turns_completed": self.turns_completed,
             "force_terminated": self._force_terminated,
             "forced_turns": self._forced_turns,
             "decoded_calls": [list(map(list, turn)) for turn in self._decoded],
@@ -377,13 +366,3 @@ class BFCLToolEnv(BaseToolEnv):
     def _reward(self, info: dict[str, Any]) -> float:
         return rewards.episode_reward(self.reward_kind, info, self.format_penalty, self.max_penalized_format_errors)
 
-
-def _tool_messages(results: Sequence[ToolResult]) -> list[dict[str, Any]]:
-    """:meth:`BFCLToolEnv.format_tool_response`'s messages."""
-    messages = []
-    for r in results:
-        msg: dict[str, Any] = {"role": "tool", "content": r.content}
-        if r.name is not None:
-            msg["name"] = r.name
-        messages.append(msg)
-    return messages

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, EnvStateError, Observation, StepResult, ToolResult
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, ToolResult, undecodable_text
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.tau2 import loader
 from agent_tune.envs.tau2.episode import USER, Tau2Episode
@@ -44,13 +44,10 @@ from agent_tune.envs.tau2.messages import (
     assistant_message,
     call_problem,
     history_messages,
-    tool_result_message,
     tool_schemas,
-    undecodable_message,
     user_message,
 )
 from agent_tune.envs.tau2.scoring import progress, reward_summary, score_simulation
-from agent_tune.parsing import ParsedResponse
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.rewards.tau2_shaping import Tau2ShapingConfig, shape_reward
 from agent_tune.users import LLMUser, User, UserConfig, make_user, run_sync
@@ -110,7 +107,6 @@ class Tau2ToolEnv(BaseToolEnv):
         self.parser = ResponseParser(tool_parser, reasoning_parser)
         self.episode: Tau2Episode | None = None
         self.simulation = None  # tau2's SimulationRun of the last finished episode
-        self._done = True
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
@@ -145,68 +141,52 @@ class Tau2ToolEnv(BaseToolEnv):
         self.tools = tool_schemas(episode.environment.get_tools())
         self._tool_index = {t["function"]["name"]: t for t in self.tools}
         self.simulation = None
-        self._format_errors = self._num_steps = self._num_calls = self._turns = 0
-        self._done = False
+        self.begin_episode()
         messages = [{"role": "system", "content": episode.agent_system_prompt},
                     *history_messages(episode.trajectory)]
         if episode.to_role == USER and not episode.done:
             messages.extend(user_message(m) for m in run_sync(episode.user_acts(self.user)))
         return Observation(messages=messages, tools=self.tools)
 
-    # ------------------------------------------------------------------ parsing
-    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        """Strip reasoning with the reasoning parser, then decode calls with the tool-call parser."""
-        return self.parser.parse(raw_response)[1]
-
-    def format_tool_response(self, results: Sequence[ToolResult]) -> Observation:
-        """One ``tool`` message per result, in call order."""
-        messages = [{"role": "tool", "content": r.content, **({"name": r.name} if r.name else {})} for r in results]
-        return Observation(messages=messages, tools=self.tools)
-
     # ------------------------------------------------------------------ stepping
-    def step(self, raw_response: str) -> StepResult:
-        return type(self).batch_step([self], [raw_response])[0]
-
     @classmethod
-    def batch_step(cls, envs: Sequence[BaseToolEnv], raw_responses: Sequence[str]) -> list[StepResult]:
-        """Step every episode: the policies' messages first, then all users that must answer, concurrently
-        (one event loop in this worker thread), then the scores of the episodes that ended."""
-        if len(envs) != len(raw_responses):
-            raise ValueError(f"batch_step got {len(envs)} envs and {len(raw_responses)} responses")
-        for env in envs:
-            if not isinstance(env, Tau2ToolEnv) or env._done:
-                raise EnvStateError("tau2 env: step() with no episode running; call reset() first")
-        steps = [env._agent_step(raw) for env, raw in zip(envs, raw_responses)]
-        waiting = [i for i, env in enumerate(envs) if env._user_turn()]
+    def batch_act(cls, envs: Sequence[BaseToolEnv], steps: Sequence[Step]) -> None:
+        """The policies' messages first, then all users that must answer, concurrently (one event loop in this
+        worker thread); a step whose episode tau2 ended ends the env's episode."""
+        super().batch_act(envs, steps)
+        waiting = [i for i, env in enumerate(envs) if env._user_turn()]  # type: ignore[attr-defined]
         if waiting:
             async def ask_all() -> list[list[dict[str, Any]]]:
-                return await asyncio.gather(*(envs[i]._user_step() for i in waiting))
+                return await asyncio.gather(*(envs[i]._user_step() for i in waiting))  # type: ignore[attr-defined]
 
             for i, said in zip(waiting, run_sync(ask_all())):
-                steps[i][0].extend(said)
-        return [env._result(messages, info) for env, (messages, info) in zip(envs, steps)]
+                steps[i].messages.extend(said)
+        for env, step in zip(envs, steps):
+            episode = env.episode  # type: ignore[attr-defined]
+            if episode.done:
+                step.done = True
+            else:
+                step.info["tau2_steps"] = episode.step_count
 
-    def _agent_step(self, raw_response: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """The policy's message on the episode: (messages for the policy so far, this step's info)."""
+    def act(self, step: Step) -> None:
+        """The policy's message on the episode: its calls run on tau2's environment (a call to an unknown tool
+        or with wrong parameters runs too, answered with tau2's error text, and is a format error); an
+        undecodable block is answered and recorded as a tau2 error; a text message goes to the user."""
         episode = self.episode
         assert episode is not None
-        self._num_steps += 1
-        parsed = self.extract_tool_calls(raw_response)
-        errors = len(parsed.errors)
+        parsed = step.parsed
         if episode.done:  # the user ended the conversation before the policy spoke (its first message)
-            return [], {"format_errors": 0}
+            return
         message = assistant_message(parsed, episode.new_call_id)
         problems = [call_problem(c.name, c.arguments, self._tool_index) for c in parsed.calls]
-        errors += sum(p is not None for p in problems)
-        self._num_calls += len(parsed.calls)
-        self._format_errors += errors
+        step.format_errors = len(parsed.errors) + sum(p is not None for p in problems)
         results = episode.agent_acts(message, undecodable=len(parsed.errors))
-        messages = [tool_result_message(r, c.name) for r, c in zip(results, parsed.calls)]
-        messages.extend(undecodable_message(e.index, e.reason) for e in parsed.errors)
+        step.results.extend(ToolResult(r.content if r.content is not None else "", c.name, error=p is not None)
+                            for r, c, p in zip(results, parsed.calls, problems))
+        step.results.extend(ToolResult(undecodable_text(e.index, e.reason), error=True) for e in parsed.errors)
         if not message.is_tool_call() and not parsed.errors and message.has_text_content():
-            self._turns += 1
-        info = {"format_errors": errors, "call_problems": [p for p in problems if p]}
-        return messages, info
+            self.turns_completed += 1
+        step.info["call_problems"] = [p for p in problems if p]
 
     def _user_turn(self) -> bool:
         return self.episode is not None and not self.episode.done and self.episode.to_role == USER
@@ -215,39 +195,23 @@ class Tau2ToolEnv(BaseToolEnv):
         assert self.episode is not None
         return [user_message(m) for m in await self.episode.user_acts(self.user)]
 
-    def _result(self, messages: list[dict[str, Any]], info: dict[str, Any]) -> StepResult:
+    def on_finalize(self, reason: str) -> None:
+        """Ended from outside (token budget): tau2's ``max_steps`` ending, which scores 0."""
         assert self.episode is not None
-        if not self.episode.done:
-            return StepResult(Observation(messages=messages, tools=self.tools), 0.0, False,
-                              {**info, "tau2_steps": self.episode.step_count})
-        return self._finish(messages, info)
-
-    def finalize(self, reason: str = "truncated") -> StepResult:
-        """End the episode now (token budget): tau2's ``max_steps`` ending, which scores 0."""
-        if self._done or self.episode is None:
-            raise EnvStateError("tau2 env: finalize() with no episode running")
         self.episode.cut()
-        return self._finish([], {"truncated": True, "finalize_reason": reason})
 
     # ------------------------------------------------------------------ results
-    def _finish(self, messages: list[dict[str, Any]], step_info: dict[str, Any]) -> StepResult:
+    def outcome(self) -> Outcome:
+        """tau2's evaluation of the finished simulation (kept as ``self.simulation``): its reward is the
+        accuracy, and the reward unless shaping is on."""
         episode = self.episode
         assert episode is not None
-        self._done = True
         self.simulation = episode.simulation()
         scored = score_simulation(self.simulation, episode.task, episode.domain, self.judge)
         reward_info, eval_error = scored.info, scored.error
         task_reward = float(reward_info.reward) if reward_info is not None else 0.0
         shaped = shape_reward(task_reward, reward_info, episode.domain, self.shaping)
-        reward = shaped.reward if self.shaping.enabled else task_reward
-        info = {
-            **step_info,
-            "accuracy": task_reward,
-            "progress": progress(reward_info),
-            "format_errors": self._format_errors,
-            "num_steps": self._num_steps,
-            "num_calls": self._num_calls,
-            "turns_completed": self._turns,
+        extras = {
             "domain": episode.domain,
             "task_id": episode.task.id,
             "termination_reason": episode.termination.value,
@@ -259,14 +223,15 @@ class Tau2ToolEnv(BaseToolEnv):
             **reward_summary(reward_info),
         }
         if episode.error_reason is not None:
-            info["user_error" if episode.termination.value == "user_error" else "agent_error"] = episode.error_reason
+            extras["user_error" if episode.termination.value == "user_error" else "agent_error"] = episode.error_reason
         if eval_error is not None:
-            info["evaluator_error"] = eval_error
+            extras["evaluator_error"] = eval_error
         if scored.failures:  # the judge's failed tries (retried; the last one decided when all failed)
-            info["judge_failures"] = scored.failures
-        return StepResult(Observation(messages=messages, tools=self.tools), reward, True, info)
+            extras["judge_failures"] = scored.failures
+        reward = shaped.reward if self.shaping.enabled else task_reward
+        return Outcome(reward, task_reward, progress(reward_info), extras)
 
     def close(self) -> None:
         """Drop the episode (its environment and database). Safe twice."""
         self.episode = None
-        self._done = True
+        self.running = False
