@@ -34,6 +34,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from verl.experimental.agent_loop.tool_agent_loop import SPEC_DECODE_EXTRA_KEYS
 
 from agent_tune.envs import get_env_class
+from agent_tune.envs.tasks import row_task
 from agent_tune.rollout import ChatRenderer, GenerationOutput, PromptTooLongError, RolloutLimits, run_episode
 from agent_tune.rollout.dump import append_jsonl, trajectory_record
 from agent_tune.rollout.episode_metrics import episode_metrics
@@ -175,7 +176,7 @@ class AgentTuneLoop(AgentLoopBase):
         policy = VerlServerPolicy(self.server_manager, uuid.uuid4().hex)
         try:
             result = await run_episode(
-                env, policy, self.renderer, self.limits, sampling_params, task=extra,
+                env, policy, self.renderer, self.limits, sampling_params, task=row_task(extra),
                 debug_drift=bool(self.options.get("debug_drift", False)), global_step=trainer_step(kwargs),
             )
         except PromptTooLongError as exc:

@@ -43,7 +43,7 @@ import torch
 from torch.utils.data import Sampler
 
 from agent_tune.config_checks import reject_unknown_keys
-from verl_ext.step_metrics import EVAL_SPLITS, read_appended
+from verl_ext.sample_records import EVAL_SPLITS, read_appended
 
 logger = logging.getLogger(__name__)
 
@@ -97,12 +97,15 @@ class TaskCurriculumConfig:
 
 def task_key(extra_info: Mapping[str, Any] | None) -> str:
     """What identifies a row's task for the curriculum: its environment spec (``extra_info.env``: name and
-    kwargs, e.g. tau2's domain and task id), else its ``index``."""
+    kwargs, e.g. tau2's domain and task id) and, for a catalogue row, its ``task`` (the reset kwargs), else its
+    ``index``."""
     extra = extra_info or {}
     spec = extra.get("env")
     if isinstance(spec, Mapping) and spec.get("name"):
         kwargs = {k: v for k, v in dict(spec.get("kwargs") or {}).items() if v is not None}
-        return f"{spec['name']}:{json.dumps(kwargs, sort_keys=True, default=str)}"
+        key = f"{spec['name']}:{json.dumps(kwargs, sort_keys=True, default=str)}"
+        task = extra.get("task")
+        return key if not isinstance(task, Mapping) else f"{key}:{json.dumps(dict(task), sort_keys=True, default=str)}"
     return f"index:{extra.get('index')}"
 
 

@@ -15,6 +15,7 @@ from agent_tune.envs.base import (
     SamplerHints,
     Step,
     StepResult,
+    Task,
     ToolResult,
 )
 from agent_tune.envs.checker import EnvCheckError, check_env
@@ -39,6 +40,7 @@ __all__ = [
     "SamplerHints",
     "Step",
     "StepResult",
+    "Task",
     "ToolResult",
     "UnknownEnvError",
     "check_env",

@@ -186,6 +186,21 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Task:
+    """One task of an env's catalogue (:meth:`BaseToolEnv.tasks`).
+
+    ``id`` names it uniquely within the env (results files, resume, pass@k); ``kwargs`` is what ``reset``
+    receives; ``category`` groups results in reports (``""``: the env's name); ``env_kwargs`` are constructor
+    kwargs the task needs (over the run's own).
+    """
+
+    id: str
+    kwargs: dict[str, Any]
+    category: str = ""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class SamplerHints:
     """What the sampler must know about an environment.
 
@@ -232,6 +247,10 @@ class BaseToolEnv(ABC):
     # its calls are not run (no generation would read their results), as verl's ToolAgentLoop does at its limit.
     max_steps: int | None = None
 
+    # The task catalogue (optional): its split names; ``tasks`` lists a split's tasks. With it, ``agent-tune data``
+    # writes the env's training rows and ``agent-tune eval --env NAME`` plays it (agent_tune.envs.tasks).
+    splits: ClassVar[tuple[str, ...]] = ()
+
     # the episode's counts, kept by the template (begin_episode zeroes them)
     running: bool = False
     num_steps: int = 0
@@ -249,6 +268,12 @@ class BaseToolEnv(ABC):
             inspect.signature(cls.__init__).bind(None, **kwargs)
         except TypeError as exc:
             raise ValueError(f"{cls.__name__}: {exc}") from None
+
+    @classmethod
+    def tasks(cls, split: str, **options: Any) -> list[Task]:
+        """The tasks of ``split`` (one of :attr:`splits`); ``options`` are the catalogue's own (a seed, a source
+        file, ...), given on the command line as ``--options JSON``."""
+        raise NotImplementedError(f"{cls.__name__} declares no task catalogue (no tasks() classmethod)")
 
     def set_global_step(self, step: int | None) -> None:
         """Record the trainer's global step for the episode about to start (the runner calls it before

@@ -7,6 +7,7 @@ server.
     agent-tune eval --base-url ... --model NAME --suite single_turn_python [--split test] [options]
     agent-tune eval --base-url ... --model NAME --env toolcall --categories simple_python multiple [options]
     agent-tune eval --base-url ... --model NAME --rows data/train.parquet --n 4 --sft-out rft.jsonl  (any env)
+    agent-tune eval --base-url ... --model NAME --env examples.envs.calculator:CalculatorEnv --split test  (a catalogue)
     agent-tune eval report a.jsonl [b.jsonl ...] [--json out.json] [--png out.png] [--bfcl-dir DIR]
 """
 
@@ -39,9 +40,9 @@ def _json_dict(text: str) -> dict:
 def run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="agent-tune eval",
-        description="Evaluate a served model on BFCL v4 (multi-turn: the bfcl env; single-turn: the toolcall "
-        "env) with the training episode runner (leaderboard rules). `agent-tune eval report FILE...` "
-        "re-prints/plots results.",
+        description="Evaluate a served model with the training episode runner: BFCL v4 (multi-turn: the bfcl env; "
+        "single-turn: the toolcall env; leaderboard rules), tau2-bench, the rows of a training file (any env), or "
+        "any env's task catalogue (--env NAME --split S). `agent-tune eval report FILE...` re-prints/plots results.",
     )
     srv = p.add_argument_group("server")
     srv.add_argument("--base-url", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
@@ -54,13 +55,17 @@ def run_parser() -> argparse.ArgumentParser:
     srv.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     srv.add_argument("--retries", type=int, default=5, help="retries per request on 5xx/429/connection errors")
     sel = p.add_argument_group("entries")
-    sel.add_argument("--env", choices=ENVS, default=None,
-                     help="bfcl (multi-turn), toolcall (single-turn) or tau2 (tau2-bench); default: what the "
+    sel.add_argument("--env", default=None,
+                     help="bfcl (multi-turn), toolcall (single-turn), tau2 (tau2-bench), or any env with a task "
+                     "catalogue (a registered name or module:Class path: its --split tasks); default: what the "
                      "entries asked for need")
-    sel.add_argument("--split", choices=tuple(dict.fromkeys(SPLITS + SINGLE_TURN_SPLITS + TAU2_SPLITS)), default=None,
-                     help="a split of data_preprocess/bfcl.py, or for single-turn of data_preprocess/toolcall.py "
-                     "--source bfcl (same seed = same entries as training's); tau2: tau2's own task split "
-                     "(train, test; base: every task; default test)")
+    sel.add_argument("--split", default=None,
+                     help=f"bfcl: {', '.join(SPLITS)} (data_preprocess/bfcl.py's; same seed = same entries as "
+                     f"training's); toolcall: {', '.join(SINGLE_TURN_SPLITS)}; tau2: tau2's own task split "
+                     f"({', '.join(TAU2_SPLITS)}: every task; default test); a catalogue env: one of its splits "
+                     "(default test)")
+    sel.add_argument("--options", type=_json_dict, default={},
+                     help="a catalogue env: the options of its tasks() as JSON (e.g. '{\"seed\": 1}')")
     sel.add_argument("--domains", default=None,
                      help="tau2: comma-separated domains (default airline,retail,telecom); implies --env tau2")
     sel.add_argument("--split-seed", type=int, default=42)
@@ -237,7 +242,7 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
     from agent_tune.eval.report import wall_time
     from agent_tune.eval.selection import infer_env, select_test_ids
     from agent_tune.eval.store import ResultsFileError
-    from agent_tune.eval.task_rows import load_task_rows
+    from agent_tune.eval.task_rows import catalogue_task_rows, load_task_rows
     from agent_tune.eval.tau2_results import select_tau2_ids
 
     args = run_parser().parse_args(list(argv))
@@ -248,6 +253,11 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
             if given:
                 raise ValueError(f"--rows plays the file's rows; drop --{', --'.join(given)}")
             env = "rows"
+        elif args.env is not None and args.env not in ENVS:  # any env with a task catalogue
+            given = [f for f in ("suite", "categories", "ids", "domains") if getattr(args, f) is not None]
+            if given:
+                raise ValueError(f"--env {args.env} plays its catalogue's --split; drop --{', --'.join(given)}")
+            env = args.env
         else:
             env = infer_env(args.env or ("tau2" if args.domains else None), args.categories, args.ids, args.suite)
         env_kwargs_arg = dict(args.env_kwargs)
@@ -265,8 +275,15 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
             sft_out=args.sft_out, sft_min_accuracy=args.sft_min_accuracy, sft_min_reward=args.sft_min_reward,
             rows=args.rows,
         )
+        task_rows = None
+        if args.options and env in (*ENVS, "rows"):
+            raise ValueError("--options are the options of a catalogue env's tasks(); --env bfcl / toolcall / tau2 "
+                             "and --rows take none")
         if args.rows is not None:
             test_ids = list(load_task_rows(args.rows))[: args.limit]
+        elif env not in ENVS:
+            task_rows = catalogue_task_rows(env, args.split or "test", args.options, args.limit)
+            test_ids = list(task_rows)
         elif env == "tau2":
             if args.categories or args.suite:
                 raise ValueError("tau2 entries are chosen with --domains, --split, --ids and --limit")
@@ -277,7 +294,7 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
                                        args.suite)
         if args.n > 1 and args.temperature == 0:
             print("warning: --n > 1 with --temperature 0: samples will be (nearly) identical", file=sys.stderr)
-        outcome = evaluate(settings, test_ids, args.output, tokenizer)
+        outcome = evaluate(settings, test_ids, args.output, tokenizer, task_rows)
     except (ServerError, EvalAbortedError, ResultsFileError, FileNotFoundError, ValueError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -300,7 +317,7 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
     summary["settings"] = settings.meta()
     _add_tau2_metrics(summary, records, settings.meta())
     stem = _stem(Path(args.output))
-    bfcl_dir = None if args.rows else args.bfcl_dir or f"{stem}_bfcl"  # training rows are not BFCL entries
+    bfcl_dir = args.bfcl_dir or f"{stem}_bfcl" if env in ("bfcl", "toolcall") else None  # only BFCL entries
     _write_outputs([summary], records, settings.meta(), args.png or f"{stem}.png",
                    args.report_json or f"{stem}.report.json", bfcl_dir, args.bfcl_model, args.bfcl_format,
                    tau2_dir=args.tau2_dir or f"{stem}_tau2")

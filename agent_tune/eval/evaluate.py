@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from agent_tune.envs import get_env_class, make_env
 from agent_tune.eval.client import ModelInfo, OpenAIClient, RequestError, RetryPolicy, ServerUnavailableError
@@ -32,7 +32,7 @@ from agent_tune.eval.policies import (
 )
 from agent_tune.eval.rft import RFTFilter, RFTWriter, rft_row
 from agent_tune.eval.store import ResultStore
-from agent_tune.eval.targets import ENVS, category_of, env_kwargs, num_turns
+from agent_tune.eval.targets import category_of, env_kwargs, num_turns
 from agent_tune.eval.task_rows import TaskRow, load_task_rows, row_env_kwargs
 from agent_tune.eval.tau2_results import episode_fields
 from agent_tune.parsing import get_tool_parser
@@ -86,8 +86,6 @@ class EvalSettings:
                 self.sft_min_accuracy = 1.0
         if self.rows is not None:
             self.env = ROWS_ENV
-        elif self.env not in ENVS:
-            raise ValueError(f"--env must be one of {', '.join(ENVS)}, got {self.env!r}")
         if self.mode not in MODES:
             raise ValueError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.concurrency < 1:
@@ -98,8 +96,8 @@ class EvalSettings:
             raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"--max-tokens must be >= 1, got {self.max_tokens}")
-        reserved = ("domain", "task_id") if self.env == "tau2" else ("test_id", "eval_mode")
-        for key in (*reserved, "tool_parser", "reasoning_parser"):
+        reserved = {"tau2": ("domain", "task_id"), "bfcl": ("test_id", "eval_mode"), "toolcall": ("test_id",)}
+        for key in (*reserved.get(self.env, ()), "tool_parser", "reasoning_parser"):
             if key in self.env_kwargs:
                 raise ValueError(f"env kwarg {key!r} is set by the evaluator itself")
 
@@ -205,7 +203,8 @@ def failed_record(test_id: str, sample: int, reason: str, detail: str, category:
 class Evaluator:
     """Schedules episodes of the selected entries against one server. Use :meth:`run`."""
 
-    def __init__(self, settings: EvalSettings, tokenizer: Any = None) -> None:
+    def __init__(self, settings: EvalSettings, tokenizer: Any = None,
+                 task_rows: Mapping[str, TaskRow] | None = None) -> None:
         self.settings = settings
         if tokenizer is None:
             tok_path = settings.tokenizer or settings.model
@@ -213,7 +212,8 @@ class Evaluator:
         self.renderer = ChatRenderer(tokenizer, settings.template, settings.chat_template_kwargs)
         self.tool_parser = get_tool_parser(settings.tool_parser)
         self.usage = UsageCounter()
-        self.task_rows: dict[str, TaskRow] = load_task_rows(settings.rows) if settings.rows else {}
+        # the entries when they are not BFCL / tau2 ids: training rows (--rows) or an env's catalogue tasks
+        self.task_rows: dict[str, TaskRow] = dict(task_rows or (load_task_rows(settings.rows) if settings.rows else {}))
         self.rft_filter = (
             RFTFilter(settings.sft_min_accuracy, settings.sft_min_reward) if settings.sft_out else None
         )
@@ -222,7 +222,7 @@ class Evaluator:
         """The env's start-up check on this run's kwargs (``ValueError`` naming the problem; for tau2 an
         unreachable user server fails here, before any episode)."""
         s = self.settings
-        if s.rows:  # each row names its env: the first row's, built as its episode builds it
+        if self.task_rows:  # each row names its env: the first row's, built as its episode builds it
             row = self.task_rows[test_id]
             get_env_class(row.env).check_kwargs(row_env_kwargs(row, s.tool_parser, s.reasoning_parser, s.env_kwargs))
             return
@@ -243,10 +243,10 @@ class Evaluator:
                        test_id: str, sample: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The episode's result record and, when it passes the RFT filter, its SFT row (else None)."""
         s = self.settings
-        row = self.task_rows.get(test_id) if s.rows else None
-        if s.rows:
+        row = self.task_rows.get(test_id) if self.task_rows else None
+        if self.task_rows:
             if row is None:
-                raise ValueError(f"{test_id!r} is not a row of {s.rows}")
+                raise ValueError(f"{test_id!r} is not an entry of this run ({s.rows or s.env})")
             env_name = row.env
             env = make_env(env_name, **row_env_kwargs(row, s.tool_parser, s.reasoning_parser, s.env_kwargs))
             task: dict[str, Any] = row.task
@@ -378,6 +378,8 @@ def _progress(total: int, initial: int, enabled: bool, desc: str = "bfcl eval"):
                 smoothing=0.1)
 
 
-def evaluate(settings: EvalSettings, test_ids: Sequence[str], output: str | Path, tokenizer: Any = None) -> EvalOutcome:
-    """Synchronous wrapper of :meth:`Evaluator.run`."""
-    return asyncio.run(Evaluator(settings, tokenizer).run(test_ids, output))
+def evaluate(settings: EvalSettings, test_ids: Sequence[str], output: str | Path, tokenizer: Any = None,
+             task_rows: Mapping[str, TaskRow] | None = None) -> EvalOutcome:
+    """Synchronous wrapper of :meth:`Evaluator.run` (``task_rows``: the entries, when they are an env's catalogue
+    tasks, :func:`agent_tune.eval.task_rows.catalogue_task_rows`)."""
+    return asyncio.run(Evaluator(settings, tokenizer, task_rows).run(test_ids, output))

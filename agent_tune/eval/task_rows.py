@@ -4,7 +4,8 @@ A training row (``data_preprocess/*.py``, what verl reads) names its environment
 ``extra_info.env = {name, kwargs}``; the agent loop builds that env and resets it with the row's
 ``extra_info`` as the task (:mod:`verl_ext.agent_loop`). :func:`load_task_rows` reads such rows
 (``.parquet`` or ``.jsonl``) so the eval plays them the same way, for any registered env (BFCL, ReTool,
-toolcall, ...): the entry id is the row's ``extra_info.test_id`` or ``extra_info.id`` when it has one, else
+toolcall, ...; a row's task as :func:`agent_tune.envs.tasks.row_task` reads it): the entry id is the row's
+``extra_info.test_id`` or ``extra_info.id`` when it has one, else
 ``<file stem>:<extra_info.index or row number>``; the category is ``extra_info.category`` or the row's
 ``data_source`` or the env name. This is how rejection sampling runs on training data
 (``examples/run_rft.sh``).
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from agent_tune.envs.registry import get_env_class
+from agent_tune.envs.tasks import catalogue_tasks, row_task
 
 
 @dataclass(frozen=True)
@@ -60,10 +62,18 @@ def load_task_rows(path: str | Path) -> dict[str, TaskRow]:
         if rid in out:
             raise ValueError(f"--rows {path}: two rows have the id {rid!r}")
         category = extra.get("category") or record.get("data_source") or spec["name"]
-        out[rid] = TaskRow(str(spec["name"]), dict(spec.get("kwargs") or {}), dict(extra), str(category))
+        out[rid] = TaskRow(str(spec["name"]), dict(spec.get("kwargs") or {}), row_task(extra), str(category))
     if not out:
         raise ValueError(f"--rows {path}: no rows")
     return out
+
+
+def catalogue_task_rows(env: str, split: str, options: Mapping[str, Any] | None = None,
+                        limit: int | None = None) -> dict[str, TaskRow]:
+    """Entry id -> :class:`TaskRow` for the tasks of an env's catalogue (``agent-tune eval --env NAME``), as the
+    rows ``agent-tune data`` writes from it would give."""
+    return {t.id: TaskRow(env, dict(t.env_kwargs), dict(t.kwargs), t.category or env)
+            for t in catalogue_tasks(env, split, options)[:limit]}
 
 
 def row_env_kwargs(row: TaskRow, tool_parser: str, reasoning_parser: str,

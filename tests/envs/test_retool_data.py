@@ -1,4 +1,5 @@
-"""data_preprocess/retool.py: rows from a local fixture, in every input format, usable by the env."""
+"""ReTool's task catalogue (``agent_tune/envs/retool_tasks.py``) and ``data_preprocess/retool.py`` over it: rows
+from a local fixture, in every input format, usable by the env."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pandas as pd
 import pytest
 
 from agent_tune.envs import make_env
+from agent_tune.envs.retool_tasks import load_records, problems, retool_tasks, split_problems
+from agent_tune.envs.tasks import row_task
 from agent_tune.tools import ExecutionLimits, LocalSandbox
 from data_preprocess import retool as prep
 
@@ -29,19 +32,17 @@ def test_cli_writes_parquet_and_jsonl(tmp_path):
     row = jsonl[0]
     assert set(row) == {"data_source", "agent_name", "prompt", "ability", "reward_model", "extra_info"}
     assert row["agent_name"] == "agent_tune" and row["data_source"] == "retool/math_small"
-    assert row["reward_model"]["style"] == "rule"
     info = row["extra_info"]
     assert info["env"] == {"name": "retool", "kwargs": {"max_tool_calls": 4}}
-    assert info["ground_truth"] == row["reward_model"]["ground_truth"]
-    assert [m["role"] for m in row["prompt"]] == ["system", "user"] and row["prompt"][1]["content"] == info["question"]
+    assert set(info["task"]) == {"question", "ground_truth"} and info["split"] == "train"
+    assert [m["role"] for m in row["prompt"]] == ["system", "user"]
+    assert row["prompt"][1]["content"] == info["task"]["question"]
     assert sorted(r["extra_info"]["index"] for r in jsonl) == list(range(7))
-    answers = (
-        set(train.reward_model.map(lambda r: r["ground_truth"]))
-        | set(val.reward_model.map(lambda r: r["ground_truth"]))
-    )
+    answers = set(train.extra_info.map(lambda e: e["task"]["ground_truth"])) | set(
+        val.extra_info.map(lambda e: e["task"]["ground_truth"]))
     assert "21" in answers  # the GSM8K-style "#### 21" answer was cleaned
-    questions = set(train.extra_info.map(lambda e: e["question"]))
-    assert not questions & set(val.extra_info.map(lambda e: e["question"]))  # no leak between splits
+    questions = set(train.extra_info.map(lambda e: e["task"]["question"]))
+    assert not questions & set(val.extra_info.map(lambda e: e["task"]["question"]))  # no leak between splits
 
 
 def test_rows_without_overrides_write_to_parquet(tmp_path):
@@ -50,39 +51,43 @@ def test_rows_without_overrides_write_to_parquet(tmp_path):
     assert row.extra_info["env"] == {"name": "retool", "kwargs": None}
 
 
-def test_same_rows_from_json_and_parquet(tmp_path):
-    records = prep.load_records(FIXTURE)
+def test_same_tasks_from_json_and_parquet(tmp_path):
+    records = load_records(FIXTURE)
     (tmp_path / "data.json").write_text(json.dumps({"data": records}))
     pd.DataFrame(records).to_parquet(tmp_path / "data.parquet")
-    rows = [prep.build_rows(prep.load_records(tmp_path / f), "s")[0] for f in ("data.json", "data.parquet")]
-    assert rows[0] == rows[1] == prep.build_rows(records, "s")[0]
+    tasks = [retool_tasks("train", input=str(tmp_path / f), category="s") for f in ("data.json", "data.parquet")]
+    assert tasks[0] == tasks[1] == retool_tasks("train", input=str(FIXTURE), category="s")
 
 
 def test_fields_and_boxed_extraction(tmp_path):
     recs = [{"q": "What is 1+1?", "solution": "We add: $1+1=\\boxed{2}$."}]
-    rows, skipped = prep.build_rows(recs, "s", question_field="q", answer_field="solution", extract_boxed_answer=True)
-    assert skipped == 0 and rows[0]["reward_model"]["ground_truth"] == "2"
+    usable, skipped = problems(recs, question_field="q", answer_field="solution", extract_boxed_answer=True)
+    assert skipped == 0 and usable == [("What is 1+1?", "2")]
     with pytest.raises(KeyError, match="no field 'problem'"):
-        prep.build_rows(recs, "s")
+        problems(recs)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"problem": "x", "answer": "1"}\nnot json\n')
     with pytest.raises(ValueError, match="bad.jsonl:2"):
-        prep.load_records(bad)
+        load_records(bad)
+    (tmp_path / "data.csv").write_text("problem,answer\n")
     with pytest.raises(ValueError, match="unsupported"):
-        prep.load_records(tmp_path / "data.csv")
+        load_records(tmp_path / "data.csv")
     with pytest.raises(ValueError, match="val_size"):
-        prep.split_rows(rows, 1, 0)
+        split_problems(1, 1, 0)
+    with pytest.raises(ValueError, match="exactly one source"):
+        retool_tasks("train")
 
 
-def test_row_drives_an_episode():
-    rows, _ = prep.build_rows(prep.load_records(FIXTURE), "s")
-    row = next(r for r in rows if r["extra_info"]["ground_truth"] == "\\frac{1}{2}")
+def test_row_drives_an_episode(tmp_path):
+    assert prep.main(["--input", str(FIXTURE), "--out", str(tmp_path)]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
+    row = next(r for r in rows if r["extra_info"]["task"]["ground_truth"] == "\\frac{1}{2}")
     env_spec = row["extra_info"]["env"]
     box = LocalSandbox(limits=ExecutionLimits(wall_seconds=5))
     try:
         assert env_spec == {"name": "retool", "kwargs": None}  # nothing overridden per row
         env = make_env(env_spec["name"], sandbox=box, **(env_spec["kwargs"] or {}))
-        obs = env.reset(**row["extra_info"])
+        obs = env.reset(**row_task(row["extra_info"]))
         assert obs.messages == row["prompt"]
         r = env.step("<code>print(3/4 - 1/4)</code>")
         assert "0.5" in r.observation.text

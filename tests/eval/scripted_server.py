@@ -122,15 +122,19 @@ class ScriptedServer:
     """Run with ``async with ScriptedServer(...) as srv:``; ``srv.base_url`` ends in ``/v1``.
 
     ``latency`` (seconds) is added to every generation; ``fail_first`` makes the first N generation
-    requests answer 503 (to exercise retries); ``served`` is the model name /v1/models lists.
+    requests answer 503 (to exercise retries); ``served`` is the model name /v1/models lists. Entries of other
+    envs than BFCL: ``questions`` maps the question that identifies an entry to its id, and ``locate`` reads
+    (that question, turn, step) from a token-mode prompt's text (default: BFCL's first user message).
     """
 
     def __init__(self, tokenizer: Any, script: Script, test_ids: Sequence[str], served: str = "scripted",
                  latency: float = 0.0, fail_first: int = 0, max_model_len: int | None = 65536,
-                 return_token_ids: bool = True) -> None:
+                 return_token_ids: bool = True, questions: dict[str, str] | None = None,
+                 locate: Callable[[str], tuple[str, int, int]] | None = None) -> None:
         self.tok = tokenizer
         self.script = script
-        self.questions = first_questions(test_ids)
+        self.questions = dict(questions) if questions is not None else first_questions(test_ids)
+        self.locate = locate or chatml_position
         self.served = served
         self.latency = latency
         self.fail_first = fail_first
@@ -190,7 +194,7 @@ class ScriptedServer:
             return resp
         prompt = body["prompt"]
         assert isinstance(prompt, list) and all(isinstance(t, int) for t in prompt), "token mode sends token ids"
-        first, turn, step = chatml_position(self.tok.decode(prompt, skip_special_tokens=False))
+        first, turn, step = self.locate(self.tok.decode(prompt, skip_special_tokens=False))
         text = self.script(self.questions[first], turn, step)
         ids = self.tok.encode(text, add_special_tokens=False) + [self.eot]
         finish = "stop"

@@ -1,0 +1,68 @@
+"""Task catalogues: from an env's tasks to verl rows (``agent-tune data``) and back to the env's reset kwargs."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from agent_tune.data_cli import main as data_main
+from agent_tune.envs import make_env
+from agent_tune.envs.tasks import catalogue_rows, catalogue_tasks, row_task
+from agent_tune.eval.task_rows import catalogue_task_rows, load_task_rows
+from examples.envs.calculator import CalculatorEnv, safe_eval
+
+ENV = "examples.envs.calculator:CalculatorEnv"
+
+
+def test_calculator_catalogue_is_reproducible_and_test_is_held_out() -> None:
+    train, test = CalculatorEnv.tasks("train", size=50), CalculatorEnv.tasks("test", size=50)
+    assert train == CalculatorEnv.tasks("train", size=50) and train != CalculatorEnv.tasks("train", size=50, seed=1)
+    assert not {t.kwargs["question"] for t in train} & {t.kwargs["question"] for t in test}
+    for t in test:
+        assert t.kwargs["answer"] == safe_eval(t.kwargs["question"][len("What is "):-1])
+
+
+@pytest.mark.parametrize("env, split, options, message", [
+    ("bfcl", "train", {}, "declares no task catalogue"),
+    (ENV, "val", {}, "has no split 'val'; its splits: train, test"),
+    (ENV, "test", {"sise": 3}, "sise"),
+])
+def test_bad_catalogue_requests_fail_naming_what(env, split, options, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        catalogue_tasks(env, split, options)
+
+
+def test_rows_carry_the_task_apart_and_reset_gets_exactly_it() -> None:
+    rows = catalogue_rows(ENV, "test", {"size": 3})
+    task = CalculatorEnv.tasks("test", size=3)[2]
+    extra = rows[2]["extra_info"]
+    assert extra == {"index": 2, "split": "test", "id": task.id, "category": "arithmetic",
+                     "env": {"name": ENV, "kwargs": None}, "task": task.kwargs}
+    assert row_task(extra) == task.kwargs
+    env = make_env(ENV)
+    assert rows[2]["prompt"] == env.reset(**row_task(extra)).messages
+    assert rows[2]["agent_name"] == "agent_tune" and rows[2]["data_source"] == f"{ENV}/arithmetic"
+    # an older flat row hands its extra_info over whole
+    assert row_task({"index": 0, "test_id": "multi_turn_base_0"}) == {"index": 0, "test_id": "multi_turn_base_0"}
+
+
+def test_data_command_writes_rows_the_eval_and_the_env_read(tmp_path, capsys) -> None:
+    assert data_main(["--env", ENV, "--split", "train", "test", "--out", str(tmp_path), "--options",
+                      '{"size": 5}']) == 0
+    assert "5 train rows, 5 test rows" in capsys.readouterr().out
+    frame = pd.read_parquet(tmp_path / "train.parquet")
+    assert len(frame) == 5 and set(frame.columns) >= {"prompt", "data_source", "agent_name", "extra_info"}
+    rows = load_task_rows(tmp_path / "test.parquet")
+    assert rows == catalogue_task_rows(ENV, "test", {"size": 5})
+    for row in rows.values():  # reset takes the task as written (a stray key would raise TypeError)
+        make_env(row.env, **row.kwargs).reset(**row.task)
+    lines = (tmp_path / "test.jsonl").read_text().splitlines()
+    assert [json.loads(line)["extra_info"]["id"] for line in lines] == list(rows)
+
+
+def test_data_command_fails_clearly(tmp_path, capsys) -> None:
+    assert data_main(["--env", "bfcl", "--split", "train", "--out", str(tmp_path)]) == 2
+    assert "declares no task catalogue" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

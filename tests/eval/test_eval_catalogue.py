@@ -1,0 +1,81 @@
+"""``agent-tune eval --env NAME``: any env with a task catalogue is evaluated from its tasks, with nothing but its
+one file (the calculator example), against the scripted server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+
+from agent_tune.eval.cli import main as eval_main
+from agent_tune.eval.cli import run_main
+from agent_tune.eval.store import read_results
+from examples.envs.calculator import CalculatorEnv, format_number, safe_eval
+from tests.eval.scripted_server import ScriptedServer
+
+ENV = "examples.envs.calculator:CalculatorEnv"
+TASKS = CalculatorEnv.tasks("test", size=4)
+_QUESTION = re.compile(r"<\|im_start\|>user\n(What is [^<]*\?)<\|im_end\|>")
+
+
+def last_question(text: str) -> tuple[str, int, int]:
+    """(the episode's question: the last user question of the prompt, turn 0, assistant segments after it)."""
+    matches = list(_QUESTION.finditer(text))
+    return matches[-1].group(1), 0, text[matches[-1].end():].count("<|im_start|>assistant\n") - 1
+
+
+def calculator_script(wrong: set[str]):
+    """Step 0: a calculator call with the question's expression; step 1: the answer (off by one for ``wrong``)."""
+    def script(test_id: str, turn: int, step: int) -> str:
+        question = next(t.kwargs["question"] for t in TASKS if t.id == test_id)
+        expression = question[len("What is "):-1]
+        if step == 0:
+            call = {"name": "calculator", "arguments": {"expression": expression}}
+            return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
+        value = safe_eval(expression) + (1 if test_id in wrong else 0)
+        return f"The answer is {format_number(value)}."
+    return script
+
+
+@pytest.fixture()
+def server_questions() -> dict[str, str]:
+    return {t.kwargs["question"]: t.id for t in TASKS}
+
+
+async def test_eval_env_plays_the_catalogue(qwen_tok, tmp_path, server_questions) -> None:
+    wrong = {TASKS[1].id}
+    async with ScriptedServer(qwen_tok, calculator_script(wrong), [], questions=server_questions,
+                              locate=last_question) as srv:
+        argv = ["--base-url", srv.base_url, "--model", "scripted", "--template", "qwen3", "--no-progress",
+                "--env", ENV, "--split", "test", "--options", '{"size": 4}', "--output", str(tmp_path / "r.jsonl")]
+        assert await asyncio.to_thread(run_main, argv, qwen_tok) == 0
+    meta, records = read_results(tmp_path / "r.jsonl")
+    assert meta["env"] == ENV
+    by_id = {r["test_id"]: r for r in records}
+    assert set(by_id) == {t.id for t in TASKS}
+    for task in TASKS:
+        r = by_id[task.id]
+        assert r["accuracy"] == (0.0 if task.id in wrong else 1.0), r
+        assert r["num_calls"] == 1 and r["format_errors"] == 0 and r["num_steps"] == 2
+        assert r["category"] == "arithmetic"
+    report = json.loads((tmp_path / "r.report.json").read_text())
+    assert report  # the report was written
+    assert not (tmp_path / "r_bfcl").exists()  # not BFCL entries: no BFCL result files
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--split", "val"], "has no split 'val'"),
+    (["--options", '{"sise": 4}'], "sise"),
+])
+def test_eval_env_bad_selection_fails_naming_it(argv, message, capsys) -> None:
+    base = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--env", ENV]
+    assert eval_main([*base, *argv]) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_options_need_a_catalogue_env(capsys) -> None:
+    assert eval_main(["--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--env", "bfcl",
+                      "--options", '{"size": 4}']) == 1
+    assert "--options" in capsys.readouterr().err
