@@ -24,9 +24,9 @@ episode runner sends every step through ``batch_step`` (:mod:`agent_tune.rollout
 loop, so it may block.
 
 Records: :attr:`StepResult.info` is this step's record (``format_errors`` always counts this step's own
-errors); the step that ends the episode also carries the episode's record, :attr:`StepResult.episode`
-(:class:`EpisodeInfo`: the totals, the outcome and the env's extras), whose fields its ``info`` shows too,
-``format_errors`` excepted.
+errors; ``calls`` lists the calls that ran, unless the env records its own); the step that ends the episode
+also carries the episode's record, :attr:`StepResult.episode` (:class:`EpisodeInfo`: the totals, the outcome
+and the env's extras), whose fields its ``info`` shows too, ``format_errors`` excepted.
 
 Training progress: before ``reset`` the runner calls ``set_global_step(step)`` with the trainer's global
 step of the policy that plays the episode (verl's ``global_steps``: 0 for the validation before training,
@@ -164,25 +164,28 @@ class StepResult:
     episode: EpisodeInfo | None = None
 
 
-@dataclass
 class Step:
     """One step in the making, shared by the template and the env's hooks.
 
     The template fills ``raw``, ``parsed`` and ``answer`` (``stop(raw)``: no call to run); the hooks add
     ``results`` (shown through ``format_tool_response``), ``messages`` (shown after them: the next question,
     the user's reply), ``format_errors`` (this step's), ``info`` (the env's own step keys), ``reward`` (a step
-    reward; 0 for most envs) and set ``done`` to end the episode.
+    reward; 0 for most envs) and set ``done`` to end the episode. (A slotted class: one is built per step.)
     """
 
-    raw: str
-    parsed: ParsedResponse
-    answer: bool
-    results: list[Any] = field(default_factory=list)
-    messages: list[dict[str, Any]] = field(default_factory=list)
-    format_errors: int = 0
-    info: dict[str, Any] = field(default_factory=dict)
-    reward: float = 0.0
-    done: bool = False
+    __slots__ = ("raw", "parsed", "answer", "results", "messages", "format_errors", "info", "reward", "done")
+
+    def __init__(self, raw: str, parsed: ParsedResponse, answer: bool) -> None:
+        self.raw, self.parsed, self.answer = raw, parsed, answer
+        self.results: list[Any] = []
+        self.messages: list[dict[str, Any]] = []
+        self.format_errors = 0
+        self.info: dict[str, Any] = {}
+        self.reward = 0.0
+        self.done = False
+
+    def __repr__(self) -> str:
+        return f"Step(answer={self.answer}, done={self.done}, format_errors={self.format_errors}, info={self.info})"
 
 
 @dataclass(frozen=True)
@@ -363,8 +366,16 @@ class BaseToolEnv(ABC):
 
     # ------------------------------------------------------------------ the template
     def step(self, raw_response: str) -> StepResult:
-        """Consume the policy's raw text for one generation; never raises on model output."""
-        return type(self).batch_step([self], [raw_response])[0]
+        """Consume the policy's raw text for one generation; never raises on model output. (``batch_step`` of
+        one env, without its bookkeeping.)"""
+        step = self._open_step(raw_response)
+        if not step.done:
+            klass = type(self)
+            if klass.batch_act.__func__ is BaseToolEnv.batch_act.__func__:  # type: ignore[attr-defined]
+                self.act(step)
+            else:
+                klass.batch_act((self,), (step,))
+        return self._close_step(step)
 
     @classmethod
     def batch_step(cls, envs: Sequence["BaseToolEnv"], raw_responses: Sequence[str]) -> list[StepResult]:
@@ -377,12 +388,11 @@ class BaseToolEnv(ABC):
             return [env.step(raw) for env, raw in zip(envs, raw_responses)]
         steps = [env._open_step(raw) for env, raw in zip(envs, raw_responses)]
         by_class: dict[type, list[int]] = {}
-        for i, env in enumerate(envs):
-            by_class.setdefault(type(env), []).append(i)
+        for i, (env, step) in enumerate(zip(envs, steps)):
+            if not step.done:  # a step at the step limit does not act
+                by_class.setdefault(type(env), []).append(i)
         for klass, idx in by_class.items():
-            idx = [i for i in idx if not steps[i].done]  # a step at the step limit does not act
-            if idx:
-                klass.batch_act([envs[i] for i in idx], [steps[i] for i in idx])
+            klass.batch_act([envs[i] for i in idx], [steps[i] for i in idx])
         return [env._close_step(step) for env, step in zip(envs, steps)]
 
     def finalize(self, reason: str = "truncated") -> StepResult:
@@ -402,7 +412,8 @@ class BaseToolEnv(ABC):
         return f"{self.env_name or type(self).__name__} env"
 
     def _open_step(self, raw_response: str) -> Step:
-        self._require_running("step")
+        if not self.running:
+            self._require_running("step")
         if not isinstance(raw_response, str):
             raise TypeError(f"raw_response must be a str, got {type(raw_response).__name__}")
         self.num_steps += 1
@@ -419,6 +430,8 @@ class BaseToolEnv(ABC):
         if step.messages:
             observation.messages.extend(step.messages)
         info = {**step.info, "format_errors": step.format_errors}
+        if "calls" not in info and step.results:  # the calls that ran (named, not rejected): collapse metrics
+            info["calls"] = [r.name for r in step.results if isinstance(r, ToolResult) and r.name and not r.error]
         if not step.done:
             return StepResult(observation, step.reward, False, info)
         return self._end(observation, step.reward, info, step.format_errors)

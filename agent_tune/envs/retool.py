@@ -130,8 +130,9 @@ class ReToolToolEnv(BaseToolEnv):
         self._ending: dict[str, Any] = {}
 
     # -- episode ---------------------------------------------------------------------------------
-    def reset(self, question: str = "", ground_truth: Any = "", **_: Any) -> Observation:
-        """Start an episode on ``question``; ``ground_truth`` is the reference answer."""
+    def reset(self, question: str, ground_truth: Any) -> Observation:
+        """Start an episode on ``question``; ``ground_truth`` is the reference answer (a catalogue task's kwargs,
+        :mod:`agent_tune.envs.retool_tasks`; any other key is a ``TypeError`` naming it)."""
         if not isinstance(question, str) or not question.strip():
             raise ValueError("retool env: reset() needs a non-empty `question`")
         if ground_truth is None or str(ground_truth).strip() == "":
@@ -253,7 +254,8 @@ class ReToolToolEnv(BaseToolEnv):
 
     def _ran(self, step: Step, result: ExecutionResult) -> None:
         step.results.append(result)
-        step.info = {"num_tool_calls": self.num_tool_calls, "executed": True, "exit_code": result.exit_code,
+        step.info = {"num_tool_calls": self.num_tool_calls, "executed": True, "calls": ["python"],
+                     "exit_code": result.exit_code,
                      "timed_out": result.timed_out, "sandbox_error": result.error}
 
     def final_answer(self) -> str | None:

@@ -214,6 +214,8 @@ class ToolCallToolEnv(BaseToolEnv):
         step.results.extend(self._judge_calls(step.parsed))
         unknown = sum(1 for r in step.results if r.error and r.name is not None)
         step.format_errors = len(step.parsed.errors) + unknown
+        decoded = [{"name": c.name, "arguments": dict(c.arguments)} for c in step.parsed.calls]
+        step.info["calls"] = [c for c, r in zip(decoded, step.results) if not r.error]  # the offered ones
         self._response = step
         self.turns_completed = 1
         step.done = True

@@ -6,6 +6,7 @@ Imports nothing from verl or vLLM: a :class:`Policy` adapts whichever sampler is
 from agent_tune.rollout.chat_render import ChatRenderer, DriftReport, TemplateError, check_drift
 from agent_tune.rollout.policy import GenerationOutput, Policy, StopReason, normalize_stop_reason
 from agent_tune.rollout.runner import EpisodeResult, PromptTooLongError, RolloutLimits, run_episode
+from agent_tune.rollout.scripted_policy import ScriptedPolicy
 from agent_tune.rollout.templates import available_templates, load_chat_template
 from agent_tune.rollout.trajectory import Trajectory, TrajectoryError
 
@@ -17,6 +18,7 @@ __all__ = [
     "Policy",
     "PromptTooLongError",
     "RolloutLimits",
+    "ScriptedPolicy",
     "StopReason",
     "TemplateError",
     "Trajectory",

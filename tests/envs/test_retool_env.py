@@ -31,7 +31,7 @@ def test_registered_and_declares_sampler_hints(sandbox):
 
 
 def test_reset_prompt(sandbox):
-    obs = new_env(sandbox).reset(question="What is 2+3?", ground_truth="5", data_source="x")
+    obs = new_env(sandbox).reset(question="What is 2+3?", ground_truth="5")
     roles = [m["role"] for m in obs.messages]
     assert roles == ["system", "user"] and obs.messages[1]["content"] == "What is 2+3?"
     assert "<code>" in obs.messages[0]["content"] and "\\boxed" in obs.messages[0]["content"]
@@ -42,7 +42,11 @@ def test_reset_prompt(sandbox):
     with pytest.raises(ValueError, match="question"):
         new_env(sandbox).reset(question="", ground_truth="1")
     with pytest.raises(ValueError, match="ground_truth"):
+        new_env(sandbox).reset(question="q", ground_truth=" ")
+    with pytest.raises(TypeError, match="ground_truth"):  # a task without it
         new_env(sandbox).reset(question="q")
+    with pytest.raises(TypeError, match="data_source"):  # a key the env does not know: named, never dropped
+        new_env(sandbox).reset(question="q", ground_truth="1", data_source="x")
     with pytest.raises(ValueError, match="user_template"):
         new_env(sandbox, user_template="no placeholder")
 

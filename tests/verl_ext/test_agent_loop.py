@@ -142,7 +142,7 @@ async def test_retool_episode_through_verl_loop(qwen_tok) -> None:
     server = _TextServer(qwen_tok, texts)
     loop = AgentTuneLoop(trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=qwen_tok,
                          processor=None, dataset_cls=None, data_config=DictConfigWrap(cfg.data))
-    row = {"raw_prompt": [], "extra_info": {"index": 0, "question": "Sum of 1..100?", "ground_truth": "5050",
+    row = {"raw_prompt": [], "extra_info": {"index": 0, "task": {"question": "Sum of 1..100?", "ground_truth": "5050"},
                                              "env": {"name": "retool", "kwargs": None}}}
     out = await loop.run({"temperature": 1.0, "logprobs": True}, **row)
     assert "</code>" in server.calls[0]["params"]["stop"]  # the env's stop string reached the sampler

@@ -231,7 +231,7 @@ class BFCLToolEnv(BaseToolEnv):
         if executed:
             self._turn_acted = True
             self._decoded[self._turn].append(executed)
-        step.info = {"calls": executed, "syntax_grade": grade}
+        step.info = info = {"calls": executed, "syntax_grade": grade}
 
         if self._steps_in_turn > self.max_steps_per_turn:
             if self.eval_mode:  # BFCL's force termination: the entry fails
@@ -243,7 +243,7 @@ class BFCLToolEnv(BaseToolEnv):
         if self.max_steps_per_episode is not None and self.num_steps >= self.max_steps_per_episode:
             self._finish(step, "max_steps_per_episode")
             return
-        step.info = {"turn": self._turn, **step.info}
+        info["turn"] = self._turn
 
     def _run_calls(self, step: Step, checks: Sequence[list[str] | None]) -> tuple[list[str], int]:
         """Run the decoded calls on the backend, their results into ``step.results`` in call order:
