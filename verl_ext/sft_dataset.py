@@ -11,7 +11,8 @@ rollout's trajectory holds for the same conversation. Its options live in the ``
 - ``apply_chat_template_kwargs``: template variables (verl's key; ``agent_tune.chat_template_kwargs`` in GRPO);
 - ``max_length``: longest row in tokens; longer conversations are never truncated;
 - ``bad_rows``: ``skip`` (a conversation that does not render or is too long is left out, named with its
-  row id and counted on the console) or ``error`` (any such row stops the run at start-up);
+  row id and counted in the row summary, which is logged through ``logging``, never printed) or ``error``
+  (any such row stops the run at start-up, the summary in the error);
 - ``pad_mode``: ``no_padding`` (the only mode verl's FSDP engine trains on; without remove-padding it
   pads each micro batch itself);
 - ``observation_pattern``: a regular expression; its matches inside assistant messages are raw-text env
@@ -103,7 +104,8 @@ class AgentTuneSFTDataset(Dataset):
         self.report: RenderReport = render_rows(self.renderer, conversations, self.max_length,
                                                 observation_pattern(config))
         summary = self.report.summary()
-        print(summary, flush=True)  # verl's rank-0 console; also what the launcher shows
+        # a library never prints: the summary is a log record (the launcher's child sends it to sft.log)
+        logger.info("%s", summary)
         if self.report.skipped and self.bad_rows == "error":
             raise SFTDataError(f"{summary}\n(config key 'data.bad_rows' is 'error': fix or drop these rows, "
                                "or set data.bad_rows=skip)")

@@ -26,10 +26,35 @@ re-render differs from the trajectory by exactly the dropped reasoning: :func:`c
 Likewise with ``enable_thinking=False`` the empty think block is part of each generation prompt (env
 tokens), which Qwen3's template leaves out when it re-renders earlier turns. Use a template that keeps
 history (``qwen3_instruct``, ``smollm2_tools``) when token-exact re-renders matter.
+
+What the template shows: a chat template renders the fields it knows and drops the others without a word
+(SmolLM2's own template ignores ``tools`` and structured ``tool_calls``; ``smollm2_tools`` and
+``qwen3_instruct`` ignore ``reasoning_content``; the written templates render a ``content`` that is a list of
+parts as an empty string). So every render first checks its messages (:meth:`ChatRenderer.check_messages`)
+and raises :class:`UnshownFieldError` (a :class:`TemplateError`, so a ``ValueError``) naming the message
+index, its role and the field, instead of losing it:
+
+* ``tools`` (a non-empty list) and a message's non-empty ``tool_calls`` / ``reasoning_content``: accepted
+  when the template shows them, refused otherwise;
+* ``content``: a string or ``None``; a list of parts only when the template renders a list of text parts
+  as their text (and then only text parts, ``{"type": "text", "text": ...}``); anything else is refused.
+  Parts are never joined here: the template decides how, or the caller passes one string.
+
+Whether the template shows a field is *probed*, not looked up by template name: the field is rendered
+once with a sentinel value (a message of that role in its usual place: an assistant message after a user
+query, a tool message after an assistant turn, ...) and the field counts as shown when the sentinel is in
+the text (for parts: both parts' text, in order, with nothing but whitespace between them, so a template
+that prints the list's ``repr`` does not pass). Probes run on first need and are cached per template
+source, template variables and tokenizer class, for the whole process, so a renderer built per episode
+(verl builds an agent loop per episode) probes nothing again. Fields other templates drop by design are not
+refused: Qwen3's (``qwen3``) dropping of reasoning before the last user query is its history rewrite
+(:func:`check_drift` reports it), and metadata such as a tool message's ``name`` or ``tool_call_id`` is not
+checked.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -48,6 +73,62 @@ _ANCHOR_PREFIX: tuple[dict[str, str], ...] = (
 
 class TemplateError(ValueError):
     """The chat template cannot be used for token-exact deltas (with the reason)."""
+
+
+class UnshownFieldError(TemplateError):
+    """A message (or the tool list) carries a field the chat template would drop without a word.
+
+    The message reads ``<label> <index> (role '<role>'): field '<field>' ...`` (``tools: field 'tools' ...``
+    for the tool list), then what the template does and what to do instead. Attributes: ``field``
+    (``"tools"``, ``"tool_calls"``, ``"reasoning_content"`` or ``"content"``), ``index`` and ``role`` (of the
+    message; ``None`` for the tool list) and ``template_name``."""
+
+    def __init__(self, text: str, field: str, index: int | None, role: str | None, template_name: str) -> None:
+        super().__init__(text)
+        self.field = field
+        self.index = index
+        self.role = role
+        self.template_name = template_name
+
+
+# Probes: ASCII word characters only, so JSON escaping and compact tool docs keep them verbatim.
+_PROBE = "agenttuneprobe"
+_SHOWN: dict[tuple[str, ...], dict[tuple[str, ...], bool]] = {}  # per template key: what it shows
+_SHOWN_LOCK = threading.Lock()
+_HINTS = {
+    "tools": "pick a template that renders tools (e.g. 'smollm2_tools', 'qwen3_instruct') or describe the "
+             "tools in the system message",
+    "tool_calls": "pick a template that renders structured tool calls (e.g. 'smollm2_tools', 'qwen3_instruct') "
+                  "or write the calls into the content as the policy writes them",
+    "reasoning_content": "pick a template that renders reasoning (e.g. 'qwen3'), write the reasoning into the "
+                         "content (e.g. a <think> block) or leave the field out",
+}
+
+
+def _given(value: Any) -> bool:
+    """A field value that would carry something (``None`` and empty strings/lists/dicts carry nothing)."""
+    if value is None:
+        return False
+    if isinstance(value, (str, list, tuple, dict)):
+        return len(value) > 0
+    return True
+
+
+def _is_text_part(part: Any) -> bool:
+    return isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)
+
+
+def _probe_context(message: dict[str, Any]) -> tuple[list[dict[str, Any]], bool]:
+    """A probe ``message`` in its role's usual place: (messages, add_generation_prompt)."""
+    system, user = {"role": "system", "content": "S"}, {"role": "user", "content": "U"}
+    role = message.get("role")
+    if role == "system":
+        return [message, user], True
+    if role == "user":
+        return [system, message], True
+    if role == "tool":
+        return [system, user, {"role": "assistant", "content": "A"}, message], True
+    return [system, user, message], False  # assistant: the last turn, after the user's query
 
 
 class ChatRenderer:
@@ -83,6 +164,15 @@ class ChatRenderer:
         if len(eot_ids) != 1:
             raise TemplateError(f"end-of-turn text {self.end_of_turn!r} is not one token (got {eot_ids})")
         self.end_of_turn_id: int = eot_ids[0]
+        effective = source if source is not None else getattr(tokenizer, "chat_template", None)
+        key = (
+            repr(effective),
+            repr(sorted(self.chat_template_kwargs.items(), key=lambda kv: str(kv[0]))),
+            f"{type(tokenizer).__module__}.{type(tokenizer).__qualname__}",
+            repr(sorted((str(k), repr(v)) for k, v in (getattr(tokenizer, "special_tokens_map", None) or {}).items())),
+        )
+        with _SHOWN_LOCK:
+            self._shown: dict[tuple[str, ...], bool] = _SHOWN.setdefault(key, {})
 
     # ------------------------------------------------------------------ basics
     def encode(self, text: str) -> list[int]:
@@ -99,7 +189,22 @@ class ChatRenderer:
         tools: Sequence[Mapping[str, Any]] | None = None,
         add_generation_prompt: bool = False,
     ) -> str:
-        """The template's text for a whole conversation."""
+        """The template's text for a whole conversation.
+
+        Raises:
+            UnshownFieldError: a message or the tool list carries a field the template does not show
+                (:meth:`check_messages`).
+            TemplateError: the template failed.
+        """
+        self.check_messages(messages, tools)
+        return self._render(messages, tools, add_generation_prompt)
+
+    def _render(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        add_generation_prompt: bool = False,
+    ) -> str:
         try:
             return self.tokenizer.apply_chat_template(
                 [dict(m) for m in messages],
@@ -138,7 +243,8 @@ class ChatRenderer:
         for m in new_messages:
             if m.get("role") == "assistant":
                 raise ValueError("observation messages must not be assistant messages (the policy writes those)")
-        text = self.render_text(list(_ANCHOR_PREFIX) + list(new_messages), add_generation_prompt=True)
+        self.check_messages(new_messages, label="observation message")
+        text = self._render(list(_ANCHOR_PREFIX) + list(new_messages), add_generation_prompt=True)
         return self._after_anchor_turn(text)
 
     def render_delta(self, new_messages: Sequence[Message]) -> list[int]:
@@ -148,6 +254,119 @@ class ChatRenderer:
     def close_turn_ids(self) -> list[int]:
         """The end-of-turn token, for a policy turn that stopped without it (stop string, length)."""
         return [self.end_of_turn_id]
+
+    # ------------------------------------------------------- what the template shows
+    def check_messages(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        label: str = "message",
+    ) -> None:
+        """Refuse what the template would drop without a word (see the module): a non-empty tool list,
+        ``tool_calls`` or ``reasoning_content`` the template does not show, a ``content`` that is neither a
+        string nor ``None`` (a list of parts only where the template renders text parts). Messages are
+        named ``<label> <index>``, counted from 0 in ``messages``. Cheap: what the template shows is probed
+        once per template (cached for the process), then each call only looks at the messages' fields.
+
+        Raises:
+            UnshownFieldError: naming the message index, its role and the field.
+        """
+        if tools and not self.shows(("tools",)):
+            raise UnshownFieldError(
+                f"tools: field 'tools' ({len(tools)} tools) is not shown by {self._template_label()}: the tool "
+                f"list would be dropped from the prompt; {_HINTS['tools']}",
+                "tools", None, None, self.template_name,
+            )
+        for index, m in enumerate(messages):
+            if not isinstance(m, Mapping):
+                continue  # the template (or the caller's own checks) reports it
+            role = m.get("role")
+            where = f"{label} {index} (role {role!r})"
+            for name in ("tool_calls", "reasoning_content"):
+                if _given(m.get(name)) and not self.shows((name, str(role))):
+                    raise UnshownFieldError(
+                        f"{where}: field {name!r} is not shown by {self._template_label()}: it would be "
+                        f"dropped from the rendered text; {_HINTS[name]}",
+                        name, index, role, self.template_name,
+                    )
+            content = m.get("content")
+            if content is None or isinstance(content, str):
+                continue
+            if not isinstance(content, (list, tuple)):
+                raise UnshownFieldError(
+                    f"{where}: field 'content' is of type {type(content).__name__}, which {self._template_label()} "
+                    "would not render as written: the content must be a string (or None)",
+                    "content", index, role, self.template_name,
+                )
+            if not self.shows(("content_parts", str(role))):
+                parts = f"{len(content)} part{'' if len(content) == 1 else 's'}"
+                raise UnshownFieldError(
+                    f"{where}: field 'content' is a list of {parts}, which {self._template_label()} does not "
+                    "render (their text would be lost): the content must be a string (join the parts yourself)",
+                    "content", index, role, self.template_name,
+                )
+            for k, part in enumerate(content):
+                if not _is_text_part(part):
+                    kind = f"of type {part.get('type')!r}" if isinstance(part, Mapping) else f"a {type(part).__name__}"
+                    raise UnshownFieldError(
+                        f"{where}: field 'content' part {k} is {kind}, not a text part "
+                        "({'type': 'text', 'text': <string>}); only text can be rendered",
+                        "content", index, role, self.template_name,
+                    )
+
+    def shows(self, capability: tuple[str, ...]) -> bool:
+        """Whether the template shows ``capability``: ``("tools",)``, or ``(field, role)`` with field
+        ``"tool_calls"``, ``"reasoning_content"`` or ``"content_parts"`` (a list of text parts). Probed on
+        first use with a sentinel value, then cached for every renderer of the same template."""
+        shown = self._shown.get(capability)
+        if shown is None:
+            shown = self._probe(capability)
+            self._shown[capability] = shown  # a race renders the same probe twice: same answer
+        return shown
+
+    def _probe_text(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, prompt: bool) -> str:
+        try:
+            return self._render(messages, tools, prompt)
+        except TemplateError:
+            return ""  # a template that fails on the field does not show it
+
+    def _probe(self, capability: tuple[str, ...]) -> bool:
+        field = capability[0]
+        name, arg, value = _PROBE + "fn", _PROBE + "arg", _PROBE + "value"
+        if field == "tools":
+            tools = [{"type": "function", "function": {
+                "name": name, "description": "Probe.",
+                "parameters": {"type": "object", "properties": {arg: {"type": "string", "description": "Probe."}},
+                               "required": [arg]}}}]
+            texts = [self._probe_text([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
+                                      tools, True),
+                     self._probe_text([{"role": "user", "content": "U"}], tools, True)]
+            return all(name in t and arg in t for t in texts)
+        role = capability[1]
+        if field == "tool_calls":
+            message: dict[str, Any] = {"role": role, "content": "", "tool_calls": [
+                {"id": "call_0", "type": "function", "function": {"name": name, "arguments": {arg: value}}}]}
+            messages, prompt = _probe_context(message)
+            text = self._probe_text(messages, None, prompt)
+            return name in text and value in text
+        if field == "reasoning_content":
+            message = {"role": role, "content": "C", "reasoning_content": value}
+            messages, prompt = _probe_context(message)
+            return value in self._probe_text(messages, None, prompt)
+        if field == "content_parts":
+            a, b = _PROBE + "parta", _PROBE + "partb"
+            message = {"role": role, "content": [{"type": "text", "text": a}, {"type": "text", "text": b}]}
+            messages, prompt = _probe_context(message)
+            text = self._probe_text(messages, None, prompt)
+            i, j = text.find(a), text.find(b)
+            return 0 <= i and i + len(a) <= j and not text[i + len(a):j].strip()
+        raise ValueError(f"unknown capability {capability!r}")
+
+    def _template_label(self) -> str:
+        if self.template_name == "tokenizer":
+            return "chat template 'tokenizer' (the tokenizer's own)"
+        return f"chat template {self.template_name!r}"
 
     # ---------------------------------------------------------------- internals
     def _after_anchor_turn(self, text: str) -> str:
@@ -163,7 +382,7 @@ class ChatRenderer:
         return text[j + len(self.end_of_turn):]
 
     def _detect_end_of_turn(self, explicit: str | None) -> tuple[str, str]:
-        text = self.render_text(list(_ANCHOR_PREFIX), add_generation_prompt=False)
+        text = self._render(list(_ANCHOR_PREFIX), add_generation_prompt=False)
         i = text.find(ANCHOR)
         if i < 0:
             raise TemplateError(f"template {self.template_name!r} did not render the assistant text verbatim")

@@ -37,8 +37,10 @@ observation's text) and the text between them is the policy's (mask 1); the end-
 only the message's last piece, as the runner's trajectory holds a raw-text episode.
 
 A conversation that cannot be rendered (no assistant message, nothing before it, a template error, a
-malformed message) or that is longer than ``max_length`` raises :class:`BadConversation` carrying the
-reason; :func:`render_rows` collects those per row id instead, so callers skip and count them or fail.
+malformed message, a field the template would drop:
+:class:`~agent_tune.rollout.chat_render.UnshownFieldError`, named by the message's index in the
+conversation) or that is longer than ``max_length`` raises :class:`BadConversation` carrying the reason;
+:func:`render_rows` collects those per row id instead, so callers skip and count them or fail.
 Nothing is truncated.
 """
 
@@ -176,6 +178,9 @@ def render_conversation(
         raise BadConversation("the conversation opens with an assistant message: no prompt to render")
     eot = renderer.end_of_turn_id
     try:
+        # what the template would drop is refused up front, named by its index in this conversation
+        # (the messages after the last assistant message are left out, so they are not checked)
+        renderer.check_messages(msgs[: turns[-1] + 1], tools or None)
         ids = renderer.render_prompt(msgs[: turns[0]], tools or None)
         mask = [ENV] * len(ids)
         for k, i in enumerate(turns):
