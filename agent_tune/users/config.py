@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import importlib
+import inspect
+from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from agent_tune.users.base import User
 from agent_tune.users.endpoint import check_endpoint_options
 
-USER_KINDS = ("llm", "scripted")
+USER_KINDS = ("llm", "scripted")  # or a "package.module:Class" path: a user class of your own
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,9 @@ class UserConfig:
     (``None``: no key is sent). A request waits ``timeout_s``; a failed or unusable answer is retried
     ``max_retries`` times, waiting ``backoff_s``, then twice as long each time, between tries.
     ``kind="scripted"``: replays ``turns`` (:class:`~agent_tune.users.scripted.ScriptedUser`), for tests.
+    ``kind="package.module:Class"``: a user class of your own (anything with ``async reply(messages, tools)``,
+    :class:`~agent_tune.users.base.User`), built per episode with ``kwargs``; it sees every message it answers,
+    so it can react to them. The class is imported and its ``kwargs`` checked at start-up.
     """
 
     kind: str = "llm"
@@ -33,6 +38,7 @@ class UserConfig:
     max_retries: int = 3
     backoff_s: float = 1.0
     turns: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, value: Mapping[str, Any] | UserConfig | None) -> UserConfig:
@@ -51,14 +57,22 @@ class UserConfig:
             data = dict(value)
             if "turns" in data:
                 data["turns"] = tuple(data["turns"] or ())
+            if "kwargs" in data:
+                data["kwargs"] = dict(data["kwargs"] or {})
             config = cls(**data)
         config.check()
         return config
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the key (``user.<key>``) of the first invalid option."""
+        if ":" in self.kind:
+            user_class(self.kind, self.kwargs)
+            return
         if self.kind not in USER_KINDS:
-            raise ValueError(f"user.kind={self.kind!r} is not one of {', '.join(USER_KINDS)}")
+            raise ValueError(f"user.kind={self.kind!r} is not one of {', '.join(USER_KINDS)} nor a "
+                             "'package.module:Class' path")
+        if self.kwargs:
+            raise ValueError(f"user.kwargs are for a user class given by path, not kind={self.kind}")
         if self.kind == "scripted":
             return
         for key in ("base_url", "model"):
@@ -68,12 +82,31 @@ class UserConfig:
             raise ValueError(f"user.max_tokens must be >= 1 or null (got {self.max_tokens})")
         check_endpoint_options("user", self)
 
+def user_class(path: str, kwargs: Mapping[str, Any]) -> type:
+    """The user class at ``path`` (``package.module:Class``), checked: importable, with an ``async reply``, and
+    ``kwargs`` its constructor's (``ValueError`` naming ``user.kind`` / ``user.kwargs``)."""
+    module_name, _, attr = path.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"user.kind={path!r}: cannot import it ({type(exc).__name__}: {exc})") from None
+    if not inspect.isclass(cls) or not inspect.iscoroutinefunction(getattr(cls, "reply", None)):
+        raise ValueError(f"user.kind={path!r} is not a user class (one with `async def reply(messages, tools)`)")
+    try:
+        inspect.signature(cls).bind(**kwargs)
+    except TypeError as exc:
+        raise ValueError(f"user.kwargs for {path}: {exc}") from None
+    return cls
+
+
 def make_user(config: Mapping[str, Any] | UserConfig | None) -> User:
     """A fresh user for one episode, as ``config`` describes it."""
     from agent_tune.users.llm import LLMUser
     from agent_tune.users.scripted import ScriptedUser
 
     config = UserConfig.from_mapping(config)
+    if ":" in config.kind:
+        return user_class(config.kind, config.kwargs)(**config.kwargs)
     if config.kind == "scripted":
         return ScriptedUser(config.turns)
     return LLMUser(config)

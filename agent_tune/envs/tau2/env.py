@@ -86,7 +86,8 @@ class Tau2ToolEnv(BaseToolEnv):
         if int(max_errors) < 1:
             raise ValueError(f"tau2 env: max_errors must be >= 1, got {max_errors}")
         if user is None:
-            raise ValueError("tau2 env: `user` is required (user.kind=llm with base_url and model, or kind=scripted)")
+            raise ValueError("tau2 env: `user` is required (user.kind=llm with base_url and model, kind=scripted, or "
+                             "a user class by path)")
         try:
             self.user_config = UserConfig.from_mapping(user)
         except (ValueError, TypeError) as exc:
