@@ -53,3 +53,24 @@ def test_augment_changes_no_verdict() -> None:
         assert plain["turn_scores"] == augmented["turn_scores"] and plain["reward"] == augmented["reward"]
     assert play(TEST_ID, right, augment=True)["accuracy"] == 1.0
     assert play(TEST_ID, wrong, augment=True)["accuracy"] == 0.0
+
+
+def test_eval_mode_fixes_the_rules_whatever_the_training_options() -> None:
+    """The one precedence rule: in eval mode the training-only options have no effect (no hint, no scored empty
+    turn, the accuracy as the reward), so a config that augments its training rows keeps its eval rows exact."""
+    responses = [_call("cd", folder="no_such_folder_here"), "Done.", "Done.", "Done.", "Done.", "Done."]
+
+    def episode(**kwargs: object) -> list:
+        env = make_env("bfcl", test_id=TEST_ID, eval_mode=True, **kwargs)
+        env.reset()
+        out = []
+        for text in responses:
+            r = env.step(text)
+            out.append((r.observation.messages, r.reward, r.done, r.info))
+            if r.done:
+                break
+        return out
+
+    plain = episode()
+    assert episode(augment=True, score_empty_turns=True, reward="syntax", format_penalty=1.0) == plain
+    assert HINT_SEPARATOR not in json.dumps(plain)

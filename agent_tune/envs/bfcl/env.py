@@ -29,7 +29,13 @@ Two modes:
   in :mod:`agent_tune.rewards.bfcl`, ``syntax`` being stage 1's graded call format). With
   ``augment=True`` (Environment Tuning's actionable augmentation) a failed or rejected call's
   observation ends with a hint saying what would fix it (:mod:`agent_tune.envs.bfcl.hints`); scoring
-  never sees hints, and eval mode never augments.
+  never sees hints.
+
+Precedence (one rule for every option): a row's own kwargs override the config's ``env_kwargs.bfcl``, which
+override the defaults; and ``eval_mode=True`` fixes the leaderboard's rules, so the options that only shape
+training (``augment``, ``score_empty_turns``, ``reward``, ``format_penalty``, ``max_penalized_format_errors``)
+have no effect in eval mode whatever their value (a config that augments its training rows keeps its
+validation rows, ``eval_mode=True`` in their kwargs, scored as BFCL scores them).
 
 ``shots`` (test ids of other scenarios, chosen by ``data_preprocess/bfcl.py --shots K``) puts worked
 examples of the call format before the first question (:mod:`agent_tune.envs.bfcl.shots`). Every step
@@ -128,9 +134,8 @@ class BFCLToolEnv(BaseToolEnv):
         self.reward_kind = reward
         self.format_penalty = format_penalty
         self.max_penalized_format_errors = max_penalized_format_errors
-        self.score_empty_turns = (not eval_mode) if score_empty_turns is None else score_empty_turns
-        if eval_mode and self.score_empty_turns:
-            raise ValueError("bfcl env: score_empty_turns=True contradicts eval_mode=True (BFCL does not score them)")
+        # eval mode: BFCL does not score empty turns (the precedence rule of the module docstring)
+        self.score_empty_turns = False if eval_mode else score_empty_turns is not False
         self.system_prompt = system_prompt
         self.augment = augment and not eval_mode
         self.entry: BFCLEntry | None = None
