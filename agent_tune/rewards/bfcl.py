@@ -3,7 +3,7 @@
 Episode rewards (the env's ``reward`` option picks one; the curriculum's stages use them in this order):
 
 * ``syntax`` (stage 1, format first): per generation a graded validity of its tool-call blocks
-  (:func:`syntax_grade`), averaged over the episode's generations (:func:`syntax`). A generation
+  (:func:`syntax_grade_of`), averaged over the episode's generations (:func:`syntax`). A generation
   without a call block scores 0; each block earns
 
   ======================================================  =====
@@ -35,7 +35,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from agent_tune.envs.bfcl.schema import validate_arguments
 from agent_tune.parsing.types import ParsedResponse
 
 REWARD_KINDS: tuple[str, ...] = ("progress", "accuracy", "progress_format", "syntax")
@@ -48,21 +47,10 @@ GRADE_VISIBLE = 0.75  # names a visible tool; the arguments break its schema
 GRADE_VALID = 1.0  # a call the strict training env runs
 
 
-def syntax_grade(parsed: ParsedResponse, tools: Mapping[str, dict[str, Any]]) -> float:
-    """Graded validity of one generation's call blocks (0 without any), against the tools visible now.
-
-    ``tools`` maps a name to its JSON-schema tool (``{"type": "function", "function": {...}}``).
-    """
-    checks = []
-    for call in parsed.calls:
-        tool = tools.get(call.name)
-        checks.append(None if tool is None else validate_arguments(tool, call.arguments))
-    return syntax_grade_of(len(parsed.errors), checks)
-
-
 def syntax_grade_of(undecodable_blocks: int, call_checks: Sequence[Sequence[str] | None]) -> float:
-    """:func:`syntax_grade` from checks already made: the number of blocks that did not decode, and per
-    decoded call ``None`` (no visible tool of that name) or the schema errors of its arguments."""
+    """The graded validity of one generation's call blocks (0 without any), from the checks made on them: the
+    number of blocks that did not decode, and per decoded call ``None`` (no visible tool of that name) or the
+    schema errors of its arguments (:func:`agent_tune.envs.bfcl.schema.syntax_grade` checks and grades)."""
     grades = [GRADE_BLOCK] * undecodable_blocks
     for errors in call_checks:
         grades.append(GRADE_JSON if errors is None else GRADE_VISIBLE if errors else GRADE_VALID)

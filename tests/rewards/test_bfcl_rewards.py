@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent_tune.envs.bfcl.schema import syntax_grade
 from agent_tune.parsing import get_tool_parser
 from agent_tune.rewards import bfcl as R
 
@@ -14,7 +15,7 @@ HERMES = get_tool_parser("hermes")
 
 
 def grade(text: str) -> float:
-    return R.syntax_grade(HERMES.parse(text), TOOLS)
+    return syntax_grade(HERMES.parse(text), TOOLS)
 
 
 def test_syntax_grade_ladder() -> None:

@@ -220,7 +220,7 @@ class BFCLToolEnv(BaseToolEnv):
         parsed = step.parsed
         step.format_errors = len(parsed.errors)
         checks = [self._check_call(call) for call in parsed.calls]  # against the tools visible now, once
-        grade: float | None = rewards.syntax_grade_of(step.format_errors, checks)  # = rewards.syntax_grade
+        grade: float | None = rewards.syntax_grade_of(step.format_errors, checks)  # = schema.syntax_grade
         if rewards.closes_acted_turn(parsed, self._turn_acted):
             grade = None  # the text that answers the user after the turn's calls: not a format attempt
         else:

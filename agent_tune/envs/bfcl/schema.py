@@ -8,7 +8,10 @@ also carry a ``"response"`` key. Tools are shown to the policy in the OpenAI for
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Mapping
+
+from agent_tune.parsing.types import ParsedResponse
+from agent_tune.rewards.bfcl import syntax_grade_of
 
 _TYPE_MAP = {
     "dict": "object",
@@ -155,3 +158,13 @@ def validate_arguments(tool: dict[str, Any], arguments: Any) -> list[str]:
 # type of a value -> the declared types that accept it as is (bool is not an integer; a number may be an int)
 _SCALAR_OK: dict[type, tuple[str, ...]] = {str: ("string",), int: ("integer", "number"), float: ("number",),
                                            bool: ("boolean",)}
+
+
+def syntax_grade(parsed: ParsedResponse, tools: Mapping[str, dict[str, Any]]) -> float:
+    """Graded validity of one generation's call blocks against the tools visible now (``name -> tool``), the
+    formula of :func:`agent_tune.rewards.bfcl.syntax_grade_of` on this module's schema checks."""
+    checks = []
+    for call in parsed.calls:
+        tool = tools.get(call.name)
+        checks.append(None if tool is None else validate_arguments(tool, call.arguments))
+    return syntax_grade_of(len(parsed.errors), checks)
