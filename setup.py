@@ -43,19 +43,20 @@ EXTRAS = {
 
 
 class BuildPyWithConfigs(build_py):
-    """Ship the Hydra configs (``config/``) inside the wheel as ``verl_ext/config``.
+    """Ship the Hydra configs (``config/``) inside the wheel as ``agent_tune/config``.
 
-    A source checkout reads ``config/`` in place; an installed wheel finds the copy next to ``verl_ext``
-    (:func:`verl_ext.train.default_config_dir`), so ``agent-tune train --config-name ...`` works without
+    A source checkout reads ``config/`` in place; an installed wheel finds the copy inside ``agent_tune``
+    (:func:`agent_tune.launch.compose.default_config_dir`), so ``agent-tune train --config-name ...`` works without
     ``--config-dir`` after a plain ``pip install``.
     """
 
     def run(self) -> None:
+        for package in ("agent_tune", "verl_ext"):  # an in-tree build/ must not ship moved or deleted files
+            shutil.rmtree(Path(self.build_lib) / package, ignore_errors=True)
         super().run()
         source = HERE / "config"
-        target = Path(self.build_lib) / "verl_ext" / "config"
+        target = Path(self.build_lib) / "agent_tune" / "config"
         if source.is_dir():
-            shutil.rmtree(target, ignore_errors=True)  # an in-tree build/ must not keep deleted configs
             shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
 
 

@@ -1,4 +1,4 @@
-"""The ``agent-tune`` command line: ``envs``, ``train``, ``sft``, ``curriculum``, ``eval``."""
+"""The ``agent-tune`` command line: ``envs``, ``data``, ``train``, ``sft``, ``curriculum``, ``eval``."""
 
 from __future__ import annotations
 
@@ -21,17 +21,21 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "train":
         # Hydra owns the rest of the command line; verl is imported only here.
-        from verl_ext.train import main as train_main
+        from agent_tune.launch.train import main as train_main
 
         return int(train_main(argv[1:]) or 0)
     if argv and argv[0] == "sft":
-        from verl_ext.sft import main as sft_main
+        from agent_tune.launch.sft import main as sft_main
 
         return int(sft_main(argv[1:]) or 0)
     if argv and argv[0] == "curriculum":
-        from verl_ext.curriculum import main as curriculum_main
+        from agent_tune.launch.curriculum import main as curriculum_main
 
         return int(curriculum_main(argv[1:]) or 0)
+    if argv and argv[0] == "data":
+        from agent_tune.data_cli import main as data_main
+
+        return int(data_main(argv[1:]) or 0)
     if argv and argv[0] == "eval":
         from agent_tune.eval.cli import main as eval_main
 
@@ -42,13 +46,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="agent-tune", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("envs", help="list registered environments").set_defaults(func=_cmd_envs)
+    sub.add_parser("data", help="verl rows of any env with a task catalogue: agent-tune data --env NAME --split S "
+                   "--out DIR (see agent-tune data -h)")
     sub.add_parser("train", help="GRPO training with verl: agent-tune train --config-name NAME key=value ...")
     sub.add_parser("sft", help="multi-turn SFT with verl's SFT trainer, rows tokenised like the RL rollouts: "
                    "agent-tune sft --config-name agent_tune_sft_cpu data.train_files=... key=value ...")
     sub.add_parser("curriculum", help="a curriculum of training stages, each from the one before: "
                    "agent-tune curriculum --curriculum NAME --run-dir DIR (see agent-tune curriculum -h)")
-    sub.add_parser("eval", help="evaluation on BFCL (multi-turn and single-turn) and tau2-bench tasks, or any "
-                   "env's rows, against an OpenAI-compatible server (see agent-tune eval -h)")
+    sub.add_parser("eval", help="evaluation on BFCL (multi-turn and single-turn) and tau2-bench tasks, any env's "
+                   "catalogue (--env NAME) or rows, against an OpenAI-compatible server (see agent-tune eval -h)")
     args = parser.parse_args(argv)
     return int(args.func(args))
 

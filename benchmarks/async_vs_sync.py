@@ -6,7 +6,7 @@ recipe from ``config/async/`` (``--mode``: ``colocate_async``, the v1 trainer's 
 ``one_step_off_policy_cpu`` or ``fully_async_policy_cpu``, verl's experimental trainers with a separate
 rollout pool). Both runs train on ``--steps`` x 2 prompts x 4 samples and save no checkpoint.
 
-Reported per run, from ``<run>/metrics.jsonl`` (one row per trainer step: ``verl_ext.step_metrics``), verl's
+Reported per run, from ``<run>/metrics.jsonl`` (one row per trainer step: ``agent_tune.launch.step_metrics``), verl's
 ``<run>/verl_metrics.jsonl`` and the run's wall clock:
 
 - ``train s``: verl's mean step time (``timing_s/step`` in ``<run>/verl_metrics.jsonl``: for the async
@@ -52,7 +52,7 @@ def build_data(out: Path, shots: int = 3) -> Path:
 def run(name: str, work: Path, data: Path, steps: int, extra: Sequence[str]) -> dict:
     """One training run; its per-step rows and wall time."""
     ckpt = work / name
-    cmd = [sys.executable, "-m", "verl_ext.train", "--config-name", "agent_tune_bfcl_cpu",
+    cmd = [sys.executable, "-m", "agent_tune.launch.train", "--config-name", "agent_tune_bfcl_cpu",
            f"data.train_files={data / 'train_base.parquet'}", f"data.val_files={data / 'val.parquet'}",
            f"trainer.default_local_dir={ckpt}", f"trainer.total_training_steps={steps}", "trainer.save_freq=-1",
            "trainer.resume_mode=disable", *extra]

@@ -64,7 +64,7 @@ def build_data(out: Path, shots: int = 3) -> Path:
 
 def train(run: Path, data: Path, steps: int, overrides: Sequence[str]) -> float:
     """One main-job run into ``run`` (from scratch); its wall time."""
-    cmd = [sys.executable, "-m", "verl_ext.train", "--config-name", "agent_tune_bfcl_cpu",
+    cmd = [sys.executable, "-m", "agent_tune.launch.train", "--config-name", "agent_tune_bfcl_cpu",
            f"data.train_files={data / 'train_base.parquet'}", f"data.val_files={data / 'val.parquet'}",
            f"trainer.default_local_dir={run}", f"trainer.total_training_steps={steps}", f"trainer.save_freq={steps}",
            "trainer.resume_mode=disable", *overrides]

@@ -21,6 +21,6 @@ pass STEPS trainer.total_training_steps
 pass LR actor_rollout_ref.actor.optim.lr
 
 cd "$REPO_DIR"
-"$PYTHON" -m verl_ext.train --config-name agent_tune_toolcall_cpu "${OVERRIDES[@]}" "$@"
+"$PYTHON" -m agent_tune.launch.train --config-name agent_tune_toolcall_cpu "${OVERRIDES[@]}" "$@"
 "$PYTHON" "$REPO_DIR/benchmarks/plot_metrics.py" "$WORK_DIR/checkpoints/metrics.jsonl" \
   --out "$WORK_DIR/learning_signal.png" --title "GRPO, SmolLM2-135M, synthetic tool calling (CPU)"

@@ -23,7 +23,7 @@ pass STEPS trainer.total_training_steps
 pass LR actor_rollout_ref.actor.optim.lr
 
 cd "$REPO_DIR"
-"$PYTHON" -m verl_ext.train --config-name agent_tune_toolcall_bfcl_cpu "${OVERRIDES[@]}" "$@"
+"$PYTHON" -m agent_tune.launch.train --config-name agent_tune_toolcall_bfcl_cpu "${OVERRIDES[@]}" "$@"
 "$PYTHON" "$REPO_DIR/benchmarks/plot_metrics.py" "$WORK_DIR/checkpoints/metrics.jsonl" \
   --out "$WORK_DIR/learning_signal_bfcl_single.png" \
   --keys reward acc format_errors num_calls zero_call groups_with_signal response_length \

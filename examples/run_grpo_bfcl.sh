@@ -46,4 +46,4 @@ pass NNODES trainer.nnodes
 pass GPUS_PER_NODE trainer.n_gpus_per_node
 
 cd "$REPO_DIR"
-exec "$PYTHON" -m verl_ext.train --config-name "$CONFIG_NAME" "${OVERRIDES[@]}" "$@"
+exec "$PYTHON" -m agent_tune.launch.train --config-name "$CONFIG_NAME" "${OVERRIDES[@]}" "$@"

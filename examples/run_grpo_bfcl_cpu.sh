@@ -30,4 +30,4 @@ OVERRIDES+=(
 pass TOTAL_STEPS trainer.total_training_steps
 
 cd "$REPO_DIR"
-exec "$PYTHON" -m verl_ext.train --config-name agent_tune_bfcl_cpu "${OVERRIDES[@]}" "$@"
+exec "$PYTHON" -m agent_tune.launch.train --config-name agent_tune_bfcl_cpu "${OVERRIDES[@]}" "$@"

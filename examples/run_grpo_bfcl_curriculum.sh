@@ -33,4 +33,4 @@ pass NNODES trainer.nnodes
 pass GPUS_PER_NODE trainer.n_gpus_per_node
 
 cd "$REPO_DIR"
-exec "$PYTHON" -m verl_ext.curriculum --curriculum "$CURRICULUM" --run-dir "$RUN_DIR" "${OVERRIDES[@]}" "$@"
+exec "$PYTHON" -m agent_tune.launch.curriculum --curriculum "$CURRICULUM" --run-dir "$RUN_DIR" "${OVERRIDES[@]}" "$@"

@@ -30,4 +30,4 @@ pass RESPONSE_LENGTH data.max_response_length
 pass TOTAL_STEPS trainer.total_training_steps trainer.save_freq
 
 cd "$REPO_DIR"
-exec "$PYTHON" -m verl_ext.train --config-name agent_tune_grpo_cpu "${OVERRIDES[@]}" "$@"
+exec "$PYTHON" -m agent_tune.launch.train --config-name agent_tune_grpo_cpu "${OVERRIDES[@]}" "$@"

@@ -38,4 +38,4 @@ pass BATCH_SIZE data.train_batch_size actor_rollout_ref.actor.ppo_mini_batch_siz
 pass TOTAL_STEPS trainer.total_training_steps trainer.save_freq
 
 cd "$REPO_DIR"
-exec "$PYTHON" -m verl_ext.train --config-name "$CONFIG_NAME" "${OVERRIDES[@]}" "$@"
+exec "$PYTHON" -m agent_tune.launch.train --config-name "$CONFIG_NAME" "${OVERRIDES[@]}" "$@"

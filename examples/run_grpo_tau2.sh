@@ -66,4 +66,4 @@ pass ALPHA agent_tune.env_kwargs.tau2.reward_shaping.alpha
 pass CURRICULUM agent_tune.task_curriculum.enable
 
 cd "$REPO_DIR"
-CUDA_VISIBLE_DEVICES="$TRAIN_GPUS" "$PYTHON" -m verl_ext.train --config-name "$CONFIG_NAME" "${OVERRIDES[@]}" "$@"
+CUDA_VISIBLE_DEVICES="$TRAIN_GPUS" "$PYTHON" -m agent_tune.launch.train --config-name "$CONFIG_NAME" "${OVERRIDES[@]}" "$@"

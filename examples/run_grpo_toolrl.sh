@@ -68,4 +68,4 @@ pass REWARD_SCALE agent_tune.env_kwargs.toolcall.reward.scale
 pass REWARD_GRANULARITY agent_tune.env_kwargs.toolcall.reward.granularity
 
 cd "$REPO_DIR"
-exec "$PYTHON" -m verl_ext.train --config-name "$CONFIG_NAME" "${OVERRIDES[@]}" "$@"
+exec "$PYTHON" -m agent_tune.launch.train --config-name "$CONFIG_NAME" "${OVERRIDES[@]}" "$@"

@@ -55,7 +55,7 @@ if [[ -n "${SFT_STEPS:-}" ]]; then
   SFT_OVERRIDES+=(trainer.total_training_steps="$SFT_STEPS")
 fi
 echo "[agent-tune] 1/2 SFT cold start: $SFT_CONFIG on $SFT_DATA -> $SFT_DIR"
-"$PYTHON" -m verl_ext.sft --config-name "$SFT_CONFIG" "${SFT_OVERRIDES[@]}" "${sft_args[@]}"
+"$PYTHON" -m agent_tune.launch.sft --config-name "$SFT_CONFIG" "${SFT_OVERRIDES[@]}" "${sft_args[@]}"
 
 ckpt="$(ls -d "$SFT_DIR"/global_step_* 2>/dev/null | sort -V | tail -1 || true)"
 if [[ -n "$ckpt" && -f "$ckpt/lora_train_meta.json" ]]; then

@@ -60,6 +60,6 @@ if [[ ",$RFT_STAGES," != *",sft,"* ]]; then
   exit 0
 fi
 
-exec "$PYTHON" -m verl_ext.sft --config-name "$SFT_CONFIG" \
+exec "$PYTHON" -m agent_tune.launch.sft --config-name "$SFT_CONFIG" \
   data.train_files="$WORK_DIR/rft_rows.jsonl" data.chat_template="$TEMPLATE" \
   model.path="${SFT_MODEL:-$TOKENIZER}" trainer.default_local_dir="$WORK_DIR/sft" "$@"

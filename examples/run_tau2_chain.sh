@@ -50,7 +50,7 @@ latest_hf() {
   return 0
 }
 config_value() {  # config_value KEY [override...]: GRPO_CONFIG's value at KEY
-  "$PYTHON" -m verl_ext.config_value --config-name "$GRPO_CONFIG" "$@"
+  "$PYTHON" -m agent_tune.launch.config_value --config-name "$GRPO_CONFIG" "$@"
 }
 
 TEMPLATE=$(config_value agent_tune.template)
@@ -76,7 +76,7 @@ SFT1_HF=$(latest_hf "$WORK_DIR/sft")
 if [[ -z "$SFT1_HF" ]]; then
   model=()
   if [[ -n "${MODEL_PATH:-}" ]]; then model=(model.path="$MODEL_PATH"); fi
-  "$PYTHON" -m verl_ext.sft --config-name "$SFT_CONFIG" data.train_files="$CONVERSATIONS" \
+  "$PYTHON" -m agent_tune.launch.sft --config-name "$SFT_CONFIG" data.train_files="$CONVERSATIONS" \
     data.chat_template="$TEMPLATE" trainer.default_local_dir="$WORK_DIR/sft" "${model[@]}" "${sft_args[@]}"
   SFT1_HF=$(latest_hf "$WORK_DIR/sft")
   [[ -n "$SFT1_HF" ]] || { echo "stage 1 (SFT) exported no Hugging Face folder under $WORK_DIR/sft" >&2; exit 1; }

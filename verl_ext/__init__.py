@@ -1,5 +1,12 @@
-"""verl glue for agent-tune: the only package that imports verl.
+"""verl glue for agent-tune: what runs inside verl's own processes (its trainer, its Ray workers, torchrun).
 
-Sub-packages: ``verl_ext.cpu`` (verl's missing CPU platform and the vLLM-on-CPU fixes) and ``verl_ext.train``
-(the Hydra entry point behind ``agent-tune train``). Importing ``verl_ext`` itself imports nothing heavy.
+- :mod:`verl_ext.agent_loop` - agent-tune's agent loop, registered with verl (``agent_loops.yaml``);
+- :mod:`verl_ext.trainers` - verl's trainers by name (main PPO, one-step-off-policy, fully async);
+- :mod:`verl_ext.task_curriculum` - the task curriculum's sampler, plugged into verl's task runner;
+  :mod:`verl_ext.sample_records` - reading the agent loop's per-episode records as they are appended;
+- :mod:`verl_ext.sft_dataset` - the dataset verl's SFT trainer loads (``data.custom_cls``);
+- ``verl_ext.cpu`` - verl's missing CPU platform and the vLLM-on-CPU fixes.
+
+The commands that start verl (``agent-tune train`` / ``sft`` / ``curriculum``) are in :mod:`agent_tune.launch`.
+Importing ``verl_ext`` itself imports nothing heavy.
 """

@@ -134,7 +134,9 @@ class EpisodeInfo:
     def as_dict(self) -> dict[str, Any]:
         """The flat record (extras first, so a core key always holds the core value); ``truncated`` and
         ``finalize_reason`` appear only for an episode ended from outside."""
-        out = {**self.extras, **{k: getattr(self, k) for k in self.CORE_KEYS}}
+        out = dict(self.extras)
+        out.update(accuracy=self.accuracy, progress=self.progress, format_errors=self.format_errors,
+                   num_steps=self.num_steps, num_calls=self.num_calls, turns_completed=self.turns_completed)
         if self.truncated:
             out["truncated"] = True
             out["finalize_reason"] = self.finalize_reason
@@ -262,6 +264,12 @@ class BaseToolEnv(ABC):
     turns_completed: int = 0
     finalize_reason: str | None = None
 
+    _acts_alone: ClassVar[bool] = True  # batch_act is the default one (set per subclass)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._acts_alone = cls.batch_act.__func__ is BaseToolEnv.batch_act.__func__  # type: ignore[attr-defined]
+
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
         """Raise ``ValueError`` naming the option when constructor ``kwargs`` (a config's ``env_kwargs``
@@ -370,11 +378,10 @@ class BaseToolEnv(ABC):
         one env, without its bookkeeping.)"""
         step = self._open_step(raw_response)
         if not step.done:
-            klass = type(self)
-            if klass.batch_act.__func__ is BaseToolEnv.batch_act.__func__:  # type: ignore[attr-defined]
+            if self._acts_alone:
                 self.act(step)
             else:
-                klass.batch_act((self,), (step,))
+                type(self).batch_act((self,), (step,))
         return self._close_step(step)
 
     @classmethod
@@ -429,7 +436,8 @@ class BaseToolEnv(ABC):
         observation = self.format_tool_response(step.results)
         if step.messages:
             observation.messages.extend(step.messages)
-        info = {**step.info, "format_errors": step.format_errors}
+        info = step.info
+        info["format_errors"] = step.format_errors
         if "calls" not in info and step.results:  # the calls that ran (named, not rejected): collapse metrics
             info["calls"] = [r.name for r in step.results if isinstance(r, ToolResult) and r.name and not r.error]
         if not step.done:
@@ -446,5 +454,7 @@ class BaseToolEnv(ABC):
             turns_completed=self.turns_completed, truncated=self.finalize_reason is not None,
             finalize_reason=self.finalize_reason, extras=dict(outcome.extras),
         )
-        merged = {**episode.as_dict(), **info, "format_errors": step_errors}
+        merged = episode.as_dict()
+        merged.update(info)
+        merged["format_errors"] = step_errors
         return StepResult(observation, reward + float(outcome.reward), True, merged, episode)

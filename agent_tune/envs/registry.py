@@ -9,6 +9,8 @@ group, through which an installed plugin package adds environments. ``make_env``
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from importlib.metadata import entry_points
 from typing import Any, Callable, TypeVar
 
@@ -81,7 +83,17 @@ def _import_path(path: str) -> type[BaseToolEnv]:
     module_name, _, attr = path.partition(":")
     if not attr:
         raise ValueError(f"environment path {path!r} must look like 'package.module:Class'")
-    cls = getattr(importlib.import_module(module_name), attr)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        # a module of the directory the command runs in (``examples.envs.calculator`` from the repository root):
+        # ``python -m`` puts it on sys.path, console scripts (``agent-tune``) do not
+        cwd = os.getcwd()
+        if cwd in sys.path or not exc.name or module_name.partition(".")[0] != exc.name.partition(".")[0]:
+            raise
+        sys.path.append(cwd)
+        module = importlib.import_module(module_name)
+    cls = getattr(module, attr)
     if not (isinstance(cls, type) and issubclass(cls, BaseToolEnv)):
         raise TypeError(f"{path!r} is not a BaseToolEnv subclass")
     return cls

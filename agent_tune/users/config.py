@@ -1,4 +1,4 @@
-"""The user's configuration (``user:`` in Hydra) and :func:`make_user`."""
+"""The user's configuration (``user:`` in Hydra), checked at start-up; :mod:`agent_tune.users.factory` builds it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import inspect
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from agent_tune.users.base import User
 from agent_tune.users.endpoint import check_endpoint_options
 
 USER_KINDS = ("llm", "scripted")  # or a "package.module:Class" path: a user class of your own
@@ -97,16 +96,3 @@ def user_class(path: str, kwargs: Mapping[str, Any]) -> type:
     except TypeError as exc:
         raise ValueError(f"user.kwargs for {path}: {exc}") from None
     return cls
-
-
-def make_user(config: Mapping[str, Any] | UserConfig | None) -> User:
-    """A fresh user for one episode, as ``config`` describes it."""
-    from agent_tune.users.llm import LLMUser
-    from agent_tune.users.scripted import ScriptedUser
-
-    config = UserConfig.from_mapping(config)
-    if ":" in config.kind:
-        return user_class(config.kind, config.kwargs)(**config.kwargs)
-    if config.kind == "scripted":
-        return ScriptedUser(config.turns)
-    return LLMUser(config)

@@ -1,32 +1,30 @@
-"""The start-up check of an OpenAI-compatible endpoint: it answers ``GET <base_url>/models`` and lists the model."""
+"""An OpenAI-compatible endpoint's config checks and start-up check (the simulated user's, tau2's judge's).
+
+The check itself is :func:`agent_tune.openai_client.check_model` (aiohttp; the client the eval and the user
+use): ``GET <base_url>/models`` answers and lists the model. Here its failure becomes a ``ValueError`` (a bad
+config, found at start-up).
+"""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
-import httpx
+from agent_tune.openai_client import ServerError, check_model
 
 
 class EndpointUnavailableError(ValueError):
     """An endpoint failed its start-up check (the message names what it is for and its URL)."""
 
 
-def check_endpoint(base_url: str, model: str, headers: dict[str, str], timeout_s: float, what: str) -> None:
-    """``GET <base_url>/models``; raise :class:`EndpointUnavailableError` naming ``what`` and the URL unless it
-    answers as an OpenAI-compatible server and lists ``model``."""
-    url = f"{base_url.rstrip('/')}/models"
+def check_endpoint(base_url: str, model: str, api_key: str | None, timeout_s: float, what: str) -> None:
+    """``GET <base_url>/models`` (waiting at most ``min(timeout_s, 10)`` s); raise
+    :class:`EndpointUnavailableError` naming ``what`` and the URL unless it answers as an OpenAI-compatible
+    server and lists ``model``."""
     try:
-        response = httpx.get(url, headers=headers, timeout=min(timeout_s, 10.0))
-        response.raise_for_status()
-        listed = [m.get("id") for m in response.json().get("data", [])]
-    except (httpx.HTTPError, ValueError, AttributeError, TypeError) as exc:
-        raise EndpointUnavailableError(
-            f"{what} at {base_url.rstrip('/')} is unreachable or not OpenAI-compatible "
-            f"(GET {url}: {type(exc).__name__}: {exc})") from None
-    if model not in listed:
-        raise EndpointUnavailableError(
-            f"{what} at {base_url.rstrip('/')} does not serve model {model!r} (it lists {listed})")
+        check_model(base_url, model, api_key, min(float(timeout_s), 10.0), what)
+    except ServerError as exc:
+        raise EndpointUnavailableError(str(exc)) from None
 
 
 def check_endpoint_options(prefix: str, options: Any) -> None:

@@ -1,14 +1,13 @@
-"""A user simulated by an LLM behind any OpenAI-compatible ``/chat/completions`` endpoint (async httpx)."""
+"""A user simulated by an LLM behind any OpenAI-compatible ``/chat/completions`` endpoint
+(:mod:`agent_tune.openai_client`: aiohttp, the eval's client too)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from typing import Any, Sequence
 
-import httpx
-
+from agent_tune.openai_client import AsyncClient, RetryPolicy, ServerUnavailableError, UnusableAnswerError
 from agent_tune.users.base import UserError, UserReply, UserToolCall
 from agent_tune.users.config import UserConfig
 from agent_tune.users.endpoint import EndpointUnavailableError, check_endpoint
@@ -16,10 +15,6 @@ from agent_tune.users.endpoint import EndpointUnavailableError, check_endpoint
 
 class UserUnavailableError(EndpointUnavailableError):
     """The user's endpoint failed its start-up health check (the message names the URL)."""
-
-
-class _BadAnswer(Exception):
-    """One answer that cannot be used (retried)."""
 
 
 class LLMUser:
@@ -37,15 +32,15 @@ class LLMUser:
             raise ValueError(f"LLMUser needs user.kind=llm, got {self.config.kind!r}")
         self.url = self.config.base_url.rstrip("/")
 
-    def _headers(self) -> dict[str, str]:
+    def _api_key(self) -> str | None:
         env = self.config.api_key_env
-        return {"Authorization": f"Bearer {os.environ[env]}"} if env else {}
+        return os.environ[env] if env else None
 
     def health_check(self) -> None:
         """``GET <base_url>/models``; raise :class:`UserUnavailableError` naming the URL unless it answers and
         lists ``model``."""
         try:
-            check_endpoint(self.url, self.config.model, self._headers(), self.config.timeout_s, "user simulator")
+            check_endpoint(self.url, self.config.model, self._api_key(), self.config.timeout_s, "user simulator")
         except EndpointUnavailableError as exc:
             raise UserUnavailableError(str(exc)) from None
 
@@ -67,12 +62,12 @@ class LLMUser:
         try:
             message = body["choices"][0]["message"]
         except (KeyError, IndexError, TypeError):
-            raise _BadAnswer(f"not a chat completion: {str(body)[:200]}") from None
+            raise UnusableAnswerError(f"not a chat completion: {str(body)[:200]}") from None
         if not isinstance(message, dict):
-            raise _BadAnswer(f"not a chat message: {str(message)[:200]}")
+            raise UnusableAnswerError(f"not a chat message: {str(message)[:200]}")
         content = message.get("content")
         if content is not None and not isinstance(content, str):
-            raise _BadAnswer(f"content is not text: {str(content)[:200]}")
+            raise UnusableAnswerError(f"content is not text: {str(content)[:200]}")
         calls = []
         for k, call in enumerate(message.get("tool_calls") or ()):
             try:
@@ -82,29 +77,19 @@ class LLMUser:
                     raise ValueError("arguments are not an object")
                 calls.append(UserToolCall(str(call.get("id") or f"user_call_{k}"), str(function["name"]), arguments))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                raise _BadAnswer(f"invalid tool call {str(call)[:200]}: {exc}") from None
+                raise UnusableAnswerError(f"invalid tool call {str(call)[:200]}: {exc}") from None
         if not calls and (content is None or not content.strip()):
-            raise _BadAnswer("empty reply (no text, no tool call)")
+            raise UnusableAnswerError("empty reply (no text, no tool call)")
         return UserReply(content, tuple(calls))
 
     async def reply(self, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None) -> UserReply:
         """The user's next message; :class:`UserError` after ``max_retries`` failed retries."""
-        payload = self._payload(messages, tools)
-        reason = ""
-        async with httpx.AsyncClient(timeout=self.config.timeout_s, headers=self._headers()) as client:
-            for attempt in range(self.config.max_retries + 1):
-                if attempt:
-                    await asyncio.sleep(self.config.backoff_s * 2 ** (attempt - 1))
-                try:
-                    response = await client.post(f"{self.url}/chat/completions", json=payload)
-                    response.raise_for_status()
-                    return self._decode(response.json())
-                except httpx.HTTPStatusError as exc:
-                    reason = f"HTTP {exc.response.status_code}: {exc.response.text[:200]}"
-                except httpx.HTTPError as exc:
-                    reason = f"{type(exc).__name__}: {exc}"
-                except ValueError as exc:  # the body is not JSON
-                    reason = f"answer is not JSON: {exc}"
-                except _BadAnswer as exc:
-                    reason = str(exc)
-        raise UserError(f"user simulator at {self.url} failed {self.config.max_retries + 1} times; last: {reason}")
+        retry = RetryPolicy.persistent(self.config.max_retries, self.config.backoff_s)
+        # a client per reply (cheap: its aiohttp session opens at the first request and closes on exit):
+        # run_sync may run each reply on a fresh event loop, and a session belongs to one loop
+        async with AsyncClient(self.url, self._api_key(), timeout=float(self.config.timeout_s), retry=retry,
+                               max_connections=1, what="user simulator") as client:
+            try:
+                return await client.post("chat/completions", self._payload(messages, tools), decode=self._decode)
+            except ServerUnavailableError as exc:
+                raise UserError(f"user simulator at {self.url} failed {exc.attempts} times; last: {exc.last}") from None

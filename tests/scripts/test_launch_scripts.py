@@ -33,11 +33,26 @@ USER_VARIABLES = (
 ).split()
 
 
+# The fake interpreter: it logs each call (CALL, then one argument a line) to LOG with one write, so that the
+# calls of a vLLM server the script starts in the background never interleave with the script's own; a
+# server ignores the script's kill until its call is logged; wait_openai's probe of a server's URL returns
+# once that server's call is logged, as a real probe returns once the server is up (calls log in order).
+FAKE = r'''#!/usr/bin/env bash
+trap '' TERM
+record=$(printf "%s\n" CALL "$@"; echo .)
+printf "%s" "${record%.}" >> "LOG"
+if [[ "$1" == -c && "$2" == *urllib.request* && "$3" == http://127.0.0.1:* ]]; then
+  port=${3#http://127.0.0.1:}
+  for _ in $(seq 200); do grep -qx -- "${port%%/*}" "LOG" && break; sleep 0.05; done
+fi
+'''
+
+
 def _run(script: str, tmp_path: Path, env_extra: dict[str, str], args: tuple[str, ...] = ()) -> list[list[str]]:
     """Run ``script`` with a fake PYTHON; return the argv of each interpreter call."""
     fake = tmp_path / "fake_python"
     log = tmp_path / "calls.txt"
-    fake.write_text(f'#!/usr/bin/env bash\n{{ echo CALL; printf "%s\\n" "$@"; }} >> "{log}"\n')
+    fake.write_text(FAKE.replace("LOG", str(log)))
     fake.chmod(0o755)
     data = tmp_path / "data"
     data.mkdir(exist_ok=True)
@@ -65,8 +80,8 @@ def _read_calls(log: Path) -> list[list[str]]:
 
 
 def _overrides(calls: list[list[str]]) -> dict[str, str]:
-    """key -> value of the Hydra overrides given to ``-m verl_ext.train``."""
-    (train,) = [c for c in calls if c[:2] == ["-m", "verl_ext.train"]]
+    """key -> value of the Hydra overrides given to ``-m agent_tune.launch.train``."""
+    (train,) = [c for c in calls if c[:2] == ["-m", "agent_tune.launch.train"]]
     return dict(arg.split("=", 1) for arg in train if "=" in arg and not arg.startswith("-"))
 
 
@@ -139,7 +154,7 @@ def test_exported_variable_reaches_its_key(script, variable, value, keys, tmp_pa
 
 def test_config_name_and_extra_arguments_pass_through(tmp_path):
     calls = _run("examples/run_grpo_retool.sh", tmp_path, {"CONFIG_NAME": "agent_tune_retool_cpu"}, ("a.b=1",))
-    (train,) = [c for c in calls if c[:2] == ["-m", "verl_ext.train"]]
+    (train,) = [c for c in calls if c[:2] == ["-m", "agent_tune.launch.train"]]
     assert train[train.index("--config-name") + 1] == "agent_tune_retool_cpu"
     assert train[-1] == "a.b=1"
 
@@ -157,7 +172,7 @@ def test_bfcl_single_benchmark_builds_shot_rows_trains_and_plots(tmp_path):
     keys = set(plot[plot.index("--keys") + 1:plot.index("--title")])
     assert {"reward", "acc", "format_errors", "num_calls"} <= keys
     # every plotted key is one the step-metrics writer logs
-    from verl_ext.step_metrics import SAMPLE_KEYS, VERL_KEYS, collapse_metrics
+    from agent_tune.launch.step_metrics import SAMPLE_KEYS, VERL_KEYS, collapse_metrics
 
     logged = set(VERL_KEYS.values()) | set(SAMPLE_KEYS)
     logged |= set(collapse_metrics([{"num_generations": 1, "num_calls": 1, "group": 0, "reward": 1.0}]))
@@ -187,7 +202,7 @@ def test_stage2_uses_its_config_and_the_stage1_model(tmp_path):
     model.mkdir()
     (model / "config.json").write_text("{}")
     calls = _run("examples/run_grpo_bfcl_stage2.sh", tmp_path, {"MODEL_PATH": str(model)})
-    (train,) = [c for c in calls if c[:2] == ["-m", "verl_ext.train"]]
+    (train,) = [c for c in calls if c[:2] == ["-m", "agent_tune.launch.train"]]
     assert train[train.index("--config-name") + 1] == "agent_tune_bfcl_stage2"
     overrides = _overrides(calls)
     assert overrides["actor_rollout_ref.model.path"] == str(model)
@@ -237,7 +252,7 @@ def test_run_rft_chains_eval_with_sft_out_then_sft_on_the_kept_rows(tmp_path):
     assert flag["--rows"] == "/d/train.parquet" and flag["--n"] == "8" and flag["--limit"] == "3"
     assert flag["--sft-out"] == str(work / "rft_rows.jsonl") and flag["--sft-min-reward"] == "0.5"
     assert "--sft-min-accuracy" not in ev and flag["--temperature"] == "1.0" and flag["--template"] == "smollm2_tools"
-    assert sft[:4] == ["-m", "verl_ext.sft", "--config-name", "agent_tune_sft_cpu"]
+    assert sft[:4] == ["-m", "agent_tune.launch.sft", "--config-name", "agent_tune_sft_cpu"]
     assert f"data.train_files={work / 'rft_rows.jsonl'}" in sft and "model.path=/tok" in sft
     assert "data.chat_template=smollm2_tools" in sft and sft[-2:] == ["+lora=sft", "optim.lr=1e-5"]
 
@@ -264,7 +279,7 @@ def test_tau2_serves_the_user_on_its_own_gpus(tmp_path):
     overrides = _overrides(calls)
     assert overrides["agent_tune.env_kwargs.tau2.user.base_url"] == "http://127.0.0.1:31000/v1"
     assert overrides["data.val_files"].endswith("/test.parquet")
-    (train,) = [c for c in calls if c[:2] == ["-m", "verl_ext.train"]]
+    (train,) = [c for c in calls if c[:2] == ["-m", "agent_tune.launch.train"]]
     assert train[train.index("--config-name") + 1] == "agent_tune_tau2"
 
 
@@ -291,7 +306,7 @@ def test_retool_sft_then_grpo_from_the_latest_sft_export(tmp_path):
     calls = _run("examples/run_retool_sft_grpo.sh", tmp_path, env, ("optim.lr=1e-5", "--", "a.b=1"))
     synth, sft, train = calls
     assert synth[0].endswith("data_preprocess/retool_sft_synthetic.py") and synth[1:] == ["--out", f"{work}/sft_data"]
-    assert sft == ["-m", "verl_ext.sft", "--config-name", "agent_tune_sft_cpu", "+sft_format=retool",
+    assert sft == ["-m", "agent_tune.launch.sft", "--config-name", "agent_tune_sft_cpu", "+sft_format=retool",
                    f"data.train_files={work}/sft_data/train.parquet", f"trainer.default_local_dir={work}/sft",
                    "optim.lr=1e-5"]
     assert train[train.index("--config-name") + 1] == "agent_tune_retool_cpu" and train[-1] == "a.b=1"
@@ -323,9 +338,8 @@ def test_retool_sft_grpo_stops_after_a_lora_sft(tmp_path):
     assert result.returncode == 1 and "model merger" in result.stderr
 
 
-CHAIN_FAKE = r"""#!/usr/bin/env bash
-{ echo CALL; printf "%s\n" "$@"; } >> "LOG"
-if [[ "$2" == verl_ext.config_value ]]; then
+CHAIN_FAKE = FAKE + r"""
+if [[ "$2" == agent_tune.launch.config_value ]]; then
   case "$5" in
     agent_tune.template) echo smollm2_tools ;;
     agent_tune.tool_parser) echo hermes ;;
@@ -334,7 +348,7 @@ if [[ "$2" == verl_ext.config_value ]]; then
 fi
 prev=""
 for a in "$@"; do
-  if [[ "$2" == verl_ext.sft && "$a" == trainer.default_local_dir=* ]]; then
+  if [[ "$2" == agent_tune.launch.sft && "$a" == trainer.default_local_dir=* ]]; then
     mkdir -p "${a#*=}/global_step_2/huggingface"
   fi
   if [[ "$2" == agent_tune.cli && "$prev" == --sft-out ]]; then echo '{"id": "r#0"}' >> "$a"; fi
@@ -368,10 +382,10 @@ def test_tau2_chain_runs_sft_then_rft_then_grpo_each_from_the_last_model(tmp_pat
            "SFT_ARGS": "trainer.total_training_steps=2 data.max_length=4096"}
     calls = _chain(tmp_path, env, ("trainer.total_training_steps=1",))
     work = tmp_path / "work"
-    sft1, sft2 = [c for c in calls if c[:2] == ["-m", "verl_ext.sft"]]
+    sft1, sft2 = [c for c in calls if c[:2] == ["-m", "agent_tune.launch.sft"]]
     user, policy = [c for c in calls if c[:2] == ["-m", "vllm.entrypoints.openai.api_server"]]
     (ev,) = [c for c in calls if c[:3] == ["-m", "agent_tune.cli", "eval"]]
-    (train,) = [c for c in calls if c[:2] == ["-m", "verl_ext.train"]]
+    (train,) = [c for c in calls if c[:2] == ["-m", "agent_tune.launch.train"]]
     order = [calls.index(c) for c in (sft1, user, policy, ev, sft2, train)]
     assert order == sorted(order)
     hf1, hf2 = work / "sft" / "global_step_2" / "huggingface", work / "rft" / "sft" / "global_step_2" / "huggingface"
@@ -402,7 +416,8 @@ def test_tau2_chain_runs_sft_then_rft_then_grpo_each_from_the_last_model(tmp_pat
     assert train[-1] == "trainer.total_training_steps=1"
 
     again = _chain(tmp_path, env)  # rerun: both exported models exist, only GRPO runs
-    assert not [c for c in again if c[:2] == ["-m", "verl_ext.sft"] or c[:3] == ["-m", "agent_tune.cli", "eval"]]
+    assert not [c for c in again
+                if c[:2] == ["-m", "agent_tune.launch.sft"] or c[:3] == ["-m", "agent_tune.cli", "eval"]]
     assert _overrides(again)["actor_rollout_ref.model.path"] == str(hf2)
 
 

@@ -1,7 +1,8 @@
 """A tiny OpenAI-compatible server on loopback for the user tests: answers ``GET /models`` and
-``POST /chat/completions`` with replies a test queues (a dict is sent as JSON, a str as a raw body, an int as
-that HTTP status); once the queue is empty it repeats ``default`` (a callable: called with the request body,
-its result sent as above). Records every request body."""
+``POST /chat/completions`` (any POST) with replies a test queues (a dict is sent as JSON, a str as a raw body,
+an int as that HTTP status, a ``(status, dict)`` pair as that status with that JSON body); once the queue is
+empty it repeats ``default`` (a callable: called with the request body, its result sent as above). Records
+every request body (``requests``), and the path and headers of every request (``seen``)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class FakeOpenAI:
         self.queue: list[Any] = []
         self.default = default if default is not None else completion("Please help me.")
         self.requests: list[dict[str, Any]] = []
+        self.seen: list[tuple[str, str, dict[str, str]]] = []  # (method, path, headers with lower-case names)
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -40,20 +42,27 @@ class FakeOpenAI:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _record(self) -> None:
+                owner.seen.append((self.command, self.path, {k.lower(): v for k, v in self.headers.items()}))
+
             def do_GET(self) -> None:  # noqa: N802
+                self._record()
                 if self.path.endswith("/models"):
                     self._send(200, json.dumps({"data": [{"id": owner.model}]}).encode())
                 else:
                     self._send(404, b"{}")
 
             def do_POST(self) -> None:  # noqa: N802
+                self._record()
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 owner.requests.append(body)
                 item = owner.queue.pop(0) if owner.queue else owner.default
                 if callable(item):
                     item = item(body)
-                if isinstance(item, int):
+                if isinstance(item, tuple):
+                    self._send(item[0], json.dumps(item[1]).encode())
+                elif isinstance(item, int):
                     self._send(item, b'{"error": "boom"}')
                 elif isinstance(item, str):
                     self._send(200, item.encode())

@@ -16,6 +16,7 @@ from agent_tune.users import (
     make_user,
     run_sync,
 )
+from tests.test_openai_client import unclosed_warnings
 from tests.users.fake_openai import FakeOpenAI, completion, free_port_url
 
 MESSAGES = [{"role": "system", "content": "You are a user."}, {"role": "user", "content": "Hi! How can I help?"}]
@@ -58,6 +59,8 @@ def test_llm_user_sends_the_conversation_and_decodes_the_reply(monkeypatch: pyte
         body = server.requests[-1]
         assert body["model"] == "user-model" and body["temperature"] == 0.3 and body["max_tokens"] == 64
         assert body["messages"] == MESSAGES and body["tools"] == tools and body["tool_choice"] == "auto"
+        assert [(m, p, h.get("authorization")) for m, p, h in server.seen] == [
+            ("GET", "/v1/models", "Bearer sekret"), ("POST", "/v1/chat/completions", "Bearer sekret")]
 
 
 def test_llm_user_retries_garbage_then_gives_a_clear_error() -> None:
@@ -83,8 +86,24 @@ def test_health_check_names_the_url() -> None:
 
 def test_user_down_mid_run_is_a_user_error() -> None:
     user = LLMUser({"base_url": free_port_url(), "model": "m", "max_retries": 1, "backoff_s": 0.0})
-    with pytest.raises(UserError, match="ConnectError"):
+    with pytest.raises(UserError, match="failed 2 times; last: ConnectError: Cannot connect to host"):
         run_sync(user.reply(MESSAGES, None))
+
+
+def test_each_reply_closes_its_client() -> None:
+    with FakeOpenAI() as server:
+        user = LLMUser(server.user_config())
+        server.queue.append(500)  # a retried failure, then the answer
+
+        def replies() -> None:
+            assert run_sync(user.reply(MESSAGES, None)).content == "Please help me."
+            user.health_check()
+            server.default = "garbage"
+            with pytest.raises(UserError):
+                run_sync(user.reply(MESSAGES, None))
+
+        assert unclosed_warnings(replies) == []
+        assert len(server.requests) == 5
 
 
 async def test_run_sync_works_inside_a_running_loop() -> None:

@@ -139,10 +139,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
 
-    from verl_ext.train import compose_config, resolve_model_paths
+    from agent_tune.launch.compose import compose_config, resolve_model_paths
+    from agent_tune.launch.train import MODEL_KEYS
 
     config = compose_config(args.config_name, args.overrides)
-    resolve_model_paths(config)
+    resolve_model_paths(config, MODEL_KEYS)
     from verl_ext.cpu.launch import enable_cpu_support
 
     enable_cpu_support(config)

@@ -12,9 +12,11 @@ pytest.importorskip("verl")
 from omegaconf import OmegaConf  # noqa: E402
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap  # noqa: E402
 
+from agent_tune.errors import ConfigError  # noqa: E402
+from agent_tune.launch.compose import compose_config  # noqa: E402
+from agent_tune.launch.train import check_worker_gc_option  # noqa: E402
 from agent_tune.rollout import worker_gc  # noqa: E402
 from verl_ext.agent_loop import AgentTuneLoop  # noqa: E402
-from verl_ext.train import ConfigError, check_worker_gc_option, compose_config  # noqa: E402
 
 
 @pytest.fixture

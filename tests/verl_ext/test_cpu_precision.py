@@ -6,8 +6,10 @@ import pytest
 
 pytest.importorskip("hydra")
 
+from agent_tune.errors import ConfigError  # noqa: E402
+from agent_tune.launch.compose import compose_config  # noqa: E402
+from agent_tune.launch.launcher import describe_precision  # noqa: E402
 from verl_ext.cpu import precision  # noqa: E402
-from verl_ext.train import ConfigError, compose_config, describe_precision  # noqa: E402
 
 AVX512_BF16 = ("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni\n\n"
                "processor\t: 1\nflags : fpu\n")

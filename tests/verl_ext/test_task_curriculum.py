@@ -125,7 +125,9 @@ def test_config_validation() -> None:
 
 
 def test_launcher_checks_the_config() -> None:
-    from verl_ext.train import ConfigError, check_task_curriculum, compose_config
+    from agent_tune.errors import ConfigError
+    from agent_tune.launch.compose import compose_config
+    from agent_tune.launch.train import check_task_curriculum
 
     config = compose_config("agent_tune_grpo_cpu", ["agent_tune.task_curriculum.enable=true"])
     assert check_task_curriculum(config).enable and check_task_curriculum(config).min_attempts == 5

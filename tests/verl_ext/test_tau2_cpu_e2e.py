@@ -153,7 +153,7 @@ def test_grpo_two_steps_on_mock_with_an_llm_user(smollm2_server, tmp_path) -> No
     rows = [make_row("mock", task_id, i, "train", prompt) for i, task_id in enumerate(MOCK_TASKS)]
     write_rows(tmp_path / "data", "train", rows)
     ckpt = tmp_path / "ckpt"
-    cmd = [sys.executable, "-m", "verl_ext.train", "--verbose", "--config-name", "agent_tune_tau2_cpu",
+    cmd = [sys.executable, "-m", "agent_tune.launch.train", "--verbose", "--config-name", "agent_tune_tau2_cpu",
            f"data.train_files={tmp_path / 'data' / 'train.parquet'}",
            f"data.val_files={tmp_path / 'data' / 'train.parquet'}",
            # mock's prompt (tau2's agent prompt, mock's policy and tools, the user's first message) is ~0.4k tokens

@@ -8,7 +8,9 @@ pytest.importorskip("verl")
 
 from omegaconf import OmegaConf  # noqa: E402
 
-from verl_ext.train import ConfigError, compose_config, validate  # noqa: E402
+from agent_tune.errors import ConfigError  # noqa: E402
+from agent_tune.launch.compose import compose_config  # noqa: E402
+from agent_tune.launch.train import validate  # noqa: E402
 from verl_ext.trainers import (  # noqa: E402
     FULLY_ASYNC,
     MAIN_PPO,

@@ -10,7 +10,7 @@ dtypes that follow from it are written in the YAML as ``${agent_tune_cpu_dtype:$
 - ``vllm``: the rollout's ``dtype`` (``bfloat16``/``float32``), so that vLLM samples with the precision the
   actor scores with (bypass mode takes vLLM's log-probs as the PPO old policy's).
 
-The launcher resolves these values right after composing the config (:func:`verl_ext.resolvers.resolve_own`)
+The launcher resolves these values right after composing the config (:func:`agent_tune.launch.resolvers.resolve_own`)
 and names the choice on the console's install-check line (:func:`describe`).
 """
 

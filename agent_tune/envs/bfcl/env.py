@@ -196,7 +196,7 @@ class BFCLToolEnv(BaseToolEnv):
     def stop(self, raw_response: str) -> bool:
         """True if the answer ends the user turn: no decodable call in eval mode (BFCL drops malformed
         blocks silently), no call block at all in training mode (a malformed block is answered)."""
-        return self._stops(self.extract_tool_calls(raw_response))
+        return self._stops(self.parser.parse(raw_response)[1])  # = extract_tool_calls (the parser keeps it)
 
     def _stops(self, parsed: ParsedResponse) -> bool:
         """:meth:`stop` of an answer already parsed."""
@@ -336,10 +336,13 @@ class BFCLToolEnv(BaseToolEnv):
     def outcome(self) -> Outcome:
         """BFCL's verdict (``accuracy``), ``progress``, and the reward: the accuracy in eval mode, the configured
         kind (:func:`agent_tune.rewards.bfcl.episode_reward`) in training."""
-        info = {**self.metrics(), "end_reason": self._end_reason}
-        reward = info["accuracy"] if self.eval_mode else self._reward(info)
-        extras = {k: v for k, v in info.items() if k not in EpisodeInfo.CORE_KEYS}
-        return Outcome(reward, info["accuracy"], info["progress"], extras)
+        info = self.metrics()
+        info["end_reason"] = self._end_reason
+        accuracy, progress = info["accuracy"], info["progress"]
+        reward = accuracy if self.eval_mode else self._reward(info)
+        for key in EpisodeInfo.CORE_KEYS:  # the template's record holds those
+            del info[key]
+        return Outcome(reward, accuracy, progress, info)
 
     def metrics(self) -> dict[str, Any]:
         """Episode metrics so far: turn scores, accuracy, progress, format errors, steps.

@@ -83,10 +83,9 @@ class JudgeConfig:
         return os.environ[self.api_key_env] if self.api_key_env else None
 
     def health_check(self) -> None:
-        """Start-up: ``GET <base_url>/models`` must answer and list ``model`` (``ValueError`` names the URL)."""
-        key = self.api_key()
-        check_endpoint(self.base_url, self.model, {"Authorization": f"Bearer {key}"} if key else {},
-                       self.timeout_s, "NL-assertion judge")
+        """Start-up: ``GET <base_url>/models`` must answer and list ``model`` (``ValueError`` names the URL;
+        :mod:`agent_tune.openai_client`, the client the eval and the simulated user use)."""
+        check_endpoint(self.base_url, self.model, self.api_key(), self.timeout_s, "NL-assertion judge")
 
 
 def needs_judge(task: Task) -> bool:

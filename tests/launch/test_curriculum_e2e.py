@@ -33,7 +33,7 @@ def _shm_files() -> set[str]:
 
 
 def _cmd(run_dir: Path, data_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "verl_ext.curriculum", "--curriculum", "cpu_tiny", "--run-dir", str(run_dir),
+    return [sys.executable, "-m", "agent_tune.launch.curriculum", "--curriculum", "cpu_tiny", "--run-dir", str(run_dir),
             f"curriculum.data_dir={data_dir}"]
 
 

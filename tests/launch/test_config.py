@@ -10,11 +10,13 @@ from omegaconf import OmegaConf
 pytest.importorskip("verl")
 pytest.importorskip("hydra")
 
-from verl_ext.train import ConfigError, compose_config, parse_args  # noqa: E402
+from agent_tune.errors import ConfigError  # noqa: E402
+from agent_tune.launch.compose import compose_config  # noqa: E402
+from agent_tune.launch.train import MODEL_KEYS, TrainLauncher  # noqa: E402
 
 # Keys our configs add to verl's ppo_trainer YAML, each checked below against what reads it.
 ADDED_KEYS = {
-    "agent_tune",  # read by verl_ext.train
+    "agent_tune",  # read by agent_tune.launch
     "actor_rollout_ref.actor.fsdp_config.mixed_precision",  # FSDPEngineConfig field
     "actor_rollout_ref.rollout.enable_sleep_mode",  # RolloutConfig field
     "actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls",  # vLLM engine argument
@@ -146,6 +148,7 @@ def test_unknown_config_name():
 
 
 def test_parse_args():
+    parse_args = TrainLauncher().parse_args
     args = parse_args(["--config-name", "agent_tune_grpo_cpu", "a.b=1", "+c=2"])
     assert args.config_name == "agent_tune_grpo_cpu" and args.overrides == ["a.b=1", "+c=2"]
     with pytest.raises(SystemExit):
@@ -155,30 +158,30 @@ def test_parse_args():
 
 
 def test_smollm2_alias_resolves_to_cache(tmp_path, monkeypatch):
+    from agent_tune.launch.compose import resolve_model_paths
     from agent_tune.models import smollm2
-    from verl_ext.train import resolve_model_paths
 
     calls = []
     monkeypatch.setattr(smollm2, "ensure_smollm2", lambda out: calls.append(out) or out)
     cfg = compose_config("agent_tune_grpo_cpu", [f"agent_tune.model_cache_dir={tmp_path}"])
-    resolve_model_paths(cfg)
+    resolve_model_paths(cfg, MODEL_KEYS)
     expected = str(tmp_path / "SmolLM2-135M-Instruct")
     assert cfg.actor_rollout_ref.model.path == expected
     assert calls == [tmp_path / "SmolLM2-135M-Instruct"]
 
 
 def test_other_model_paths_untouched(monkeypatch):
+    from agent_tune.launch.compose import resolve_model_paths
     from agent_tune.models import smollm2
-    from verl_ext.train import resolve_model_paths
 
     monkeypatch.setattr(smollm2, "ensure_smollm2", lambda out: pytest.fail("must not convert"))
     cfg = compose_config("agent_tune_grpo_cpu", ["actor_rollout_ref.model.path=/models/qwen"])
-    resolve_model_paths(cfg)
+    resolve_model_paths(cfg, MODEL_KEYS)
     assert cfg.actor_rollout_ref.model.path == "/models/qwen"
 
 
 def test_missing_data_file_named(tmp_path):
-    from verl_ext.train import check_data_files
+    from agent_tune.launch.compose import check_data_files
 
     (tmp_path / "train.parquet").write_bytes(b"")
     cfg = compose_config(
@@ -192,7 +195,7 @@ def test_missing_data_file_named(tmp_path):
 
 
 def test_validate_rejects_unknown_rollout_field_and_fsdp1_on_cpu():
-    from verl_ext.train import validate
+    from agent_tune.launch.train import validate
 
     with pytest.raises(ConfigError, match="bogus"):
         validate(compose_config("agent_tune_grpo_cpu", ["+actor_rollout_ref.rollout.bogus=1"]))
@@ -204,14 +207,14 @@ def test_validate_rejects_unknown_rollout_field_and_fsdp1_on_cpu():
 @pytest.mark.parametrize("key", ["algorithm.use_kl_in_reward", "actor_rollout_ref.actor.use_kl_loss"])
 def test_validate_names_the_key_needing_a_reference_policy_on_cpu(key):
     """verl's FSDP engine pins a forward-only model's memory (needs an accelerator): refused at start-up."""
-    from verl_ext.train import validate
+    from agent_tune.launch.train import validate
 
     with pytest.raises(ConfigError, match=f"config key '{key}'.*reference policy"):
         validate(compose_config("agent_tune_grpo_cpu", [f"{key}=true"]))
 
 
 def test_main_exit_code_on_bad_key(capsys):
-    from verl_ext.train import main
+    from agent_tune.launch.train import main
 
     assert main(["--config-name", "agent_tune_grpo_cpu", "trainer.bogus=1"]) == 2
     assert "trainer.bogus" in capsys.readouterr().err

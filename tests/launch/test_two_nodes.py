@@ -1,15 +1,18 @@
-"""The main job on a two-node Ray cluster: verl's trainer with ``trainer.nnodes=2`` on a head and a worker
-started with ``ray start`` on loopback, FSDP ranks and vLLM servers on both nodes.
+"""GRPO on a two-node Ray cluster, of an env written as one file: verl's trainer with ``trainer.nnodes=2`` on a
+head and a worker started with ``ray start`` on loopback, FSDP ranks and vLLM servers on both nodes.
 
-Slow (minutes on 2 cores; ~2x the memory of one node's run): the BFCL main-job config
-(``agent_tune_bfcl_cpu``, the README's command) joins the cluster through ``+ray_kwargs.ray_init.address``
-(the launcher drops the local-cluster ``num_cpus``/``num_gpus`` and checks the cluster can place
-``trainer.nnodes`` x ``trainer.n_gpus_per_node``) and runs 2 steps, shortened to fit CI: 1 prompt x 2 samples a step
-(one sequence per rank), 32 response tokens, no checkpoint, and rows without the worked examples
-(``--shots 0``: prompts of 0.5-1.1k tokens, padded to 1,280 instead of 1,792; the update's cost grows with
-the sequence length). Measured: 244 s, 18.5 GB machine memory at peak (docs/scale.md). The worker actors' Ray
-node ids prove both nodes worked. The cluster is stopped afterwards even on failure (its own processes
-only, see ``ray_cluster.py``).
+The env is the calculator example (``examples/envs/calculator.py``, named by its path, edited nowhere else): its
+rows come from ``agent-tune data --env`` (its task catalogue), and ``agent-tune train`` with the generic CPU
+config (``agent_tune_grpo_cpu``) trains on them for 2 steps; its eval against a vLLM server is
+``tests/eval/test_vllm_catalogue_slow.py``. One trainer start-up serves both claims (several ranks and nodes;
+a one-file env trains), which keeps CI short.
+
+Slow (minutes on 2 cores; ~2x the memory of one node's run): the config joins the cluster through
+``+ray_kwargs.ray_init.address`` (the launcher drops the local-cluster ``num_cpus``/``num_gpus`` and checks the
+cluster can place ``trainer.nnodes`` x ``trainer.n_gpus_per_node``) and runs 2 steps, shortened to fit CI:
+1 prompt x 2 samples a step (one sequence per rank), 32 response tokens, no checkpoint, prompts padded to 512
+tokens (the calculator's worked examples and tool take ~450). The worker actors' Ray node ids prove both nodes
+worked. The cluster is stopped afterwards even on failure (its own processes only, see ``ray_cluster.py``).
 """
 
 from __future__ import annotations
@@ -24,14 +27,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.verl_ext.ray_cluster import LoopbackCluster
+from tests.launch.ray_cluster import LoopbackCluster
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 1500
-# one prompt x 2 samples a step (one sequence per rank), 32 response tokens, prompts padded to 1,280 tokens
-# instead of 1,792 (the --shots 0 rows are at most ~1.1k), no checkpoint
+ENV = "examples.envs.calculator:CalculatorEnv"
+# one prompt x 2 samples a step (one sequence per rank: micro-batches of 1), 32 response tokens, prompts padded to
+# 512 tokens, no checkpoint
 SHORT = ("data.train_batch_size=1", "actor_rollout_ref.actor.ppo_mini_batch_size=1", "actor_rollout_ref.rollout.n=2",
-         "data.max_response_length=32", "data.max_prompt_length=1280", "trainer.save_freq=-1",
+         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
+         "data.max_response_length=32", "data.max_prompt_length=512", "trainer.save_freq=-1",
          "trainer.total_training_steps=2")
 
 pytestmark = [
@@ -64,22 +71,24 @@ def _used_gb() -> float:
     return (kb("MemTotal") - kb("MemAvailable")) / 2**20
 
 
-def test_main_job_on_two_ray_nodes(tmp_path: Path) -> None:
+def test_one_file_env_trains_on_two_ray_nodes(tmp_path: Path) -> None:
     pytest.importorskip("verl")
     pytest.importorskip("vllm")
     data = tmp_path / "data"
-    subprocess.run([sys.executable, str(REPO / "data_preprocess" / "bfcl.py"), "--out", str(data), "--shots", "0"],
-                   cwd=REPO, check=True, capture_output=True, timeout=300,
-                   env={**os.environ, "PYTHONPATH": str(REPO)})
+    made = subprocess.run([sys.executable, "-m", "agent_tune.cli", "data", "--env", ENV, "--split", "train", "test",
+                           "--out", str(data), "--options", '{"size": 8}'],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert made.returncode == 0 and "8 train rows, 8 test rows" in made.stdout, made.stdout + made.stderr
     ckpt = tmp_path / "ckpt"
     env = {"PYTHONPATH": str(REPO)}
     with LoopbackCluster(gpus_per_node=1, cpus_per_node=8, env=env, log_dir=tmp_path) as cluster:
         nodes = cluster.alive_nodes()
         assert len(nodes) == 2 and len({n["NodeID"] for n in nodes}) == 2
         memory, started = PeakMemory(), time.monotonic()
-        cmd = [sys.executable, "-m", "verl_ext.train", "--config-name", "agent_tune_bfcl_cpu",
+        cmd = [sys.executable, "-m", "agent_tune.launch.train", "--config-name", "agent_tune_grpo_cpu",
                f"+ray_kwargs.ray_init.address={cluster.address}", "trainer.nnodes=2", "trainer.n_gpus_per_node=1",
-               f"data.train_files={data / 'train_base.parquet'}", f"data.val_files={data / 'val.parquet'}",
+               f"data.train_files={data / 'train.parquet'}", f"data.val_files={data / 'test.parquet'}",
                f"trainer.default_local_dir={ckpt}", *SHORT]
         with open(tmp_path / "train.out", "w") as out:
             proc = subprocess.run(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S,
@@ -92,6 +101,10 @@ def test_main_job_on_two_ray_nodes(tmp_path: Path) -> None:
           f"(before {memory.base:.1f} GB)")
     rows = [json.loads(line) for line in (ckpt / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [1, 2] and all(r["samples"] == 2 for r in rows)
+    # the episodes were the one-file env's, built in the agent-loop workers from the rows' env path
+    samples = [json.loads(line) for f in sorted((ckpt / "samples").glob("samples-*.jsonl"))
+               for line in f.read_text().splitlines() if line.strip()]
+    assert samples and all(s["task"].startswith(f"{ENV}:") for s in samples), samples[:2]
     # the FSDP workers (verl's WorkerDict actors) and the vLLM servers ran on both nodes
     node_ids = {n["NodeID"] for n in nodes}
     workers = [a for a in actors if "WorkerDict" in a["ActorClassName"]]

@@ -8,11 +8,13 @@ from omegaconf import OmegaConf
 pytest.importorskip("verl")
 pytest.importorskip("hydra")
 
-from verl_ext import attention  # noqa: E402
-from verl_ext.resolvers import resolve_own  # noqa: E402
-from verl_ext.train import ConfigError, compose_config, default_config_dir, validate  # noqa: E402
+from agent_tune.errors import ConfigError  # noqa: E402
+from agent_tune.launch import attention  # noqa: E402
+from agent_tune.launch.compose import compose_config, default_config_dir  # noqa: E402
+from agent_tune.launch.resolvers import resolve_own  # noqa: E402
+from agent_tune.launch.train import validate  # noqa: E402
 
-# GRPO configs; the SFT configs (agent_tune_sft*) are verl SFT-trainer configs: tests/verl_ext/test_sft.py
+# GRPO configs; the SFT configs (agent_tune_sft*) are verl SFT-trainer configs: tests/launch/test_sft.py
 SHIPPED = sorted(p.stem for p in default_config_dir().glob("*.yaml") if not p.stem.startswith("agent_tune_sft"))
 GPU_CONFIGS = ["agent_tune_bfcl", "agent_tune_bfcl_stage2", "agent_tune_grpo", "agent_tune_retool", "agent_tune_toolrl"]
 

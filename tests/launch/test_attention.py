@@ -14,8 +14,10 @@ from omegaconf import open_dict
 pytest.importorskip("verl")
 pytest.importorskip("hydra")
 
-from verl_ext.attention import attn_implementation, check_attention  # noqa: E402
-from verl_ext.train import ConfigError, compose_config, validate  # noqa: E402
+from agent_tune.errors import ConfigError  # noqa: E402
+from agent_tune.launch.attention import attn_implementation, check_attention  # noqa: E402
+from agent_tune.launch.compose import compose_config  # noqa: E402
+from agent_tune.launch.train import validate  # noqa: E402
 
 
 @pytest.fixture
@@ -61,7 +63,7 @@ def test_missing_flash_attn_fails_naming_key_and_fix(no_flash_attn, gpu_config):
 def test_sdpa_fallback_warns_and_switches(no_flash_attn, caplog):
     config = compose_config("agent_tune_bfcl", ["agent_tune.attention_fallback=sdpa"])  # the override path
     assert config.actor_rollout_ref.model.use_remove_padding is True
-    with caplog.at_level(logging.WARNING, logger="verl_ext.attention"):
+    with caplog.at_level(logging.WARNING, logger="agent_tune.launch.attention"):
         validate(config)
     assert config.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
     assert config.actor_rollout_ref.model.use_remove_padding is False

@@ -1,6 +1,6 @@
 """Print one value of a composed agent-tune config, for launch scripts that chain stages.
 
-    python -m verl_ext.config_value --config-name agent_tune_tau2_cpu agent_tune.template [override ...]
+    python -m agent_tune.launch.config_value --config-name agent_tune_tau2_cpu agent_tune.template [override ...]
 
 A scalar prints as it is (``smollm2_tools``), a mapping or list as JSON (``agent_tune.env_kwargs.tau2``), a
 missing key or null as nothing with exit status 3. Overrides are Hydra's, as for ``agent-tune train``.
@@ -15,11 +15,12 @@ from typing import Sequence
 
 from omegaconf import OmegaConf
 
-from verl_ext.train import ConfigError, compose_config
+from agent_tune.errors import ConfigError
+from agent_tune.launch.compose import compose_config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verl_ext.config_value", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m agent_tune.launch.config_value", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config-name", "-cn", required=True)
     parser.add_argument("--config-dir", "-cd", default=None)

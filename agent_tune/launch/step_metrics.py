@@ -4,7 +4,8 @@ verl logs its step metrics (reward, response length, step time, ...) through its
 not the environments' per-episode metrics (``acc``, ``progress``, ``format_errors``, ...), and its file
 logger starts over when a run resumes. The agent loop appends one record per episode, with the trainer
 step that trains it (``verl_ext.agent_loop.sample_step``: under the async trainers, one past the weight
-version that generated it), to ``samples-<pid>.jsonl`` files (``verl_ext.agent_loop``).
+version that generated it), to ``samples-<pid>.jsonl`` files (``verl_ext.agent_loop``; read with
+:mod:`verl_ext.sample_records`).
 :class:`StepMetricsWriter` joins both, one line per step (training rows only: records whose ``split`` is
 ``val`` or ``test`` are left out), appending only steps not yet written, so the file survives resumes.
 Validation rounds go to ``val_metrics.jsonl`` beside it: verl's per-data-source validation accuracy
@@ -30,6 +31,7 @@ from typing import Any, Iterator
 
 from agent_tune.envs.bfcl.data import SCORED_CATEGORIES
 from agent_tune.rollout.episode_metrics import METRIC_KEYS
+from verl_ext.sample_records import EVAL_SPLITS, read_appended
 
 logger = logging.getLogger(__name__)
 
@@ -44,9 +46,6 @@ VERL_KEYS = {
 }
 # per-sample keys of the agent loop averaged per step
 SAMPLE_KEYS = METRIC_KEYS
-EVAL_SPLITS = ("val", "test")
-
-logger = logging.getLogger(__name__)
 
 
 def collapse_metrics(samples: list[dict[str, Any]]) -> dict[str, float]:
@@ -103,27 +102,6 @@ def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
             except json.JSONDecodeError:  # a line being written right now
                 continue
-
-
-def read_appended(samples_dir: Path, offsets: dict[str, int]) -> list[dict[str, Any]]:
-    """The complete records appended to ``samples_dir/samples-*.jsonl`` since ``offsets`` (bytes read per
-    file name, updated in place); a line still being written waits for the next call."""
-    out: list[dict[str, Any]] = []
-    for path in sorted(Path(samples_dir).glob("samples-*.jsonl")):
-        start = offsets.get(path.name, 0)
-        with path.open("rb") as f:
-            f.seek(start)
-            chunk = f.read()
-        end = chunk.rfind(b"\n") + 1
-        offsets[path.name] = start + end
-        for line in chunk[:end].splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(rec, dict):
-                out.append(rec)
-    return out
 
 
 class StepMetricsWriter:

@@ -9,8 +9,10 @@ from omegaconf import OmegaConf
 pytest.importorskip("verl")
 pytest.importorskip("hydra")
 
-from verl_ext import attention  # noqa: E402
-from verl_ext.train import ConfigError, compose_config, validate  # noqa: E402
+from agent_tune.errors import ConfigError  # noqa: E402
+from agent_tune.launch import attention  # noqa: E402
+from agent_tune.launch.compose import compose_config  # noqa: E402
+from agent_tune.launch.train import validate  # noqa: E402
 
 KEY = "agent_tune.env_kwargs.toolcall.reward"
 

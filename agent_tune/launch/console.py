@@ -1,9 +1,9 @@
 """The training console: what ``agent-tune train`` shows while verl runs in a child process.
 
-The launcher (:mod:`verl_ext.train`) runs the trainer in a child process whose output (verl, Ray's
+The launcher (:mod:`agent_tune.launch.train`) runs the trainer in a child process whose output (verl, Ray's
 forwarded worker logs, vLLM) goes to ``train.log`` in the run folder, and watches it with
 :func:`watch`: start-up phases named as they pass (found by :class:`PhaseDetector` in the log),
-one progress line per training step (from the rows :mod:`verl_ext.step_metrics` appends to
+one progress line per training step (from the rows :mod:`agent_tune.launch.step_metrics` appends to
 ``metrics.jsonl``, formatted by :class:`Progress` with rate and ETA), where the results are at the end,
 and, when the child fails, the cause found in the log (:func:`failure_excerpt`). With ``verbose``
 every log line is echoed as well.

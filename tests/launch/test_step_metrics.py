@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from verl_ext.step_metrics import StepMetricsWriter, follow, wait_stop
+from agent_tune.launch.step_metrics import StepMetricsWriter, follow, wait_stop
 
 
 def _write(path: Path, rows) -> None:
@@ -113,7 +113,7 @@ def test_a_step_without_signal_is_logged_loudly(tmp_path: Path, caplog) -> None:
     _write(samples / "samples-1.jsonl", [_episode("a", 0.0, 0, 1), _episode("a", 0.0, 0, 1),
                                          _episode("b", 0.5, 1, 2), _episode("b", 0.5, 1, 2)])
     _write(log, [{"step": 1, "data": {"critic/score/mean": 0.25}}])
-    with caplog.at_level("WARNING", logger="verl_ext.step_metrics"):
+    with caplog.at_level("WARNING", logger="agent_tune.launch.step_metrics"):
         [row] = StepMetricsWriter(log, samples, out).poll()
     assert row["groups_with_signal"] == 0.0
     assert "step 1: no GRPO group carries gradient" in caplog.text

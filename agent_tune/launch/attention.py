@@ -3,7 +3,7 @@
 verl builds the actor/reference (and critic) models with ``model.override_config.attn_implementation``,
 ``flash_attention_2`` when the key is absent (``verl/workers/config/model.py``); the GPU configs keep that
 default. Without the ``flash_attn`` package the run would fail minutes later inside a Ray worker. So, before
-anything starts, :func:`check_attention` either stops with a :class:`~verl_ext.train.ConfigError` naming
+anything starts, :func:`check_attention` either stops with a :class:`~agent_tune.errors.ConfigError` naming
 the key and the fix, or falls back to PyTorch's SDPA with a warning, as ``agent_tune.attention_fallback``
 says (``error`` | ``sdpa``, in ``config/base/agent_tune.yaml``).
 
@@ -18,6 +18,8 @@ import importlib
 import logging
 
 from omegaconf import DictConfig, OmegaConf, open_dict
+
+from agent_tune.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +63,6 @@ def check_attention(config: DictConfig) -> None:
         ConfigError: ``agent_tune.attention_fallback`` is ``error`` (or unknown), or the SDPA fallback is
             impossible (Ulysses sequence parallelism); the message names the key and the fix.
     """
-    from verl_ext.train import ConfigError
-
     fallback = OmegaConf.select(config, "agent_tune.attention_fallback", default="error")
     if fallback not in FALLBACKS:
         raise ConfigError(f"config key 'agent_tune.attention_fallback': {fallback!r} is not one of {FALLBACKS}")

@@ -18,8 +18,8 @@ from typing import Sequence
 import pytest
 from omegaconf import OmegaConf
 
-from verl_ext import curriculum as cur
-from verl_ext.curriculum import (
+from agent_tune.launch import curriculum as cur
+from agent_tune.launch.curriculum import (
     EXPORT,
     SKIP,
     TRAIN,
@@ -368,7 +368,7 @@ def test_runner_resumes_a_stage_from_its_checkpoint_inside_the_stage(tmp_path, c
     assert next_action(state["records"]["b"], c.stages[1], tmp_path) == TRAIN  # 1 < max_steps 3
 
     second = KilledThenResumedTrainer()
-    with caplog.at_level("INFO", logger="verl_ext.curriculum"):
+    with caplog.at_level("INFO", logger="agent_tune.launch.curriculum"):
         assert Runner(c, tmp_path, launcher=second, export=export).run() == 0
     assert [call["stage"] for call in second.calls] == ["b"]  # stage a neither trained nor exported again
     resumed = second.calls[0]
@@ -443,7 +443,7 @@ pytest.importorskip("hydra")
 def with_flash_attn(monkeypatch):
     """The GPU configs use flash-attention 2: pretend ``flash_attn`` imports so their checks run on CPU."""
     pytest.importorskip("verl")
-    from verl_ext import attention
+    from agent_tune.launch import attention
 
     monkeypatch.setattr(attention, "flash_attn_importable", lambda: True)
 
@@ -519,7 +519,8 @@ def test_launch_script_passes_paths_and_only_exported_variables(tmp_path):
         return calls[0].splitlines()
 
     argv = run(RUN_DIR=str(tmp_path / "run"))
-    assert argv[:6] == ["-m", "verl_ext.curriculum", "--curriculum", "bfcl_et_gpu", "--run-dir", str(tmp_path / "run")]
+    assert argv[:6] == ["-m", "agent_tune.launch.curriculum", "--curriculum", "bfcl_et_gpu", "--run-dir",
+                        str(tmp_path / "run")]
     assert argv[6:] == [f"curriculum.data_dir={data}", "trainer.logger=[console]"]
     argv = run(MODEL_PATH="/m", CURRICULUM="bfcl_t3rl_gpu", GPUS_PER_NODE="4")
     assert "bfcl_t3rl_gpu" in argv and "actor_rollout_ref.model.path=/m" in argv

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 def test_sft_two_steps_lower_the_loss_and_export_a_loadable_folder(tmp_path):
     data = sft_synthetic.write(sft_synthetic.build(8), tmp_path / "data")
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "verl_ext.sft", "--config-name", "agent_tune_sft_cpu",
+    cmd = [sys.executable, "-m", "agent_tune.launch.sft", "--config-name", "agent_tune_sft_cpu",
            f"data.train_files={data}", f"trainer.default_local_dir={out}", "trainer.total_training_steps=2",
            "data.train_batch_size=2", "data.micro_batch_size_per_gpu=2"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_ext.train import ConfigError
+from agent_tune.errors import ConfigError
 
 ALL_LINEAR = "all-linear"
 # vLLM's max_lora_rank must be one of its allowed sizes; verl rounds the rank up to the next one.

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from verl_ext.cluster import accelerator_key, check_placement, cluster_address, nodes_that_fit, prepare_for_cluster
+from agent_tune.launch.cluster import (
+    accelerator_key,
+    check_placement,
+    cluster_address,
+    nodes_that_fit,
+    prepare_for_cluster,
+)
 
 
 def _config(address=None):

