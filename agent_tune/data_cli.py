@@ -10,21 +10,11 @@ catalogue's own (``agent-tune envs`` lists the envs; an env's ``tasks()`` docstr
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Sequence
 
+from agent_tune.cli_args import json_object
 from agent_tune.envs.registry import UnknownEnvError
-
-
-def _json_dict(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("expected a JSON object")
-    return value
 
 
 def parser() -> argparse.ArgumentParser:
@@ -32,9 +22,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--env", required=True, help="a registered env name or a module:Class path")
     p.add_argument("--split", nargs="+", required=True, help="one or more of the env's splits")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--options", type=_json_dict, default={},
+    p.add_argument("--options", type=json_object, default={},
                    help="the catalogue's options as JSON, e.g. '{\"seed\": 1}'")
-    p.add_argument("--env-kwargs", type=_json_dict, default={},
+    p.add_argument("--env-kwargs", type=json_object, default={},
                    help="env constructor kwargs used to render each row's prompt (JSON)")
     p.add_argument("--limit", type=int, default=None, help="first N tasks of each split")
     return p

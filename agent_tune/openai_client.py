@@ -29,11 +29,12 @@ import asyncio
 import json
 import math
 import random
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Coroutine, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 import aiohttp
+
+from agent_tune.sync import run_sync
 
 T = TypeVar("T")
 
@@ -337,16 +338,6 @@ class AsyncClient:
 
 
 # --------------------------------------------------------------------------- the sync health check
-def _run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(coro)``; from inside a running event loop, on a fresh loop in a helper thread."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="openai-client") as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
 async def _list_models(base_url: str, api_key: str | None, timeout: float, what: str) -> list[ModelInfo]:
     async with AsyncClient(base_url, api_key, timeout, timeout, max_connections=1, what=what) as client:
         return await client.list_models()
@@ -357,7 +348,7 @@ def list_models(base_url: str, api_key: str | None = None, timeout: float = 10.0
     """Synchronous ``GET <base_url>/models`` (one try, :meth:`AsyncClient.list_models` on its own event loop);
     :class:`ServerUnavailableError` naming ``what`` and the URL unless the server answers with an OpenAI model
     list."""
-    return _run_sync(_list_models(base_url, api_key, timeout, what))
+    return run_sync(_list_models(base_url, api_key, timeout, what))
 
 
 def check_model(base_url: str, model: str, api_key: str | None = None, timeout: float = 10.0,

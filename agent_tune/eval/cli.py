@@ -14,27 +14,17 @@ server.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Sequence
 
+from agent_tune.cli_args import json_object
 from agent_tune.envs.bfcl.single_turn_splits import SINGLE_TURN_SPLITS
 from agent_tune.envs.bfcl.splits import SPLITS
 from agent_tune.eval.bfcl_format import DEFAULT_REGISTRY_NAME, FORMATS, write_bfcl_results
 from agent_tune.eval.targets import ENVS, SUITES
 
 TAU2_SPLITS = ("train", "test", "base")
-
-
-def _json_dict(text: str) -> dict:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("expected a JSON object")
-    return value
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -64,7 +54,7 @@ def run_parser() -> argparse.ArgumentParser:
                      f"training's); toolcall: {', '.join(SINGLE_TURN_SPLITS)}; tau2: tau2's own task split "
                      f"({', '.join(TAU2_SPLITS)}: every task; default test); a catalogue env: one of its splits "
                      "(default test)")
-    sel.add_argument("--options", type=_json_dict, default={},
+    sel.add_argument("--options", type=json_object, default={},
                      help="a catalogue env: the options of its tasks() as JSON (e.g. '{\"seed\": 1}')")
     sel.add_argument("--domains", default=None,
                      help="tau2: comma-separated domains (default airline,retail,telecom); implies --env tau2")
@@ -87,9 +77,9 @@ def run_parser() -> argparse.ArgumentParser:
                      help="chat template name or .jinja path (default: the tokenizer's)")
     mdl.add_argument("--tool-parser", default="hermes")
     mdl.add_argument("--reasoning-parser", default="none")
-    mdl.add_argument("--chat-template-kwargs", type=_json_dict, default={},
+    mdl.add_argument("--chat-template-kwargs", type=json_object, default={},
                      help='JSON, e.g. \'{"enable_thinking": false}\'')
-    mdl.add_argument("--env-kwargs", type=_json_dict, default={},
+    mdl.add_argument("--env-kwargs", type=json_object, default={},
                      help="extra env kwargs as JSON (e.g. system_prompt)")
     usr = p.add_argument_group("tau2's simulated user (an OpenAI-compatible server, checked at start-up)")
     usr.add_argument("--user-base-url", default=None, help="e.g. http://127.0.0.1:8001/v1")

@@ -7,12 +7,12 @@ OpenAI-compatible endpoint; :class:`ScriptedUser` replays fixed turns (tests). :
 from a :class:`UserConfig` (Hydra: ``user: {kind, base_url, model, ...}``).
 """
 
+from agent_tune.sync import run_sync
 from agent_tune.users.base import User, UserError, UserReply, UserToolCall
 from agent_tune.users.config import USER_KINDS, UserConfig
 from agent_tune.users.factory import make_user
 from agent_tune.users.llm import LLMUser, UserUnavailableError
 from agent_tune.users.scripted import ScriptedUser
-from agent_tune.users.sync import run_sync
 
 __all__ = [
     "USER_KINDS",

@@ -11,10 +11,11 @@ T = TypeVar("T")
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run(coro)``; from inside a running event loop (a sync env method the runner calls on the
-    loop), run it on a fresh loop in a helper thread instead, blocking the caller until it is done."""
+    loop, a start-up check), run it on a fresh loop in a helper thread instead, blocking the caller until it is
+    done."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-tune-user") as pool:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-tune-sync") as pool:
         return pool.submit(asyncio.run, coro).result()
