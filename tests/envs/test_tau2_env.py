@@ -39,7 +39,7 @@ def test_mock_episode_with_a_scripted_user() -> None:
     assert r.done and r.reward == 1.0 and r.info["termination_reason"] == "user_stop"
     assert r.observation.messages == [{"role": "user", "content": "###STOP###"}]
     assert r.info["num_calls"] == 1 and r.info["turns_completed"] == 1 and r.info["num_steps"] == 2
-    assert r.info["tau2_db"] == 1.0 and env.simulation.reward_info.reward == 1.0
+    assert r.info["tau2_reward_db"] == 1.0 and env.simulation.reward_info.reward == 1.0
 
 
 def test_airline_episode_user_sees_tau2s_user_prompt() -> None:
@@ -99,7 +99,7 @@ def test_telecom_dual_control_matches_tau2() -> None:
                   "Done, it works now."]
     actions = ["Please turn airplane mode off and roaming on."]
     env, r = replay_env("telecom", task_id, actions, "Glad to help.", user_turns=user_turns)
-    assert r.done and r.reward == 1.0 and r.info["tau2_env_assertion"] == 1.0
+    assert r.done and r.reward == 1.0 and r.info["tau2_reward_env_assertion"] == 1.0
     requestors = [m.requestor for m in env.simulation.messages if m.role == "tool"]
     assert requestors == ["user", "user"]
     ref = reference_run("telecom", task_id, actions, "Glad to help.", user_turns=user_turns)

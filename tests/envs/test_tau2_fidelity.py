@@ -65,7 +65,7 @@ def test_dropped_write_action_fails_as_tau2_says(domain: str, task_id: str) -> N
     env, result = replay_env(domain, task_id, dropped, closing)
     ref = reference_run(domain, task_id, dropped, closing)
     assert result.reward == ref.reward_info.reward == 0.0
-    assert result.info["tau2_db"] == 0.0
+    assert result.info["tau2_reward_db"] == 0.0
 
 
 @pytest.mark.parametrize("domain,task_id", [("airline", "2"), ("retail", "0")])

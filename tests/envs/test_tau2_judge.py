@@ -64,8 +64,8 @@ def test_the_judges_verdict_is_the_reward(met: bool) -> None:
         server.queue.append(verdict(met))
         env, r = play(judge=judge_config(server, temperature=0.2))
     assert r.reward == r.info["accuracy"] == float(met)
-    assert r.info["tau2_nl_assertion"] == float(met) and r.info["tau2_db"] == 1.0
-    assert r.info["tau2_nl_assertions_met"] == float(met) and "judge_failures" not in r.info
+    assert r.info["tau2_reward_nl_assertion"] == float(met) and r.info["tau2_reward_db"] == 1.0
+    assert r.info["tau2_met_nl_assertion"] == float(met) and "judge_failures" not in r.info
     assert env.simulation.reward_info.nl_assertions[0].met is met
     (request,) = server.requests  # tau2's prompt, sent to the configured model with its temperature
     assert request["model"] == "judge-model" and request["temperature"] == 0.2

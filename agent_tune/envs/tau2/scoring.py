@@ -51,15 +51,17 @@ def progress(info: RewardInfo | None) -> float:
 
 
 def reward_summary(info: RewardInfo | None) -> dict[str, Any]:
-    """Flat, loggable numbers of a ``RewardInfo``: the breakdown per component (``tau2_db``...), and the
-    checks met (``tau2_communicate_met``, ``tau2_actions_met``, ``tau2_nl_assertions_met`` as fractions)."""
+    """Flat, loggable numbers of a ``RewardInfo``, one naming scheme keyed by tau2's reward components
+    (``RewardType``, lower case: ``db``, ``env_assertion``, ``nl_assertion``, ``action``, ``communicate``):
+    ``tau2_reward_<component>`` the component's reward (its breakdown) and ``tau2_met_<component>`` the
+    fraction of its checks met."""
     if info is None:
         return {}
-    out: dict[str, Any] = {f"tau2_{str(getattr(k, 'value', k)).lower()}": float(v)
+    out: dict[str, Any] = {f"tau2_reward_{str(getattr(k, 'value', k)).lower()}": float(v)
                            for k, v in (info.reward_breakdown or {}).items()}
-    for name, checks in (("communicate", info.communicate_checks), ("actions", info.action_checks),
-                         ("env_assertions", info.env_assertions), ("nl_assertions", info.nl_assertions)):
+    for name, checks in (("communicate", info.communicate_checks), ("action", info.action_checks),
+                         ("env_assertion", info.env_assertions), ("nl_assertion", info.nl_assertions)):
         if checks:
-            out[f"tau2_{name}_met"] = sum(1 for c in checks if getattr(c, "met", getattr(c, "action_match", False))
+            out[f"tau2_met_{name}"] = sum(1 for c in checks if getattr(c, "met", getattr(c, "action_match", False))
                                           ) / len(checks)
     return out
