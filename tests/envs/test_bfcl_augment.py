@@ -74,3 +74,19 @@ def test_eval_mode_fixes_the_rules_whatever_the_training_options() -> None:
     plain = episode()
     assert episode(augment=True, score_empty_turns=True, reward="syntax", format_penalty=1.0) == plain
     assert HINT_SEPARATOR not in json.dumps(plain)
+
+
+def test_eval_mode_leaves_empty_turns_unscored_even_when_asked_to_score_them() -> None:
+    """multi_turn_miss_param_0's 4th turn has no ground-truth call: training scores it (no call made: passed),
+    eval mode never does, whatever ``score_empty_turns`` says."""
+    def turn_scores(**kwargs: object) -> list:
+        env = make_env("bfcl", test_id="multi_turn_miss_param_0", **kwargs)
+        env.reset()
+        r = None
+        for _ in range(5):
+            r = env.step("Done.")
+        assert r is not None and r.done
+        return r.info["turn_scores"]
+
+    assert turn_scores(score_empty_turns=True)[3] == 1.0
+    assert turn_scores(eval_mode=True, score_empty_turns=True)[3] is None

@@ -30,6 +30,20 @@ def test_episode_call_result_then_answer() -> None:
     assert end.done and end.reward == 1.0 and end.info["num_calls"] == 1 and end.info["format_errors"] == 0
 
 
+@pytest.mark.parametrize("call, errors", [
+    ('{"name": "calculator", "arguments": {"expression": "1 / 0"}}', 0),  # well-formed: the tool's own error
+    ('{"name": "abacus", "arguments": {"expression": "1"}}', 1),  # no such tool: rejected
+    ('{"name": "calculator", "arguments": {"expr": "1"}}', 1),  # breaks the schema: rejected
+])
+def test_rejected_calls_are_format_errors_a_tools_own_error_is_not(call: str, errors: int) -> None:
+    env = make_env(PATH)
+    env.reset(question="q", answer=1)
+    step = env.step(f"<tool_call>\n{call}\n</tool_call>")
+    assert not step.done and step.info["format_errors"] == errors
+    assert step.info["calls"] == ([] if errors else ["calculator"])
+    assert step.observation.messages[0]["content"].startswith("Error:")
+
+
 def test_last_allowed_generation_ends_without_running_its_calls() -> None:
     env = make_env(PATH, max_steps=1)
     env.reset(question="q", answer=1)
