@@ -116,7 +116,8 @@ class ToolCallToolEnv(BaseToolEnv):
         except (ValueError, KeyError) as exc:
             raise ValueError(f"toolcall env: shots: {exc}") from None
         self.entry: SingleTurnEntry | None = None
-        self._response: Step | None = None
+        self._response: Step | None = None  # the episode's one step, once acted on
+        self._decoded: list[dict[str, Any]] = []  # its decoded calls as {name, arguments}
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
@@ -158,7 +159,7 @@ class ToolCallToolEnv(BaseToolEnv):
         self.ground_truth = [_as_call(c) for c in ground_truth]
         self.expects_calls = self.entry.expects_calls if self.entry is not None else bool(self.ground_truth)
         self.expects_response = not self.expects_calls if expects_response is None else bool(expects_response)
-        self._response = None
+        self._response, self._decoded = None, []
         self.begin_episode()
         return self._first_observation(self._with_shots([dict(m) for m in messages]))
 
@@ -214,8 +215,8 @@ class ToolCallToolEnv(BaseToolEnv):
         step.results.extend(self._judge_calls(step.parsed))
         unknown = sum(1 for r in step.results if r.error and r.name is not None)
         step.format_errors = len(step.parsed.errors) + unknown
-        decoded = [{"name": c.name, "arguments": dict(c.arguments)} for c in step.parsed.calls]
-        step.info["calls"] = [c for c, r in zip(decoded, step.results) if not r.error]  # the offered ones
+        self._decoded = [{"name": c.name, "arguments": dict(c.arguments)} for c in step.parsed.calls]
+        step.info["calls"] = [c for c, r in zip(self._decoded, step.results) if not r.error]  # the offered ones
         self._response = step
         self.turns_completed = 1
         step.done = True
@@ -235,10 +236,9 @@ class ToolCallToolEnv(BaseToolEnv):
         reasoning, parsed = self.parser.parse(step.raw)
         score, format_ok = self._score(step.raw, reasoning, parsed)
         reward = score.reward if self.reward_scale == "toolrl" else score.unit_reward
-        decoded = [{"name": c.name, "arguments": dict(c.arguments)} for c in parsed.calls]
         extras = {
-            "decoded_calls": decoded,  # every decoded call; ``calls``: those naming an offered function
-            "calls": [c for c, r in zip(decoded, step.results) if not r.error],
+            "decoded_calls": self._decoded,  # every decoded call; ``calls``: those naming an offered function
+            "calls": step.info["calls"],
             "format_ok": float(format_ok),
             "name_match": score.name_match,
             "param_name_match": score.param_name_match,
