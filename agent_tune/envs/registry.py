@@ -25,6 +25,7 @@ _BUILTIN: dict[str, str] = {
     "skyrl": "agent_tune.envs.skyrl:SkyRLGymEnv",
     "tau2": "agent_tune.envs.tau2.env:Tau2ToolEnv",
     "toolcall": "agent_tune.envs.toolcall:ToolCallToolEnv",
+    "verifiers": "agent_tune.envs.verifiers_env:VerifiersEnv",
 }
 
 # The same classes by class name ("BFCLToolEnv": "module:Class"), for `from agent_tune.envs import BFCLToolEnv`.

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from agent_tune.envs.base import Task
+from agent_tune.jsonl import read_jsonl
 from agent_tune.rewards.math_answer import extract_boxed
 
 logger = logging.getLogger(__name__)
@@ -27,14 +28,7 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
         raise ValueError(f"{path} does not exist")
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
-        out = []
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{n}: not valid JSON: {exc}") from exc
-        return out
+        return [record for _, record in read_jsonl(path)]
     if suffix == ".json":
         data = json.loads(path.read_text(encoding="utf-8"))
         if isinstance(data, dict) and isinstance(data.get("data"), list):

@@ -26,6 +26,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from agent_tune.jsonl import jsonl_lines
+
 FIELDS = ("instruction", "input", "output")
 PARQUET_COLUMNS = ("prompt", "reward_model")
 TOOLS_HEADER = "**Available Tools**"
@@ -155,13 +157,7 @@ def _json_records(path: Path) -> Iterable[tuple[str, Any]]:
     try:
         data = json.loads(text)
     except ValueError:  # jsonl
-        data = []
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    data.append(json.loads(line))
-                except ValueError as exc:
-                    raise RllaFormatError(f"{path.name} line {lineno}: not JSON ({exc})") from None
+        data = [value for _, value in jsonl_lines(text, path.name, RllaFormatError)]
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list):

@@ -51,6 +51,7 @@ from typing import Any, Mapping, Sequence
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, Task
 from agent_tune.envs.registry import register_env
 from agent_tune.imports import import_object
+from agent_tune.jsonl import jsonl_lines
 from agent_tune.parsing import ParsedResponse
 
 # Keys of a step's metadata that say the answer is correct (true, or a number >= 1).
@@ -140,13 +141,7 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         if isinstance(whole, list):
             rows = whole
         else:
-            rows = []
-            for number, line in enumerate(text.splitlines(), 1):
-                if line.strip():
-                    try:
-                        rows.append(json.loads(line))
-                    except ValueError as exc:
-                        raise ValueError(f"{path} line {number}: not JSON ({exc})") from None
+            rows = [row for _, row in jsonl_lines(text, str(path))]
     else:
         raise ValueError(f"skyrl env: {path}: a SkyRL dataset is a .parquet, .jsonl or .json file")
     for number, row in enumerate(rows, 1):

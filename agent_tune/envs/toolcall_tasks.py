@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from agent_tune.envs.base import Task
+from agent_tune.jsonl import jsonl_lines
 
 SOURCES = ("bfcl", "rlla", "jsonl", "arith")
 SPLITS = ("train", "val", "test", "all")
@@ -94,13 +95,7 @@ def arith_tasks(n: int, seed: int, shots: int = 0) -> list[dict[str, Any]]:
 def read_jsonl_tasks(path: Path) -> list[dict[str, Any]]:
     """Tasks of a jsonl file; a line missing a field fails here, naming the line and the field."""
     tasks = []
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            task = json.loads(line)
-        except ValueError as exc:
-            raise ValueError(f"{Path(path).name} line {lineno}: not JSON ({exc})") from None
+    for lineno, task in jsonl_lines(Path(path).read_text(encoding="utf-8"), Path(path).name):
         missing = [k for k in ("question", "tools", "ground_truth") if not isinstance(task, dict) or k not in task]
         if missing and not (isinstance(task, dict) and "messages" in task and missing == ["question"]):
             raise ValueError(f"{Path(path).name} line {lineno}: missing field {missing[0]!r}")

@@ -2,16 +2,22 @@
 
 Kinds: ``add`` (save a note), ``delete``, ``append`` (add text to a note) and ``read`` (say what a note holds:
 a call, then an answer). A task's ``setup`` calls put the notes it starts from on the server; ``verify.py``
-checks the server's final state (or, for ``read``, the answer).
+checks the server's final state (or, for ``read``, the answer). A task's ``solution`` is it played right: the
+calls, their results as a real notes server returns them (each task is played once on a server started here)
+and the closing answer; ``agent-tune data --env mcp --options '{"path": ..., "shots": K}'`` shows K of them
+as worked examples before each question.
 
-    python examples/mcp/make_tasks.py
+    python -m examples.mcp.make_tasks
 """
 
 from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
+
+from agent_tune.envs.mcp.connection import MCPConnection, ServerSpec
 
 TITLES = ["shopping", "ideas", "travel", "books", "gym", "work", "recipes", "garden", "music", "birthday",
           "movies", "school"]
@@ -28,15 +34,33 @@ def task(kind: str, rng: random.Random) -> dict:
              {"name": "add_note", "arguments": {"title": other, "text": rng.choice(TEXTS)}}]
     if kind == "add":
         return {"kind": kind, "question": f"Save a note titled '{title}' with the text '{text}'.", "title": title,
-                "text": text}
+                "text": text, "solution": solution("add_note", title=title, text=text)}
     if kind == "delete":
-        return {"kind": kind, "question": f"Delete my note titled '{title}'.", "title": title, "setup": setup}
+        return {"kind": kind, "question": f"Delete my note titled '{title}'.", "title": title, "setup": setup,
+                "solution": solution("delete_note", title=title)}
     if kind == "append":
         extra = rng.choice(EXTRA)
         return {"kind": kind, "question": f"Add '{extra}' to the end of my note '{title}'.", "title": title,
-                "text": f"{text} {extra}", "setup": setup}
+                "text": f"{text} {extra}", "setup": setup, "solution": solution("append_to_note", title=title,
+                                                                                text=extra)}
     return {"kind": kind, "question": f"What does my note '{title}' say?", "title": title, "text": text,
-            "setup": setup}
+            "setup": setup, "solution": solution("read_note", title=title) | {"answer": f"It says: {text}"}}
+
+
+def solution(name: str, **arguments: str) -> dict:
+    """One call and the closing answer (its result is filled in by :func:`play`)."""
+    return {"calls": [{"name": name, "arguments": arguments}], "answer": "Done."}
+
+
+def play(conn: MCPConnection, task: dict) -> None:
+    """Play ``task``'s solution on a cleared server and store the results the server returned."""
+    conn.call("reset_notes", {})
+    for call in task.get("setup", []):
+        conn.call(call["name"], call["arguments"])
+    results = [conn.call(c["name"], c["arguments"]) for c in task["solution"]["calls"]]
+    if any(r.is_error for r in results):
+        raise RuntimeError(f"the solution of {task['question']!r} failed: {[r.text for r in results]}")
+    task["solution"]["results"] = [r.text for r in results]
 
 
 def main() -> None:
@@ -44,10 +68,18 @@ def main() -> None:
     kinds = list(KINDS)
     rng.shuffle(kinds)
     lines, seen = [], {k: 0 for k in KINDS}
-    for i, kind in enumerate(kinds):
-        seen[kind] += 1
-        split = "test" if seen[kind] % 5 == 0 else "train"  # every fifth task of each kind: every kind in test
-        lines.append(json.dumps({"id": f"notes-{i}", "split": split, "category": kind, **task(kind, rng)}))
+    server = ServerSpec.parse({"command": [sys.executable, "-m", "examples.mcp.notes_server"],
+                               "cwd": str(Path(__file__).resolve().parents[2])})
+    conn = MCPConnection(server, 60.0, 30.0).open()
+    try:
+        for i, kind in enumerate(kinds):
+            seen[kind] += 1
+            split = "test" if seen[kind] % 5 == 0 else "train"  # every fifth task of each kind: every kind in test
+            record = {"id": f"notes-{i}", "split": split, "category": kind, **task(kind, rng)}
+            play(conn, record)
+            lines.append(json.dumps(record))
+    finally:
+        conn.close()
     out = Path(__file__).with_name("tasks.jsonl")
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"{len(lines)} tasks in {out}")

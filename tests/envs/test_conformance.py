@@ -49,7 +49,10 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {
               {"prompt": "What is 2 + 3?", "reward_spec": {"ground_truth": "5"}}, "2 + 3 = 5\n#### 5", "five"),
 }
 # Built-in envs whose contract check needs a server the test serves itself: the test that runs check_env on them.
-CHECKED_ELSEWHERE = {"openenv": "tests/envs/test_openenv_env.py::test_contract_text_and_tools"}
+CHECKED_ELSEWHERE = {
+    "openenv": "tests/envs/test_openenv_env.py::test_contract_text_and_tools",
+    "verifiers": "tests/envs/test_verifiers_env.py::test_check_env_passes_for_a_tool_env_and_a_text_env",
+}
 
 
 # Further tasks of registered envs: (name, env kwargs, task, a valid first response, a malformed one).

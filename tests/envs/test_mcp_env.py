@@ -102,6 +102,62 @@ def test_catalogue_rows_and_strict_reset(tmp_path) -> None:
         make_env("mcp", server=NOTES).reset(title="a")
 
 
+def test_solutions_are_the_gold_plays_with_the_servers_own_results() -> None:
+    """Every task's ``solution`` (what its shots show) is its gold play, and replaying it returns the results the
+    file records and scores 1: a worked example never shows a result the server would not give."""
+    env = make_env("mcp", server=NOTES, verifier=VERIFIER, reset_tool="reset_notes")
+    try:
+        for line in Path(TASKS).read_text().splitlines():
+            record = json.loads(line)
+            sol = record["solution"]
+            responses = [call(c["name"], **c["arguments"]) for c in sol["calls"]] + [sol["answer"]]
+            task = {k: v for k, v in record.items() if k not in ("id", "split", "category", "solution")}
+            assert responses[:-1] == gold(task)[:-1], record["id"]
+            env.reset(**task)
+            first = env.step(responses[0])
+            assert [m["content"] for m in first.observation.messages] == sol["results"], record["id"]
+            assert env.step(responses[1]).reward == 1.0, record["id"]
+    finally:
+        env.close()
+
+
+def test_shots_are_other_training_tasks_played_right_and_the_row_prompt_is_the_reset_prompt() -> None:
+    train = select_tasks("mcp", "train", {"path": TASKS, "shots": 3, "seed": 1})
+    test = select_tasks("mcp", "test", {"path": TASKS, "shots": 3, "seed": 1})
+    train_questions = {t.kwargs["question"]: t.id for t in select_tasks("mcp", "train", {"path": TASKS})}
+    for task in train + test:
+        shots = task.kwargs["shots"]
+        assert len(shots) == 3 and "solution" not in task.kwargs
+        assert all(s["question"] in train_questions for s in shots)  # never a test task's answer
+        assert task.kwargs["question"] not in [s["question"] for s in shots] or task in test
+        assert all(len(s["results"]) == len(s["calls"]) for s in shots)
+    again = select_tasks("mcp", "train", {"path": TASKS, "shots": 3, "seed": 1})
+    assert [t.kwargs for t in again] == [t.kwargs for t in train]
+    assert [t.kwargs["shots"] for t in select_tasks("mcp", "train", {"path": TASKS, "shots": 3, "seed": 2})] != \
+        [t.kwargs["shots"] for t in train]
+    [row] = catalogue_rows("mcp", "test", {"path": TASKS, "shots": 3, "seed": 1}, {"server": NOTES}, test[:1])
+    env = make_env("mcp", server=NOTES, verifier=VERIFIER)
+    try:
+        obs = env.reset(**row_task(row["extra_info"]))
+        assert [dict(m) for m in row["prompt"]] == obs.messages
+        roles = [m["role"] for m in obs.messages]
+        assert roles == ["system"] + ["user", "assistant", "tool", "assistant"] * 3 + ["user"]
+        assert obs.messages[2]["content"] == call(test[0].kwargs["shots"][0]["calls"][0]["name"],
+                                                 **test[0].kwargs["shots"][0]["calls"][0]["arguments"])
+        assert env.transcript[-1] == {"role": "user", "content": test[0].kwargs["question"]}
+    finally:
+        env.close()
+
+
+def test_a_malformed_shot_fails_at_reset_naming_it() -> None:
+    env = make_env("mcp", server=NOTES)
+    with pytest.raises(ValueError, match="shot 0 is not"):
+        env.reset(question="q", shots=[{"question": "x", "calls": [{"arguments": {}}]}])
+    with pytest.raises(ValueError, match="1 call\\(s\\) but 2 result\\(s\\)"):
+        env.reset(question="q", shots=[{"question": "x", "calls": [{"name": "list_notes"}], "results": ["a", "b"]}])
+    assert env.connection is None  # refused before a server started
+
+
 def test_bad_calls_are_counted_observations() -> None:
     env = make_env("mcp", server=NOTES, verifier=VERIFIER)
     try:

@@ -67,7 +67,7 @@ def test_fields_and_boxed_extraction(tmp_path):
         problems(recs)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"problem": "x", "answer": "1"}\nnot json\n')
-    with pytest.raises(ValueError, match="bad.jsonl:2"):
+    with pytest.raises(ValueError, match="bad.jsonl line 2: not JSON"):
         load_records(bad)
     (tmp_path / "data.csv").write_text("problem,answer\n")
     with pytest.raises(ValueError, match="unsupported"):

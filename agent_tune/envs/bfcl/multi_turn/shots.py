@@ -18,14 +18,14 @@ training rows. SmolLM2-135M almost never calls a BFCL tool without them (docs FA
 
 from __future__ import annotations
 
-import random
 from functools import lru_cache
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from agent_tune.envs.bfcl.calls import parse_call_string, syntax_error_text
 from agent_tune.envs.bfcl.multi_turn.backend import BFCLBackend
 from agent_tune.envs.bfcl.multi_turn.data import category_of, load_entry
 from agent_tune.envs.bfcl.schema import tool_name, validate_arguments
+from agent_tune.envs.shots import draw_shots, example_messages
 from agent_tune.parsing import ToolCall, get_tool_parser
 
 SHOT_CATEGORY = "multi_turn_base"
@@ -113,27 +113,14 @@ def choose_shots(test_id: str, k: int, pool: Sequence[str], seed: int = 0,
     return draw_shots(test_id, k, seed, lambda: eligible_shots(test_id, pool, max_shot_chars))
 
 
-def draw_shots(test_id: str, k: int, seed: int, candidates: Callable[[], Sequence[str]]) -> list[str]:
-    """``k`` of the ``candidates()`` (computed only when ``k > 0``) for row ``test_id``, the same for a seed
-    and row; fewer if fewer qualify. Multi-turn and single-turn shots are drawn by this one rule."""
-    if k < 0:
-        raise ValueError(f"number of shots must be >= 0, got {k}")
-    if k == 0:
-        return []
-    pool = list(candidates())
-    return random.Random(f"{seed}:{test_id}").sample(pool, min(k, len(pool)))
-
-
 @lru_cache(maxsize=1024)
 def _shot(test_id: str, tool_parser: str) -> tuple[tuple[tuple[str, Any], ...], ...]:
     first = _first_turn(test_id)
     if first is None:
         raise ValueError(f"bfcl shots: {test_id} has no usable first-turn ground truth")
     calls, results = first
-    messages: list[dict[str, Any]] = [dict(m) for m in load_entry(test_id).question[0]]
-    messages.append({"role": "assistant", "content": get_tool_parser(tool_parser).format_calls(list(calls))})
-    messages.extend({"role": "tool", "name": c.name, "content": r} for c, r in zip(calls, results))
-    messages.append({"role": "assistant", "content": CLOSING_TEXT})
+    messages = example_messages(load_entry(test_id).question[0], calls, get_tool_parser(tool_parser), results,
+                                CLOSING_TEXT)
     return tuple(tuple(m.items()) for m in messages)
 
 

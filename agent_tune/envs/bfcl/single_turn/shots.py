@@ -31,10 +31,10 @@ import copy
 from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
-from agent_tune.envs.bfcl.multi_turn.shots import draw_shots
 from agent_tune.envs.bfcl.single_turn.ast_check import ast_verdict
 from agent_tune.envs.bfcl.single_turn.entries import SingleTurnEntry, load_single_turn
 from agent_tune.envs.bfcl.single_turn.task import toolrl_ground_truth
+from agent_tune.envs.shots import draw_shots, example_messages
 from agent_tune.parsing import ToolCall, get_tool_parser
 
 # A shot longer than this (question + calls written by the Hermes parser, characters) is not used: the
@@ -97,12 +97,12 @@ def choose_single_turn_shots(test_id: str, pool: Sequence[str], k: int, seed: in
 
 
 @lru_cache(maxsize=4096)
-def _shot(test_id: str, tool_parser: str) -> tuple[tuple[str, str], tuple[str, str]]:
+def _shot(test_id: str, tool_parser: str) -> tuple[tuple[str, str], ...]:
     parts = _shot_parts(test_id)
     if parts is None:
         raise ValueError(f"toolcall shots: {test_id} has no reference answer or is not one user question")
     question, calls = parts
-    return ("user", question), ("assistant", get_tool_parser(tool_parser).format_calls(list(calls)))
+    return tuple((m["role"], m["content"]) for m in example_messages(question, calls, get_tool_parser(tool_parser)))
 
 
 def single_turn_shot_tools(ids: Sequence[str]) -> list[dict[str, Any]]:

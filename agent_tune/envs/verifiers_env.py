@@ -1,0 +1,621 @@
+"""Any PrimeIntellect ``verifiers`` environment played through agent-tune's runner ("verifiers", :class:`VerifiersEnv`).
+
+    make_env("verifiers", environment="my_pkg.envs:load_environment", env_args={"difficulty": "easy"})
+    make_env("verifiers", environment="wordle")  # an installed env package: vf.load_environment(id, **env_args)
+
+Which verifiers: the classic API (``vf.Environment``, ``MultiTurnEnv``, ``SingleTurnEnv``, ``ToolEnv``,
+``StatefulToolEnv``, ``Rubric``), which verifiers 0.1.x to 0.3.1 ship (0.3.x keeps it in ``verifiers.legacy``,
+answering at its old paths: ``import verifiers as vf; vf.ToolEnv``). verifiers 0.4.0 removed it (only its v1
+stack: tasksets, harnesses, MCP toolsets); tested with 0.3.1.
+
+``environment`` is ``"module:function"`` (called with ``env_args``, returning a ``vf.MultiTurnEnv``) or an
+installed environment's id (``vf.load_environment``, offline: the package must be installed). The environment is
+built once per process for each (``environment``, ``env_args``) and shared by the episodes, as verifiers shares one
+across its rollouts (each rollout's own data is its ``State``).
+
+An episode is verifiers' ``MultiTurnEnv.rollout`` with agent-tune's runner in the model's place, each step of it
+verifiers' own code: ``reset`` builds the ``State`` (``init_state`` from the dataset row, ``setup_state``) and shows
+``get_prompt_messages`` (the row's prompt) with the state's ``tool_defs`` as OpenAI tool schemas. Each generation
+becomes the assistant message (below) added with ``add_model_response``; then verifiers' stop conditions
+(``is_completed``: ``max_turns``, a ToolEnv's ``no_tools_called``, the env's own ``@vf.stop``, an error) end the
+episode, or ``get_prompt_messages`` (``env_response``) answers and its new messages are the observation, rendered by
+the runner's chat template (the adapter never tokenises). An ``env_response`` that sets ``final_env_response``
+ends the episode with those messages. The runner's transcript and verifiers' are the same messages. ``max_steps``
+(agent-tune's cap, over the env's own ``max_turns``): the generation that reaches it still goes to verifiers, then
+the episode ends (``step_limit``), scored. verifiers' coroutines run on agent-tune's background event loop
+(:mod:`agent_tune.sync`: one loop for every episode, so what an env keeps across calls stays on one loop), each wait
+bounded by ``call_timeout``; ``batch_act`` runs a batch's steps there concurrently.
+
+The assistant message: with tools (the state's ``tool_defs`` not empty) the configured parser (``tool_parser``,
+e.g. hermes) decodes the calls into OpenAI-style ``tool_calls`` (``id``, ``name``, JSON ``arguments``) and the text
+outside them is the ``content``; without tools the text is the content, whole (the env parses it). With a
+``reasoning_parser`` the reasoning goes to ``reasoning_content``, as a serving engine's reasoning parser does.
+
+Reward and accuracy (:meth:`VerifiersEnv.outcome`): when the episode ends (also when the runner ends it: a token
+budget) verifiers' ``cleanup`` renders the completion and the env's rubric scores the rollout: ``score_rollout``
+(the weighted sum of its reward functions, each called with ``prompt``, ``completion``, ``answer``, ``state``,
+``task``, ``info`` and the row's other fields), or ``score_group`` of this one rollout when the rubric has group
+reward functions. The reward is the rubric's ``state["reward"]``. The accuracy is 1.0 when the reward (or, with
+``accuracy_metric``, that metric of the rubric) is at least the env's ``pass_threshold`` (verifiers' own rule for a
+correct rollout in pass@k; 0.5 by default). The rubric's metrics are ``verifiers_metrics``, the stop condition
+``verifiers_stop``.
+
+Bad input, each counted, never a crash:
+
+* an undecodable call block: a format error; its text stays in the assistant message's content (as a serving
+  engine that could not parse it leaves it), so a ToolEnv with no other call ends the episode (``no_tools_called``);
+* a call of a tool the env does not have: a format error (``unknown_tools``); verifiers' ToolEnv answers it with
+  its error text;
+* a tool that raises: verifiers' ToolEnv answers with its ``error_formatter`` text; counted in ``tool_errors``
+  (not a format error; the adapter wraps the env's ``call_tool`` to see it, the call behaving as before), or, for
+  the env's ``stop_errors``, the episode ends with its error;
+* ``env_response`` raising a ``vf.Error``: verifiers' own rule, the episode ends (``has_error``) and is scored;
+  a format error, the error in ``verifiers_error``;
+* ``env_response`` (or anything of verifiers' on the step) raising anything else, which fails a rollout in
+  verifiers' own loop: a format error, the episode ends there unscored (reward 0, ``verifiers_error``), after
+  verifiers' cleanup; so does an ``env_response`` whose messages do not continue the conversation (a non-linear
+  ``get_prompt_messages``: the runner's transcript cannot follow it), or no answer within ``call_timeout``.
+
+The catalogue (:meth:`VerifiersEnv.tasks`): the environment's own ``dataset`` (``train``) and ``eval_dataset``
+(``test``; verifiers falls back to the train set when there is none), formatted by verifiers (``prompt`` built
+from ``question`` with the env's system prompt and few-shot examples). A task's reset kwargs are
+``{"row": JSON text}`` (rows of different envs have differently shaped ``info``; a parquet column cannot hold them).
+A completion-style (string) prompt is shown as one user message (the runner renders chat messages).
+
+Not carried over: verifiers' rollout loop itself (its model clients, ``timeout_seconds``,
+``max_total_completion_tokens``, retries), trajectory-step rewards and rubric advantages, group scoring across a
+GRPO group (each rollout is scored alone), ``EnvGroup`` and the v1 stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import json
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping, Sequence
+
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, Task
+from agent_tune.envs.registry import register_env
+from agent_tune.imports import import_object
+from agent_tune.parsing import ParsedResponse
+from agent_tune.parsing.response import ResponseParser
+from agent_tune.sync import wait
+
+MODEL = "agent-tune"  # the model name verifiers' state records
+SPLITS = {"train": "dataset", "test": "eval_dataset"}
+
+_envs: dict[str, Any] = {}
+_envs_lock = threading.Lock()
+# The failures of the env's call_tool while one step's env_response runs (see _count_tool_failures).
+_tool_failures: contextvars.ContextVar[list[tuple[str, str]] | None] = contextvars.ContextVar(
+    "agent_tune_verifiers_tool_failures", default=None)
+
+
+def _vf() -> Any:
+    try:
+        import verifiers as vf
+    except ImportError as exc:  # pragma: no cover - the extra is missing
+        raise ImportError("the verifiers env needs verifiers: pip install 'agent-tune[verifiers]' and "
+                          "pip install --no-deps verifiers==0.3.1 (scripts/install.sh)") from exc
+    if not hasattr(vf, "MultiTurnEnv"):
+        raise ImportError(f"the verifiers env needs verifiers' classic API (vf.MultiTurnEnv), which verifiers "
+                          f"{getattr(vf, '__version__', '?')} does not ship (0.4.0 removed it): install 0.3.1")
+    return vf
+
+
+def _env_args(env_args: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    """``env_args`` as a plain dict: a mapping (a Hydra config's too), or its JSON text."""
+    if env_args is None:
+        return {}
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(env_args, DictConfig):
+        env_args = OmegaConf.to_container(env_args, resolve=True)  # type: ignore[assignment]
+    if isinstance(env_args, str):
+        env_args = json.loads(env_args) if env_args.strip() else {}
+    if not isinstance(env_args, Mapping):
+        raise ValueError(f"verifiers env: env_args must be a mapping (or its JSON), got {type(env_args).__name__}")
+    return dict(env_args)
+
+
+@contextmanager
+def _signals_off_main_thread() -> Iterator[None]:
+    """verifiers' ``Environment.__post_init__`` installs SIGINT/SIGTERM handlers, which ``signal.signal`` refuses
+    outside the main thread (an agent loop worker builds its envs on its event loop's thread). There, and only
+    there, verifiers' module sees a ``signal`` whose ``signal`` does nothing while the env is built: the env's
+    teardown then runs at exit only (its ``atexit`` hook)."""
+    if threading.current_thread() is threading.main_thread():
+        yield
+        return
+    import signal as real
+
+    from verifiers.envs import environment as module
+
+    class _NoHandlers:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        @staticmethod
+        def signal(signum: int, handler: Any) -> Any:
+            return None
+
+    module.signal = _NoHandlers()
+    try:
+        yield
+    finally:
+        module.signal = real
+
+
+def _count_tool_failures(env: Any) -> None:
+    """Wrap the env's ``call_tool`` (ToolEnv and its kind) so that a tool raising inside ``env_response`` (which
+    verifiers' ToolEnv answers with its error text) is recorded for the step that ran it; the call behaves as
+    before (the exception goes on to verifiers' handler)."""
+    call = getattr(env, "call_tool", None)
+    if call is None or getattr(call, "_agent_tune_counted", False) or not asyncio.iscoroutinefunction(call):
+        return
+
+    @functools.wraps(call)
+    async def counted(tool_name: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await call(tool_name, *args, **kwargs)
+        except Exception as exc:
+            failures = _tool_failures.get()
+            if failures is not None:
+                failures.append((str(tool_name), f"{type(exc).__name__}: {exc}"))
+            raise
+
+    counted._agent_tune_counted = True  # type: ignore[attr-defined]
+    env.call_tool = counted
+
+
+def load_environment(environment: str, env_args: Mapping[str, Any] | str | None = None) -> Any:
+    """The verifiers environment ``environment`` names (``module:function`` or an installed env id), built with
+    ``env_args`` once per process; ``ValueError`` naming what went wrong."""
+    vf = _vf()
+    args = _env_args(env_args)
+    key = json.dumps([environment, args], sort_keys=True, default=repr)
+    with _envs_lock:
+        if key in _envs:
+            return _envs[key]
+        try:
+            with _signals_off_main_thread():
+                if ":" in environment:
+                    factory = import_object(environment)
+                    built = factory(**args) if callable(factory) and not isinstance(factory, vf.Environment) \
+                        else factory
+                else:
+                    built = vf.load_environment(environment, **args)
+        except Exception as exc:
+            raise ValueError(f"verifiers env: cannot build {environment!r} with env_args {args} "
+                             f"({type(exc).__name__}: {exc})") from exc
+        if not isinstance(built, vf.MultiTurnEnv):
+            raise ValueError(f"verifiers env: {environment!r} built a {type(built).__name__}, not a vf.MultiTurnEnv "
+                             "(SingleTurnEnv, ToolEnv, StatefulToolEnv or a MultiTurnEnv subclass)")
+        _count_tool_failures(built)
+        _envs[key] = built
+        return built
+
+
+def _no_model_client() -> Any:
+    """A verifiers ``Client`` for ``init_state`` that answers nothing: agent-tune's runner is the model."""
+    from verifiers.clients.client import Client
+
+    class NoModelClient(Client):
+        def _none(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("agent-tune's runner generates; verifiers' client is never asked")
+
+        setup_client = _none
+
+        async def to_native_tool(self, tool: Any) -> Any:
+            return self._none()
+
+        async def to_native_prompt(self, messages: Any) -> Any:
+            return self._none()
+
+        async def get_native_response(self, *args: Any, **kwargs: Any) -> Any:
+            return self._none()
+
+        async def raise_from_native_response(self, response: Any) -> None:
+            self._none()
+
+        async def from_native_response(self, response: Any) -> Any:
+            return self._none()
+
+        async def close(self) -> None:
+            return None
+
+    return NoModelClient(None)
+
+
+def chat_message(message: Any) -> dict[str, Any]:
+    """A verifiers message as the chat dict the runner renders: its fields (unset ones left out), an assistant's
+    ``tool_calls`` in the OpenAI form (``{"id", "type": "function", "function": {"name", "arguments"}}``, the
+    arguments decoded when they are a JSON object), a completion-style ``text`` message as a user message."""
+    out = message.model_dump(exclude_none=True) if hasattr(message, "model_dump") else dict(message)
+    if out.get("role") == "text":
+        out["role"] = "user"
+    calls = out.get("tool_calls")
+    if isinstance(calls, list):
+        converted = []
+        for call in calls:
+            if isinstance(call, Mapping) and "function" not in call and "name" in call:
+                arguments: Any = call.get("arguments")
+                if isinstance(arguments, str):
+                    try:
+                        decoded = json.loads(arguments)
+                    except ValueError:
+                        decoded = None
+                    arguments = decoded if isinstance(decoded, dict) else arguments
+                call = {"id": call.get("id"), "type": "function",
+                        "function": {"name": call["name"], "arguments": arguments}}
+            converted.append(call)
+        out["tool_calls"] = converted
+    out.setdefault("content", "")
+    return out
+
+
+def tool_schemas(tool_defs: Sequence[Any] | None) -> list[dict[str, Any]] | None:
+    """verifiers' ``tool_defs`` (``vf.Tool``: name, description, parameters) as OpenAI tool schemas."""
+    if not tool_defs:
+        return None
+    schemas = []
+    for tool in tool_defs:
+        data = tool.model_dump(exclude_none=True) if hasattr(tool, "model_dump") else dict(tool)
+        function = {"name": data["name"], "description": data.get("description", ""),
+                    "parameters": data.get("parameters") or {"type": "object", "properties": {}}}
+        schemas.append({"type": "function", "function": function})
+    return schemas
+
+
+def _row_fields(row: str | Mapping[str, Any] | None, fields: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if row is not None:
+        decoded = json.loads(row) if isinstance(row, str) else row
+        if not isinstance(decoded, Mapping):
+            raise TypeError(f"verifiers env: row must be a mapping (or its JSON), got {type(decoded).__name__}")
+        out.update(decoded)
+    out.update(fields)
+    if isinstance(out.get("prompt"), str):  # a completion-style prompt: the runner renders chat messages
+        out["prompt"] = [{"role": "user", "content": out["prompt"]}]
+    return out
+
+
+def _json_safe(value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value, default=repr))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b or a == b
+
+
+@register_env("verifiers")
+class VerifiersEnv(BaseToolEnv):
+    """A verifiers ``MultiTurnEnv`` (ToolEnv, SingleTurnEnv, ...): its dataset the tasks, its rubric the reward."""
+
+    description = "any verifiers MultiTurnEnv / ToolEnv (module:function or an env id): its dataset, its rubric"
+    splits = ("train", "test")
+    blocking_reset = True  # reset runs verifiers' setup_state (it may start a sandbox): off the event loop
+
+    # ------------------------------------------------------------------ the catalogue
+    @classmethod
+    def tasks(cls, split: str, environment: str, env_args: Mapping[str, Any] | str | None = None) -> list[Task]:
+        """The rows of the environment's ``dataset`` (``train``) or ``eval_dataset`` (``test``), as verifiers formats
+        them. A task's id is ``<split>:<example_id>``, its category the environment, its reference the row's
+        ``answer``; its env kwargs name the environment (and its ``env_args``, as JSON text) so a row plays alone."""
+        if split not in SPLITS:
+            raise ValueError(f"verifiers env: no split {split!r}; its splits: {', '.join(SPLITS)}")
+        vf_env = load_environment(environment, env_args)
+        dataset = vf_env.get_dataset() if split == "train" else vf_env.get_eval_dataset()
+        args = _env_args(env_args)
+        env_kwargs: dict[str, Any] = {"environment": environment}
+        if args:
+            env_kwargs["env_args"] = json.dumps(args, sort_keys=True)
+        category = vf_env.env_id or environment
+        tasks, seen = [], set()
+        for number, row in enumerate(dataset):
+            row = dict(row)
+            try:
+                text = json.dumps(row, ensure_ascii=False)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"verifiers env: {environment!r} {split} row {number} is not JSON-serialisable "
+                                 f"({exc})") from None
+            task_id = f"{split}:{row.get('example_id', number)}"
+            if task_id in seen:
+                task_id = f"{split}:{number}"
+            seen.add(task_id)
+            answer = row.get("answer")
+            reference = "" if answer is None else answer if isinstance(answer, str) else json.dumps(answer)
+            tasks.append(Task(id=task_id, kwargs={"row": text}, category=str(category), env_kwargs=dict(env_kwargs),
+                              reference=reference))
+        return tasks
+
+    @classmethod
+    def row_prompt(cls, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The row's prompt as chat messages (what ``reset`` shows; no state is set up)."""
+        from verifiers.utils.message_utils import normalize_messages
+
+        fields = _row_fields(task.kwargs.get("row"), {k: v for k, v in task.kwargs.items() if k != "row"})
+        if fields.get("prompt") is None:  # a bare question: the env's own formatting (env needed)
+            return super().row_prompt(task, env_kwargs)
+        return [chat_message(m) for m in normalize_messages(fields["prompt"], field_name="prompt")]
+
+    @classmethod
+    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
+        """The options' names and types, then the environment itself: it builds and is a ``vf.MultiTurnEnv``."""
+        super().check_kwargs(kwargs)
+        cls(**kwargs)
+
+    # ------------------------------------------------------------------ the env
+    def __init__(
+        self,
+        environment: str,
+        env_args: Mapping[str, Any] | str | None = None,
+        tool_parser: str = "hermes",
+        reasoning_parser: str = "none",
+        max_steps: int | None = None,
+        accuracy_metric: str | None = None,
+        call_timeout: float = 600.0,
+    ) -> None:
+        if max_steps is not None and int(max_steps) < 1:
+            raise ValueError(f"verifiers env: max_steps must be >= 1, got {max_steps}")
+        if float(call_timeout) <= 0:
+            raise ValueError(f"verifiers env: call_timeout must be > 0, got {call_timeout}")
+        self.environment = str(environment)
+        self.env_args = _env_args(env_args)
+        self.vf_env = load_environment(self.environment, self.env_args)
+        self.parser = ResponseParser(tool_parser, reasoning_parser)
+        # Not the template's max_steps (which would end the episode without showing verifiers the last generation).
+        self.step_limit = None if max_steps is None else int(max_steps)
+        self.accuracy_metric = accuracy_metric
+        self.call_timeout = float(call_timeout)
+        self.state: Any = None
+        self.tool_names: set[str] = set()
+        self._prompt: list[Any] = []
+        self._finished = False  # verifiers' cleanup ran (the completion is rendered)
+        self._crashed = False  # verifiers' code failed: the rollout is not scored
+        self._scored: Outcome | None = None
+        self.error: str | None = None
+        self.tool_errors = 0
+
+    def _wait(self, coro: Any) -> Any:
+        """Run a coroutine of verifiers' on the process's background loop (one loop for every episode, so what an
+        env keeps across its async calls stays on one loop) and wait for it."""
+        return wait(coro, self.call_timeout)
+
+    def reset(self, row: str | Mapping[str, Any] | None = None, **fields: Any) -> Observation:
+        """Start an episode for a dataset row: ``row`` (a mapping or its JSON text, what the catalogue writes) and/or
+        its fields (``prompt`` as chat messages, or ``question`` formatted by the env; ``answer``, ``info``,
+        ``example_id``, any other column), the fields over the row's."""
+        self.close()
+        task = _row_fields(row, fields)
+        if task.get("prompt") is None:
+            if "question" not in task:
+                raise TypeError("verifiers env: reset() needs a prompt (chat messages) or a question")
+            from datasets import Dataset
+
+            task = dict(self.vf_env._format_dataset_source(Dataset.from_list([task]))[0])
+        task.setdefault("example_id", 0)
+        try:
+            self.state, self._prompt = self._wait(self._start(task))
+        except Exception as exc:
+            self.state = None
+            raise ValueError(f"verifiers env {self.environment!r}: cannot start the task "
+                             f"({type(exc).__name__}: {exc})") from exc
+        self.tools = tool_schemas(self.state.get("tool_defs"))
+        self.tool_names = {t["function"]["name"] for t in self.tools or []}
+        self._finished, self._crashed, self._scored, self.error, self.tool_errors = False, False, None, None, 0
+        self.begin_episode()
+        return Observation(messages=[chat_message(m) for m in self._prompt], tools=self.tools)
+
+    async def _start(self, task: dict[str, Any]) -> tuple[Any, list[Any]]:
+        vf = _vf()
+        env = self.vf_env
+        state = await env.init_state(task, _no_model_client(), MODEL, None)
+        state["timing"].generation.start = state["timing"].setup.start = time.time()
+        try:
+            ready = await env.setup_state(state)
+        finally:
+            state["timing"].setup.end = time.time()
+        state = state if ready is None else ready
+        if state.get("error") is not None:
+            raise state["error"] if isinstance(state["error"], BaseException) else vf.Error(str(state["error"]))
+        return state, list(await env.get_prompt_messages(state))
+
+    # the parser decodes calls only when the env has tools; verifiers decides when the episode ends
+    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
+        if self.tools:
+            return super().extract_tool_calls(raw_response)
+        return ParsedResponse(content=raw_response)
+
+    def stop(self, raw_response: str) -> bool:
+        return False
+
+    def act(self, step: Step) -> None:
+        try:
+            self._wait(self._act(step))
+        except Exception as exc:  # noqa: BLE001 - no answer within call_timeout: counted, never a crash
+            if not step.done:
+                self._fail(step, exc)
+
+    @classmethod
+    def batch_act(cls, envs: Sequence[BaseToolEnv], steps: Sequence[Step]) -> None:
+        """The steps of a batch concurrently on the background loop (each env's ``_act`` never raises)."""
+        if len(envs) <= 1:
+            for env, step in zip(envs, steps):
+                env.act(step)
+            return
+
+        async def all_steps() -> None:
+            await asyncio.gather(*(env._act(step) for env, step in zip(envs, steps)))  # type: ignore[attr-defined]
+
+        try:
+            wait(all_steps(), max(env.call_timeout for env in envs))  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - no answer within call_timeout: counted, never a crash
+            for env, step in zip(envs, steps):
+                if not step.done:
+                    env._fail(step, exc)  # type: ignore[attr-defined]
+
+    def _assistant_message(self, step: Step) -> tuple[dict[str, Any], list[str]]:
+        """The generation as verifiers' assistant message fields, and the names of the calls it makes."""
+        reasoning, text = self.parser.reasoning_parser.parse(step.raw)
+        parsed = step.parsed
+        fields: dict[str, Any] = {"reasoning_content": reasoning}
+        if not self.tools:
+            fields["content"] = text
+            return fields, []
+        content = parsed.content
+        if parsed.errors:  # the blocks that could not be decoded stay in the content, where they were
+            for call in parsed.calls:
+                text = text.replace(call.raw, "", 1) if call.raw else text
+            content = text.strip()
+        calls = [{"id": f"call_{self.num_steps}_{i}", "name": call.name,
+                  "arguments": json.dumps(call.arguments, ensure_ascii=False)} for i, call in enumerate(parsed.calls)]
+        fields["content"] = content
+        fields["tool_calls"] = calls or None
+        return fields, [call.name for call in parsed.calls]
+
+    async def _act(self, step: Step) -> None:
+        """One generation through verifiers: add it to the trajectory, ask its stop conditions, then its
+        ``env_response``. Never raises: a failure ends the episode, counted."""
+        try:
+            await self._act_unguarded(step)
+        except Exception as exc:  # noqa: BLE001 - verifiers failed on model output: counted, never a crash
+            self._fail(step, exc)
+
+    async def _act_unguarded(self, step: Step) -> None:
+        vf = _vf()
+        env, state = self.vf_env, self.state
+        fields, names = self._assistant_message(step)
+        step.format_errors += len(step.parsed.errors)
+        unknown = [n for n in names if n not in self.tool_names]
+        if unknown:
+            step.format_errors += len(unknown)
+            step.info["unknown_tools"] = unknown
+        step.info["calls"] = [n for n in names if n in self.tool_names]
+        message = vf.ResponseMessage(finish_reason="tool_calls" if fields.get("tool_calls") else "stop",
+                                     is_truncated=False, **fields)
+        response = vf.Response(id=f"agent-tune-{self.num_steps}", created=int(time.time()), model=MODEL,
+                               message=message)
+        await env.add_model_response(state, self._prompt, response)
+        if await env.is_completed(state):
+            await self._stopped(step)
+            return
+        before = [*self._prompt, *state["trajectory"][-1]["completion"]]
+        failures: list[tuple[str, str]] = []
+        token = _tool_failures.set(failures)
+        started = time.time()
+        try:
+            prompt = await env.get_prompt_messages(state)
+            from verifiers.utils.message_utils import maybe_normalize_messages
+
+            prompt = maybe_normalize_messages(prompt, field_name="prompt_messages")
+        except vf.Error as exc:  # verifiers' own rule: the error ends the rollout (has_error), which is scored
+            state["error"] = exc
+            self._record_error(step, exc)
+            await env.is_completed(state)
+            await self._stopped(step)
+            return
+        finally:
+            _tool_failures.reset(token)
+            state["timing"].env.spans.append(vf.TimeSpan(start=started, end=time.time()))
+        failed = [f for f in failures if f[0] in self.tool_names]
+        if failed:
+            self.tool_errors += len(failed)
+            step.info["tool_errors"] = [f"{name}: {error}" for name, error in failed]
+        if len(prompt) < len(before) or not all(_same(a, b) for a, b in zip(prompt, before)):
+            raise ValueError("get_prompt_messages did not continue the conversation (a non-linear prompt)")
+        final = state.get("final_env_response")
+        if final is not None:
+            step.messages.extend(chat_message(m) for m in maybe_normalize_messages(final, field_name="final"))
+            await env.is_completed(state)
+            await self._stopped(step)
+            return
+        self._prompt = list(prompt)
+        step.messages.extend(chat_message(m) for m in prompt[len(before):])
+        if self.step_limit is not None and self.num_steps >= self.step_limit:
+            step.done = step.info["step_limit"] = True
+            await self._finish()
+
+    def _record_error(self, step: Step, exc: BaseException) -> None:
+        self.error = f"{type(exc).__name__}: {exc}"
+        step.format_errors += 1
+        step.info["verifiers_error"] = self.error
+
+    def _fail(self, step: Step, exc: BaseException) -> None:
+        """The episode ends on a failure of verifiers' code (or a conversation the runner cannot follow): the
+        rollout failed, as it does in verifiers' own loop (no score: reward 0)."""
+        self._record_error(step, exc)
+        self._crashed = True
+        step.messages.append({"role": "user", "content": f"Error: the environment could not process the response "
+                                                         f"({self.error})"})
+        step.done = True
+
+    async def _stopped(self, step: Step) -> None:
+        """verifiers' stop condition fired: the episode's turn is done."""
+        step.done = True
+        step.info["verifiers_stop"] = self.state.get("stop_condition")
+        if self.state.get("stop_condition") != "has_error":
+            self.turns_completed += 1
+        await self._finish()
+
+    async def _finish(self) -> None:
+        """verifiers' cleanup (``render_completion`` and the env's ``@vf.cleanup`` handlers), once."""
+        if not self._finished:
+            self._finished = True
+            await self.vf_env.cleanup(self.state)
+
+    async def _score(self) -> None:
+        env, state = self.vf_env, self.state
+        await self._finish()
+        started = time.time()
+        rubric = env.rubric
+        if not env.score_rollouts:
+            await rubric.dummy_score_rollout(state)
+        elif rubric.has_group_rewards:
+            await rubric.score_group([state])
+        else:
+            await rubric.score_rollout(state)
+        state["timing"].scoring.start, state["timing"].scoring.end = started, time.time()
+        await rubric.cleanup(state)
+
+    def outcome(self) -> Outcome:
+        if self._scored is not None:
+            return self._scored
+        extras: dict[str, Any] = {"verifiers_env": self.environment, "tool_errors": self.tool_errors}
+        try:
+            self._wait(self._finish() if self._crashed else self._score())
+        except Exception as exc:  # noqa: BLE001 - a rubric that fails scores 0, named
+            extras["verifiers_score_error"] = f"{type(exc).__name__}: {exc}"
+            self.state["reward"] = None
+        state = self.state
+        reward = 0.0 if self._crashed else float(state.get("reward") or 0.0)
+        metrics = dict(state.get("metrics") or {})
+        judged = metrics.get(self.accuracy_metric, 0.0) if self.accuracy_metric else reward
+        solved = float(judged or 0.0) >= float(getattr(self.vf_env, "pass_threshold", 0.5))
+        extras.update(verifiers_metrics=_json_safe(metrics), verifiers_stop=state.get("stop_condition"))
+        if self.error is not None:
+            extras["verifiers_error"] = self.error
+        self._scored = Outcome(reward=reward, accuracy=float(solved), extras=extras)
+        return self._scored
+
+    def close(self) -> None:
+        """An episode closed before it ended still runs verifiers' cleanup (its rollout resources)."""
+        state, self.state = self.state, None
+        if state is not None and not self._finished:
+            self.state = state
+            try:
+                self._wait(self._finish())
+            except Exception:  # noqa: BLE001 - closing never raises
+                pass
+            self.state = None
+        self.running = False
+
+
+__all__ = ["VerifiersEnv", "chat_message", "load_environment", "tool_schemas"]
