@@ -1,4 +1,4 @@
-"""The ``agent-tune`` command line: ``envs``, ``data``, ``train``, ``sft``, ``curriculum``, ``eval``."""
+"""The ``agent-tune`` command line: ``envs``, ``data``, ``train``, ``sft``, ``sft-data``, ``curriculum``, ``eval``."""
 
 from __future__ import annotations
 
@@ -28,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
         from agent_tune.launch.sft import main as sft_main
 
         return int(sft_main(argv[1:]) or 0)
+    if argv and argv[0] == "sft-data":
+        from agent_tune.sft_data import main as sft_data_main
+
+        return int(sft_data_main(argv[1:]) or 0)
     if argv and argv[0] == "curriculum":
         from agent_tune.launch.curriculum import main as curriculum_main
 
@@ -51,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("train", help="GRPO training with verl: agent-tune train --config-name NAME key=value ...")
     sub.add_parser("sft", help="multi-turn SFT with verl's SFT trainer, rows tokenised like the RL rollouts: "
                    "agent-tune sft --config-name agent_tune_sft_cpu data.train_files=... key=value ...")
+    sub.add_parser("sft-data", help="other projects' SFT data as agent-tune sft rows: agent-tune sft-data --format "
+                   "rlla_sft|tau2_seed IN OUT.parquet (see agent-tune sft-data -h)")
     sub.add_parser("curriculum", help="a curriculum of training stages, each from the one before: "
                    "agent-tune curriculum --curriculum NAME --run-dir DIR (see agent-tune curriculum -h)")
     sub.add_parser("eval", help="evaluation on BFCL (multi-turn and single-turn) and tau2-bench tasks, any env's "

@@ -15,9 +15,10 @@ accepted as they are. Every error is an :class:`OptionError` naming the dotted k
 expected. The same checker types the environments' options: :func:`check_arguments` checks constructor
 kwargs against the constructor's annotations (``BaseToolEnv.check_kwargs``).
 
-A leaf module: it imports nothing from ``agent_tune`` but :mod:`agent_tune.errors` (the rollout worker's
-gc settings, :mod:`agent_tune.rollout.worker_gc`, and the task curriculum, :mod:`verl_ext.task_curriculum`,
-import their dataclasses from here).
+A leaf module: at module level it imports nothing from ``agent_tune`` but :mod:`agent_tune.errors` (the rollout
+worker's gc settings, :mod:`agent_tune.rollout.worker_gc`, and the task curriculum, :mod:`verl_ext.task_curriculum`,
+import their dataclasses from here); checking ``reasoning_tags`` imports the tag rule of
+:mod:`agent_tune.parsing.reasoning` when it runs.
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ PREFIX = "agent_tune"
 
 # Choices of the block's string options (one Literal each; tests/test_options.py ties each to the table of the
 # module that acts on it: agent_tune.launch.launcher, agent_tune.launch.attention, verl_ext.cpu.precision,
-# verl_ext.trainers).
+# verl_ext.trainers, verl_ext.task_curriculum).
 ConsoleMode = Literal["quiet", "verbose"]
 AttentionFallback = Literal["error", "sdpa"]
 CpuPrecision = Literal["auto", "bf16", "fp32"]
 TrainerName = Literal["main_ppo", "one_step_off_policy", "fully_async_policy"]
+CurriculumMode = Literal["sample", "advantage"]
 
 
 class OptionError(ConfigError):
@@ -280,10 +282,13 @@ TASK_CURRICULUM_KEY = f"{PREFIX}.task_curriculum"
 
 @dataclass(frozen=True)
 class TaskCurriculumConfig:
-    """``agent_tune.task_curriculum`` (:mod:`verl_ext.task_curriculum`): per-task sampling weights (defaults:
-    Tau2-RL-Pipeline's). A bad value raises :class:`OptionError` naming the field."""
+    """``agent_tune.task_curriculum`` (:mod:`verl_ext.task_curriculum`): per-task weights from running success
+    rates (defaults: Tau2-RL-Pipeline's). ``mode``: ``sample`` draws tasks with them; ``advantage`` draws
+    uniformly and multiplies each sample's GRPO advantage by its task's weight (the pipeline's way,
+    :mod:`verl_ext.advantage_curriculum`). A bad value raises :class:`OptionError` naming the field."""
 
     enable: bool = False
+    mode: CurriculumMode = "sample"
     min_attempts: int = 5  # attempts before a task's weight moves from 1
     solved_threshold: float = 0.75  # success rate above this: solved_weight
     hard_threshold: float = 0.25  # success rate below this: hard_weight
@@ -313,10 +318,66 @@ class TaskCurriculumConfig:
 
 
 @dataclass(frozen=True)
+class ReasoningTags:
+    """``agent_tune.reasoning_tags`` (T3RL's ``think_start_token`` / ``think_end_token``): the reasoning block's
+    tags, for a model family without a named reasoning parser; the envs get the reasoning parser spec
+    ``tags:start=<start>,end=<end>`` (:class:`agent_tune.parsing.TagReasoningParser`). ``opened_in_prompt``: the
+    chat template opens the block in the prompt, so an untagged response is unfinished reasoning."""
+
+    start: str
+    end: str
+    opened_in_prompt: bool = False
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        from agent_tune.parsing.reasoning import tags_problem  # the parser's own rule; no parser at module level
+
+        problem = tags_problem(self.start, self.end)
+        if problem is not None:
+            raise OptionError(*problem)
+
+    @property
+    def spec(self) -> str:
+        """The reasoning parser spec of these tags (what ``get_reasoning_parser`` reads)."""
+        from agent_tune.parsing.reasoning import tags_spec
+
+        return tags_spec(self.start, self.end, self.opened_in_prompt)
+
+
+@dataclass(frozen=True)
+class DebugModes:
+    """``agent_tune.debug`` (T3RL's debugging modes; :mod:`agent_tune.launch.debug_modes`, docs/debugging.md):
+    ``rollout_only`` plays the training rows as training samples them, dumps every sample to ``dump_dir``
+    (``None``: ``<trainer.default_local_dir>/rollout_dump``) and skips the update; ``replay`` trains on the samples
+    a rollout-only run dumped to ``replay_dir``, step by step, instead of generating. At most one of the two."""
+
+    rollout_only: bool = False
+    dump_dir: str | None = None
+    replay: bool = False
+    replay_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.rollout_only and self.replay:
+            raise OptionError("replay", "set together with rollout_only: a run either dumps rollouts or replays them")
+        if self.replay and not self.replay_dir:
+            raise OptionError("replay_dir", "replay needs the folder a rollout-only run dumped to (its dump_dir)")
+        if self.replay_dir and not self.replay:
+            raise OptionError("replay", f"false while replay_dir={self.replay_dir!r}: set true to replay that "
+                                        "dump (+debug=replay does), or drop replay_dir")
+
+    @property
+    def active(self) -> bool:
+        """Whether a debugging mode is on."""
+        return self.rollout_only or self.replay
+
+
+@dataclass(frozen=True)
 class AgentTuneOptions:
     """The ``agent_tune:`` block; what each key does: ``config/base/agent_tune.yaml``. Defaults are what a
     missing key means (not the shipped values). ``null`` for ``chat_template_kwargs`` / ``env_kwargs`` is
-    ``{}``; for ``worker_gc`` / ``task_curriculum`` their defaults (collector untouched, curriculum off)."""
+    ``{}``; for ``worker_gc`` / ``task_curriculum`` / ``debug`` their defaults (collector untouched, curriculum
+    off, no debugging mode)."""
 
     # the launchers
     model_cache_dir: str | None = None  # None: ~/.cache/agent_tune/models
@@ -329,7 +390,8 @@ class AgentTuneOptions:
     template: str | None = None  # None (or ""): the tokenizer's own
     chat_template_kwargs: dict[str, Any] | None = field(default_factory=dict)
     tool_parser: str | None = None  # None: not given to the envs
-    reasoning_parser: str | None = None
+    reasoning_parser: str | None = None  # a name, or a spec such as tags:start=<S>,end=<E>
+    reasoning_tags: ReasoningTags | None = None  # set: the reasoning parser is these tags (reasoning_parser none)
     max_generations: int | None = None
     env_kwargs: dict[str, dict[str, Any] | None] | None = field(default_factory=dict)
     worker_gc: WorkerGC | None = field(default_factory=WorkerGC)
@@ -339,15 +401,25 @@ class AgentTuneOptions:
     metrics_file: str | None = None
     sample_metrics_dir: str | None = None
     task_curriculum: TaskCurriculumConfig | None = field(default_factory=TaskCurriculumConfig)
+    debug: DebugModes | None = field(default_factory=DebugModes)  # None: no debugging mode
 
     def __post_init__(self) -> None:
         check_fields(self)
         if self.max_generations is not None and self.max_generations < 1:
             raise OptionError("max_generations", f"must be >= 1, or null for no limit, got {self.max_generations!r}")
+        if self.reasoning_tags is not None and self.reasoning_parser not in (None, "none"):
+            raise OptionError("reasoning_tags", f"set together with reasoning_parser={self.reasoning_parser!r}: "
+                                                f"give one of the two (reasoning_parser: none with reasoning_tags)")
         for name, empty in (("chat_template_kwargs", dict), ("env_kwargs", dict), ("worker_gc", WorkerGC),
-                            ("task_curriculum", TaskCurriculumConfig)):
+                            ("task_curriculum", TaskCurriculumConfig), ("debug", DebugModes)):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, empty())
+
+    @property
+    def reasoning_parser_spec(self) -> str | None:
+        """What the envs get as ``reasoning_parser``: the spec of ``reasoning_tags`` when set, else
+        ``reasoning_parser`` (``None``: not given)."""
+        return self.reasoning_tags.spec if self.reasoning_tags is not None else self.reasoning_parser
 
 
 def parse_options(mapping: Mapping[str, Any] | None, prefix: str = PREFIX) -> AgentTuneOptions:

@@ -18,7 +18,7 @@
 #
 # Variables: CONVERSATIONS (required), SFT_CONFIG (agent_tune_sft), GRPO_CONFIG (agent_tune_tau2), MODEL_PATH,
 # DOMAINS (airline,retail,telecom), WORK_DIR (outputs/tau2_chain), DATA_DIR ($WORK_DIR/data); the user simulator:
-# USER_BASE_URL (a running one), else USER_MODEL (Qwen/Qwen3-4B-Instruct-2507) served here on USER_GPUS (6,7) at
+# USER_BASE_URL (a running one), else USER_MODEL (Qwen/Qwen3-4B-Instruct-2507) served here on USER_GPUS (4,5) at
 # USER_PORT (30001) for stages 2 and 3; the RFT policy server: POLICY_GPUS (0), POLICY_PORT (30002); VLLM_ARGS
 # (extra arguments of both vLLM servers); RFT: N, TEMPERATURE, MIN_ACCURACY / MIN_REWARD, LIMIT, MAX_TOKENS
 # (examples/run_rft.sh). Rerunning resumes: a stage whose Hugging Face folder exists is skipped.
@@ -32,7 +32,7 @@ DOMAINS="${DOMAINS:-airline,retail,telecom}"
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/tau2_chain}"
 DATA_DIR="${DATA_DIR:-$WORK_DIR/data}"
 USER_MODEL="${USER_MODEL:-Qwen/Qwen3-4B-Instruct-2507}"
-USER_GPUS="${USER_GPUS:-6,7}"
+USER_GPUS="${USER_GPUS:-4,5}"
 USER_PORT="${USER_PORT:-30001}"
 USER_BASE_URL="${USER_BASE_URL:-}"
 POLICY_GPUS="${POLICY_GPUS:-0}"

@@ -8,7 +8,7 @@ verl's ``server_manager.generate`` (token in, token out).
 
 Options live under ``agent_tune:`` in the trainer config (``config/base/agent_tune.yaml``):
 ``template`` (chat template name, ``tokenizer`` = the model's own), ``chat_template_kwargs``,
-``tool_parser`` and ``reasoning_parser`` (given to environments that take them), ``max_generations``,
+``tool_parser`` and ``reasoning_parser`` / ``reasoning_tags`` (given to envs that take them), ``max_generations``,
 ``env_kwargs`` (per environment name, defaults under each row's kwargs), ``debug_drift``, and
 ``dump_rollouts_dir``: every episode appended, mask shown, to ``<dir>/rollouts-<pid>.jsonl`` (one file
 per agent-loop worker), with the trainer step that generated it, and with ``dump_rollout_tokens`` its token
@@ -99,9 +99,9 @@ def env_kwargs_for(name: str, row_kwargs: Mapping[str, Any],
     cls = get_env_class(name)
     params = inspect.signature(cls.__init__).parameters
     kwargs: dict[str, Any] = {}
-    for key in ("tool_parser", "reasoning_parser"):
-        if getattr(options, key) is not None and key in params:
-            kwargs[key] = getattr(options, key)
+    for key, value in (("tool_parser", options.tool_parser), ("reasoning_parser", options.reasoning_parser_spec)):
+        if value is not None and key in params:
+            kwargs[key] = value
     kwargs.update(options.env_kwargs.get(name) or {})
     kwargs.update(row_kwargs)
     return kwargs

@@ -5,9 +5,11 @@ Tau2-RL-Pipeline's curriculum (``TAU2_USE_CURRICULUM`` in its ``reward.py``), as
 counted (a success: the episode's ``acc`` >= ``success_threshold``; tau2's own reward for tau2, never the
 shaped one); once a task has ``min_attempts`` attempts its weight is ``solved_weight`` (0.1) when its
 success rate is above ``solved_threshold`` (0.75), ``hard_weight`` (0.5) when below ``hard_threshold``
-(0.25), else 1. The pipeline multiplies each sample's advantage by that weight; here, as issue 11 asks, the
-weight is the task's probability of being drawn (relative to the others): tasks the policy always or never
-solves come up less often, the ones in between (where GRPO groups carry signal) more.
+(0.25), else 1. ``mode`` says what the weight acts on. ``sample`` (this module; issue 11): the weight is the
+task's probability of being drawn (relative to the others): tasks the policy always or never solves come up
+less often, the ones in between (where GRPO groups carry signal) more. ``advantage`` (what the pipeline does;
+:mod:`verl_ext.advantage_curriculum`): rows are drawn by verl's own sampler and each sample's GRPO advantage
+is multiplied by its task's weight.
 
 How it reaches verl 0.9.1. verl has no sampler hook any more (no ``data.sampler.class_path`` /
 ``AbstractCurriculumSampler``; its trainers build the train sampler with ``create_rl_sampler(config.data,
@@ -23,8 +25,9 @@ dataset)`` and never tell it about results). So:
   generator, counts, how far the record files were read) is saved and restored with verl's data-loader
   checkpoint;
 * plugging in: with ``enable: true`` the launcher runs verl's own task runner subclassed
-  (:func:`task_runner_class`), whose ``run`` first points the trainer modules' ``create_rl_sampler`` (in
-  that Ray actor's process only) at :func:`make_sampler`, then runs verl's code unchanged.
+  (:func:`verl_ext.curriculum_runner.task_runner_class`), whose ``run`` first (its ``install``, in that Ray
+  actor's process only) points the trainer modules' ``create_rl_sampler`` at :func:`make_sampler`
+  (``sample``) or wraps the trainers' advantage step (``advantage``), then runs verl's code unchanged.
 
 ``<trainer.default_local_dir>/task_curriculum.json`` shows the counts and weights, rewritten when they
 change.
@@ -50,6 +53,9 @@ logger = logging.getLogger(__name__)
 
 PREFIX = "agent_tune.task_curriculum"
 STATE_FILE = "task_curriculum.json"
+# agent_tune.task_curriculum.mode (agent_tune.options.CurriculumMode): what the weights act on
+SAMPLE, ADVANTAGE = "sample", "advantage"
+MODES = (SAMPLE, ADVANTAGE)
 
 
 def task_key(extra_info: Mapping[str, Any] | None) -> str:
@@ -220,22 +226,6 @@ def install_sampler(config: Any) -> None:
         if not hasattr(module, "create_rl_sampler"):
             raise RuntimeError(f"task curriculum: {name} has no create_rl_sampler (a verl other than 0.9.1?)")
         module.create_rl_sampler = create
-
-
-def task_runner_class(runner: Any) -> Any:
-    """A Ray actor class running verl's task runner ``runner`` (an actor class) with the curriculum's
-    sampler installed first."""
-    import ray
-
-    base = runner.__ray_actor_class__
-
-    class CurriculumTaskRunner(base):  # type: ignore[misc, valid-type]
-        def run(self, config: Any) -> Any:
-            install_sampler(config)
-            return super().run(config)
-
-    CurriculumTaskRunner.__name__ = CurriculumTaskRunner.__qualname__ = f"Curriculum{base.__name__}"
-    return ray.remote(CurriculumTaskRunner)
 
 
 def check_config(config: Any) -> TaskCurriculumConfig:

@@ -8,6 +8,7 @@ task catalogue) or a training file's rows against an OpenAI-compatible server, a
         --user-base-url http://127.0.0.1:8001/v1 --user-model USER [options]
     agent-tune eval --base-url ... --model NAME --env examples.envs.calculator:CalculatorEnv --split test
     agent-tune eval --base-url ... --model NAME --rows data/train.parquet --n 4 --sft-out rft.jsonl  (any env)
+    agent-tune eval --config examples/eval/bfcl_vllm.yaml [--flag value ...]   (flags from YAML; the command wins)
     agent-tune eval report a.jsonl [b.jsonl ...] [--json out.json] [--png out.png] [--results-dir DIR]
 
 The entries are :func:`agent_tune.envs.tasks.select_tasks` of the env's catalogue; the report and the files in
@@ -17,9 +18,10 @@ the official scorer's format come from the env's own hooks (``report``, ``format
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from agent_tune.cli_args import json_object
 
@@ -31,6 +33,9 @@ def run_parser() -> argparse.ArgumentParser:
         "single-turn: the toolcall env; leaderboard rules), tau2-bench, the rows of a training file (any env), or "
         "any env's task catalogue (--env NAME --split S). `agent-tune eval report FILE...` re-prints/plots results.",
     )
+    p.add_argument("--config", default=None, metavar="FILE.yaml",
+                   help="take flags from a YAML file: keys are the flag names (dashes or underscores), values "
+                   "typed as the flag; flags on the command line override the file (docs/eval.md)")
     srv = p.add_argument_group("server")
     srv.add_argument("--base-url", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
     srv.add_argument("--model", required=True, help="served model name (as /v1/models lists it)")
@@ -68,7 +73,9 @@ def run_parser() -> argparse.ArgumentParser:
     mdl.add_argument("--template", default="tokenizer",
                      help="chat template name or .jinja path (default: the tokenizer's)")
     mdl.add_argument("--tool-parser", default="hermes")
-    mdl.add_argument("--reasoning-parser", default="none")
+    mdl.add_argument("--reasoning-parser", default="none",
+                     help="a reasoning parser name (none, qwen3, deepseek_r1, thinking) or any tag pair: "
+                          "'tags:start=<S>,end=<E>[,opened_in_prompt=true]'")
     mdl.add_argument("--chat-template-kwargs", type=json_object, default={},
                      help='JSON, e.g. \'{"enable_thinking": false}\'')
     mdl.add_argument("--env-kwargs", type=json_object, default={},
@@ -90,6 +97,8 @@ def run_parser() -> argparse.ArgumentParser:
     smp.add_argument("--n", type=int, default=1, help="samples per entry (pass@k for k <= n)")
     smp.add_argument("--temperature", type=float, default=0.0)
     smp.add_argument("--top-p", type=float, default=1.0)
+    smp.add_argument("--top-k", type=int, default=None,
+                     help="sample from the K most likely tokens (vLLM's top_k; default: not sent, all tokens)")
     smp.add_argument("--seed", type=int, default=None, help="per-request seed (sample i uses seed+i)")
     smp.add_argument("--max-tokens", type=int, default=2048, help="max new tokens per generation")
     smp.add_argument("--max-model-len", type=int, default=None,
@@ -113,6 +122,116 @@ def run_parser() -> argparse.ArgumentParser:
                      help="keep episodes with accuracy >= this (default 1 when no threshold is given)")
     rft.add_argument("--sft-min-reward", type=float, default=None, help="keep episodes with reward >= this")
     return p
+
+
+class ConfigFileError(ValueError):
+    """A ``--config`` file that cannot give the run's flags (the message names the file and the key)."""
+
+
+def _config_value(action: argparse.Action, key: str, value: Any, where: str) -> Any:
+    """``value`` of config key ``key`` typed as the flag ``action`` types its command-line text."""
+    flag = action.option_strings[-1]
+    if value is None:
+        if action.required:
+            raise ConfigFileError(f"{where}: key {key!r}: {flag} needs a value, got null")
+        return None
+    if action.nargs == 0:  # store_true
+        if not isinstance(value, bool):
+            raise ConfigFileError(f"{where}: key {key!r}: {flag} is a switch, give true or false, got {value!r}")
+        return value
+    if action.nargs in ("+", "*"):
+        items = value if isinstance(value, list) else [value]
+        if action.nargs == "+" and not items:
+            raise ConfigFileError(f"{where}: key {key!r}: {flag} needs at least one value")
+        return [_config_scalar(action, key, v, where) for v in items]
+    return _config_scalar(action, key, value, where)
+
+
+def _config_scalar(action: argparse.Action, key: str, value: Any, where: str) -> Any:
+    flag = action.option_strings[-1]
+    kind = action.type
+    if kind is json_object:
+        if isinstance(value, dict):
+            return value
+        if isinstance(value, str):
+            try:
+                return json_object(value)
+            except argparse.ArgumentTypeError as exc:
+                raise ConfigFileError(f"{where}: key {key!r}: {flag}: {exc}") from None
+        raise ConfigFileError(f"{where}: key {key!r}: {flag} takes a mapping, got {type(value).__name__}")
+    if isinstance(value, (dict, list)) or (isinstance(value, bool) and kind is not None):
+        raise ConfigFileError(f"{where}: key {key!r}: {flag} takes one {getattr(kind, '__name__', 'str')}, got "
+                              f"{value!r}")
+    if kind is int:
+        if isinstance(value, float) or (isinstance(value, str) and not value.strip().lstrip("+-").isdigit()):
+            raise ConfigFileError(f"{where}: key {key!r}: {flag} takes an integer, got {value!r}")
+        out: Any = int(value)
+    elif kind is float:
+        try:
+            out = float(value)
+        except ValueError:
+            raise ConfigFileError(f"{where}: key {key!r}: {flag} takes a number, got {value!r}") from None
+    elif kind is None:
+        if isinstance(value, bool):
+            raise ConfigFileError(f"{where}: key {key!r}: {flag} takes a string, got {value!r}")
+        out = str(value)
+    else:
+        out = kind(value)
+    if action.choices is not None and out not in action.choices:
+        raise ConfigFileError(f"{where}: key {key!r}: {flag} must be one of {', '.join(map(str, action.choices))}, "
+                              f"got {out!r}")
+    return out
+
+
+def config_values(parser: argparse.ArgumentParser, path: str) -> dict[str, Any]:
+    """The flag values of a YAML ``--config`` file for ``parser``, by destination.
+
+    Keys are flag names without the dashes, with dashes or underscores (``top-k``, ``top_k``); each value is
+    typed as the flag types its text (a list for a flag of several values, a mapping for a JSON flag). An unknown
+    key, a key given twice (``top-k`` and ``top_k``) or a badly typed value raises :class:`ConfigFileError`."""
+    import yaml
+
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigFileError(f"--config {path}: no such file")
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigFileError(f"{path}: not YAML ({exc})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigFileError(f"{path}: expected a mapping of flag names to values, got {type(data).__name__}")
+    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in ("help", "config")}
+    values: dict[str, Any] = {}
+    for raw_key, value in data.items():
+        key = str(raw_key)
+        dest = key.lstrip("-").replace("-", "_")
+        action = actions.get(dest)
+        if action is None:
+            names = [d.replace("_", "-") for d in actions]
+            near = difflib.get_close_matches(key.lstrip("-").replace("_", "-"), names, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise ConfigFileError(f"{path}: unknown key {key!r} (not a flag of {parser.prog}){hint}")
+        if dest in values:
+            raise ConfigFileError(f"{path}: key {key!r}: {action.option_strings[-1]} is given twice")
+        values[dest] = _config_value(action, key, value, str(path))
+    return values
+
+
+def parse_run_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The run's flags: ``--config FILE.yaml`` first (when given), then the command line over it."""
+    parser = run_parser()
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config", default=None)
+    known, _ = pre.parse_known_args(list(argv))
+    if known.config:
+        values = config_values(parser, known.config)
+        for action in parser._actions:
+            if action.dest in values:
+                action.required = False  # the file gives it
+        parser.set_defaults(**values)
+    return parser.parse_args(list(argv))
 
 
 def report_parser() -> argparse.ArgumentParser:
@@ -200,7 +319,11 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
     from agent_tune.eval.store import ResultsFileError
     from agent_tune.eval.task_rows import catalogue_task_rows, load_task_rows
 
-    args = run_parser().parse_args(list(argv))
+    try:
+        args = parse_run_args(argv)
+    except ConfigFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         env = args.env or "bfcl"
         task_rows = None
@@ -220,6 +343,7 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
             base_url=args.base_url, model=args.model, env=env, mode=args.mode, tokenizer=args.tokenizer,
             template=args.template, tool_parser=args.tool_parser, reasoning_parser=args.reasoning_parser,
             concurrency=args.concurrency, n=args.n, temperature=args.temperature, top_p=args.top_p,
+            top_k=args.top_k,
             max_tokens=args.max_tokens, max_model_len=args.max_model_len, seed=args.seed, timeout=args.timeout,
             max_retries=args.retries, api_key=args.api_key, env_kwargs=_user_env_kwargs(args, dict(args.env_kwargs)),
             chat_template_kwargs=args.chat_template_kwargs, progress=not args.no_progress,

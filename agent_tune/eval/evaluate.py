@@ -31,6 +31,7 @@ from agent_tune.eval.policies import (
     MessageLedger,
     TokenIdsUnavailableError,
     UsageCounter,
+    reasoning_tags,
 )
 from agent_tune.eval.rft import RFTFilter, RFTWriter, rft_row
 from agent_tune.eval.store import ResultStore
@@ -61,6 +62,7 @@ class EvalSettings:
     n: int = 1
     temperature: float = 0.0
     top_p: float = 1.0
+    top_k: int | None = None  # None: not sent (the server's default: all tokens)
     max_tokens: int | None = 2048  # per generation
     max_model_len: int | None = None  # None: as the server reports it
     seed: int | None = None
@@ -94,6 +96,8 @@ class EvalSettings:
             raise ValueError(f"--n must be >= 1, got {self.n}")
         if self.temperature < 0:
             raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
+        if self.top_k is not None and self.top_k < -1:
+            raise ValueError(f"--top-k must be >= 1 (or 0 / -1: all tokens), got {self.top_k}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"--max-tokens must be >= 1, got {self.max_tokens}")
         reserved = () if self.env == ROWS_ENV else tuple(get_env_class(self.env).eval_kwargs)
@@ -233,6 +237,8 @@ class Evaluator:
     def _sampling_params(self, sample: int) -> dict[str, Any]:
         s = self.settings
         params: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p}
+        if s.top_k is not None:
+            params["top_k"] = s.top_k
         if s.max_tokens is not None:
             params["max_tokens"] = s.max_tokens
         if s.seed is not None:
@@ -255,7 +261,7 @@ class Evaluator:
             if s.mode == "chat":
                 renderer = MessageLedger(self.renderer)
                 chat = ChatCompletionsPolicy(client, s.model, renderer, self.tool_parser,
-                                             keep_reasoning=s.reasoning_parser != "none", usage=UsageCounter())
+                                             reasoning_tags=reasoning_tags(s.reasoning_parser), usage=UsageCounter())
                 active: Any = chat
             else:
                 active = policy

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from agent_tune.eval.client import OpenAIClient, RequestError
-from agent_tune.parsing import ToolCall
+from agent_tune.parsing import ToolCall, get_reasoning_parser
 from agent_tune.rollout.policy import GenerationOutput
 
 # vLLM SamplingParams names forwarded to /completions as they are.
@@ -53,7 +53,8 @@ class CompletionsPolicy:
         model: the served model name.
         max_model_len: the server's context length; ``max_tokens`` is clamped so that prompt + completion
             fits (an exhausted context returns no tokens with stop reason ``"length"``, ending the episode).
-        defaults: sampling parameters merged under the runner's (``temperature``, ``top_p``, ``seed``, ...).
+        defaults: sampling parameters merged under the runner's (``temperature``, ``top_p``, ``top_k``, ``seed``,
+            ...).
         logprobs: ask for the sampled tokens' log-probs.
     """
 
@@ -179,6 +180,15 @@ class MessageLedger:
         return self._renderer.render_delta(new_messages)
 
 
+def reasoning_tags(reasoning_parser: str) -> tuple[str, str] | None:
+    """The (start, end) tags a chat-mode answer's separate reasoning is written back in: the reasoning parser's
+    own (a name or a ``tags:`` spec, :func:`agent_tune.parsing.get_reasoning_parser`); ``None`` for a parser
+    without tags (``none``): the reasoning is dropped."""
+    parser = get_reasoning_parser(reasoning_parser)
+    start, end = getattr(parser, "start_tag", None), getattr(parser, "end_tag", None)
+    return (start, end) if start and end else None
+
+
 @dataclass
 class _Turn:
     """One assistant answer as the chat server gave it, and the ids given to its tool calls."""
@@ -203,7 +213,7 @@ class ChatCompletionsPolicy:
         ledger: MessageLedger,
         tool_parser: Any,
         defaults: Mapping[str, Any] | None = None,
-        keep_reasoning: bool = False,
+        reasoning_tags: tuple[str, str] | None = None,
         usage: UsageCounter | None = None,
     ) -> None:
         self.client = client
@@ -211,7 +221,7 @@ class ChatCompletionsPolicy:
         self.ledger = ledger
         self.tool_parser = tool_parser
         self.defaults = dict(defaults or {})
-        self.keep_reasoning = keep_reasoning
+        self.reasoning_tags = reasoning_tags
         self.usage = usage if usage is not None else UsageCounter()
         self._turns: list[_Turn] = []
         self.invalid_arguments = 0
@@ -238,7 +248,7 @@ class ChatCompletionsPolicy:
         body: dict[str, Any] = {"model": self.model, "messages": self.conversation(), "n": 1, "stream": False}
         if self.ledger.tools:
             body["tools"] = self.ledger.tools
-        for key in ("max_tokens", "temperature", "top_p", "seed", "presence_penalty", "frequency_penalty"):
+        for key in ("max_tokens", "temperature", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty"):
             if params.get(key) is not None:
                 body[key] = params[key]
         stop = [s for s in (params.get("stop") or [])]
@@ -298,8 +308,9 @@ class ChatCompletionsPolicy:
         if bad_blocks:
             text = "\n".join([text] + bad_blocks) if text else "\n".join(bad_blocks)
         reasoning = message.get("reasoning_content") or message.get("reasoning")
-        if self.keep_reasoning and reasoning:
-            text = f"<think>\n{reasoning}\n</think>\n\n{text}"
+        if self.reasoning_tags is not None and reasoning:
+            start, end = self.reasoning_tags
+            text = f"{start}\n{reasoning}\n{end}\n\n{text}"
         history: dict[str, Any] = {"role": "assistant", "content": content or None}
         if history_calls:
             history["tool_calls"] = history_calls

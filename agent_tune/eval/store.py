@@ -68,8 +68,8 @@ def _iter_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 # Settings that must match for a file to be resumed.
 COMPAT_KEYS = (
-    "env", "model", "mode", "template", "tool_parser", "reasoning_parser", "temperature", "top_p", "max_tokens", "n",
-    "env_kwargs",
+    "env", "model", "mode", "template", "tool_parser", "reasoning_parser", "temperature", "top_p", "top_k",
+    "max_tokens", "n", "env_kwargs",
 )
 
 

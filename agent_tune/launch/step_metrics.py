@@ -43,6 +43,7 @@ VERL_KEYS = {
     "timing_s/gen": "generate_time_s",
     "actor/pg_loss": "pg_loss",
     "actor/entropy": "entropy",
+    "curriculum/adv_weight_mean": "curriculum_adv_weight",  # the task curriculum's advantage mode
 }
 # per-sample keys of the agent loop averaged per step
 SAMPLE_KEYS = METRIC_KEYS
@@ -73,7 +74,9 @@ def collapse_metrics(samples: list[SampleRecord]) -> dict[str, float]:
             groups.setdefault(s.group, []).append(s.reward)
     if groups:
         out["groups"] = float(len(groups))
-        out["groups_with_signal"] = sum(1 for r in groups.values() if len(set(r)) > 1) / len(groups)
+        sized = [r for r in groups.values() if len(r) > 1]  # a group of one sample (PPO, n=1) has no spread
+        if sized:
+            out["groups_with_signal"] = sum(1 for r in sized if len(set(r)) > 1) / len(sized)
     return out
 
 

@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 import verl_ext
 from agent_tune.errors import ConfigError
 from agent_tune.launch.attention import check_attention
+from agent_tune.launch.batch_split import check_batch_split
 from agent_tune.launch.compose import describe_config_error
 from agent_tune.launch.launcher import Child, Launcher, run_dir
 from agent_tune.options import AgentTuneOptions, OptionError, TaskCurriculumConfig, check_arguments, parse_options
@@ -47,7 +48,8 @@ TRAIN_LOG = "train.log"
 def validate(config: DictConfig) -> None:
     """Start-up checks, so that mistakes fail before Ray and the models start.
 
-    Checks the ``agent_tune`` block (:func:`check_options`: every key typed by :mod:`agent_tune.options`), runs
+    Checks the ``agent_tune`` block (:func:`check_options`: every key typed by :mod:`agent_tune.options`), that a
+    step's batch splits over the data-parallel ranks (:func:`agent_tune.launch.batch_split.check_batch_split`), runs
     verl's own ``validate_config`` and builds the rollout and algorithm dataclasses (which reject unknown fields
     and bad values) on the composed config, then checks the environments' options (:func:`check_env_kwargs`).
     """
@@ -67,6 +69,8 @@ def validate(config: DictConfig) -> None:
             f"config key '{key}': needs a reference policy, which verl cannot build on CPU (its FSDP engine "
             "shards a forward-only model under CPUOffloadPolicy(pin_memory=True), and pinning memory needs an "
             "accelerator: verl/workers/engine/fsdp/transformer_impl.py); set it to false on CPU")
+    # before verl's own checks, which skip the batch sizes when use_dynamic_bsz is on (the GPU configs)
+    check_batch_split(_step_batch_view(config), use_critic=need_critic(config))
     try:
         validate_config(
             config=_step_batch_view(config), use_reference_policy=need_reference_policy(config),
@@ -204,6 +208,7 @@ def run(config: DictConfig) -> None:
     from verl.utils.device import auto_set_device
 
     from agent_tune.launch.cluster import check_cluster, prepare_for_cluster
+    from agent_tune.launch.debug_modes import prepare_debug
     from verl_ext.trainers import check_trainer, prepare_config, run_trainer
 
     auto_set_device(config)
@@ -213,6 +218,7 @@ def run(config: DictConfig) -> None:
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
     config = prepare_config(config, trainer)
+    prepare_debug(config)  # agent_tune.debug: rollout-only / replay (agent_tune/launch/debug_modes.py)
     validate(config)
     if address is not None:
         try:
@@ -224,7 +230,7 @@ def run(config: DictConfig) -> None:
     try:
         wrap = None
         if check_task_curriculum(config).enable:
-            from verl_ext.task_curriculum import task_runner_class as wrap
+            from verl_ext.curriculum_runner import task_runner_class as wrap
         run_trainer(config, trainer, wrap)
     finally:
         wait_stop(thread, stop)

@@ -50,10 +50,10 @@ def skip_ws(text: str, pos: int) -> int:
 def _call_name(obj: Any) -> str:
     """The ``name`` of a decoded call object; ``DecodeFailure`` if ``obj`` is no object or has no name."""
     if not isinstance(obj, dict):
-        raise DecodeFailure(f"a tool call must be a JSON object, got {_kind(obj)}")
+        raise DecodeFailure(f"a tool call must be a JSON object, got {kind(obj)}")
     name = obj.get("name")
     if not isinstance(name, str) or not name.strip():
-        got = "missing" if "name" not in obj else f"got {_kind(name)}"
+        got = "missing" if "name" not in obj else f"got {kind(name)}"
         raise DecodeFailure(f'"name" must be a non-empty string ({got})')
     return name
 
@@ -75,7 +75,7 @@ def call_from_object(obj: Any, raw: str, arg_keys: tuple[str, ...] = ("arguments
         except DecodeFailure as exc:
             raise DecodeFailure(f'"{key}" is a string that is not valid JSON ({exc.reason})') from None
     if not isinstance(args, dict):
-        raise DecodeFailure(f'"{key}" must be a JSON object, got {_kind(args)}')
+        raise DecodeFailure(f'"{key}" must be a JSON object, got {kind(args)}')
     return ToolCall(name=name, arguments=args, raw=raw)
 
 
@@ -95,7 +95,7 @@ def strict_call(obj: Any, raw: str, arg_key: str = "arguments") -> ToolCall:
     if isinstance(args, str):
         raise DecodeFailure(f'"{arg_key}" must be a JSON object, not a string holding JSON; write "{arg_key}": {{...}}')
     if not isinstance(args, dict):
-        raise DecodeFailure(f'"{arg_key}" must be a JSON object, got {_kind(args)}')
+        raise DecodeFailure(f'"{arg_key}" must be a JSON object, got {kind(args)}')
     return ToolCall(name=name, arguments=args, raw=raw)
 
 
@@ -104,7 +104,8 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False)
 
 
-def _kind(value: Any) -> str:
+def kind(value: Any) -> str:
+    """What ``value`` is, in JSON words, for a reason (``"an object"``, ``"a string"``, ``"null"``, ...)."""
     return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__
     )

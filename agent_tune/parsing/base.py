@@ -28,9 +28,13 @@ class ToolCallParser(ABC):
 
 
 class ReasoningParser(ABC):
-    """Separates a response's reasoning (e.g. a ``<think>`` block) from its visible content."""
+    """Separates a response's reasoning (e.g. a ``<think>`` block) from its visible content.
 
-    name: ClassVar[str]
+    ``name`` is what the registry built it from: a registered name, or a spec with arguments
+    (``tags:start=<S>,end=<E>``), so ``get_reasoning_parser(parser.name)`` builds the same parser again.
+    """
+
+    name: str
 
     @abstractmethod
     def parse(self, text: str) -> tuple[str | None, str]:

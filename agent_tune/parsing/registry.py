@@ -1,8 +1,15 @@
-"""Name -> parser class registries for tool-call and reasoning parsers (chosen by name from config)."""
+"""Name -> parser registries for tool-call and reasoning parsers (chosen by name from config).
+
+A name is bound to a parser class (``@register_tool_parser("hermes")``) or to a preset: a class and the
+keyword arguments it is built with (``register_reasoning_preset("qwen3", TagReasoningParser, start="<think>",
+...)``), so one class serves many model families. A registry may also take specs with arguments,
+``KIND:ARGS`` (``tags:start=<think>,end=</think>`` for reasoning), whose ``ARGS`` a builder registered for
+``KIND`` reads; such a parser's ``name`` is the spec as the builder writes it back (canonical).
+"""
 
 from __future__ import annotations
 
-from typing import Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 from agent_tune.parsing.base import ReasoningParser, ToolCallParser
 
@@ -17,6 +24,11 @@ class UnknownParserError(KeyError):
         return str(self.args[0])
 
 
+class ParserSpecError(ValueError):
+    """Raised for a parser spec with arguments (``KIND:ARGS``) whose arguments are malformed; the message
+    names the fault and the accepted form."""
+
+
 def _ident(cls: type) -> tuple[str, str]:
     return cls.__module__, cls.__qualname__
 
@@ -24,31 +36,43 @@ def _ident(cls: type) -> tuple[str, str]:
 class _Registry(Generic[P]):
     def __init__(self, kind: str, base: type[P]) -> None:
         self.kind, self.base = kind, base
-        self.classes: dict[str, type[P]] = {}
+        self.entries: dict[str, tuple[type[P], dict[str, Any]]] = {}
+        self.spec_kinds: dict[str, tuple[Callable[[str], P], str]] = {}
+
+    def add(self, name: str, cls: type, kwargs: dict[str, Any]) -> None:
+        if not (isinstance(cls, type) and issubclass(cls, self.base)):
+            raise TypeError(f"{self.kind} {name!r} must subclass {self.base.__name__}, got {cls!r}")
+        if ":" in name:
+            raise ValueError(f"{self.kind} name {name!r} must not hold ':' (it starts a spec's arguments)")
+        existing = self.entries.get(name)
+        if existing is not None and (_ident(existing[0]), existing[1]) != (_ident(cls), kwargs):
+            # a re-import of one class (or of one preset) is fine
+            raise ValueError(f"{self.kind} name {name!r} is already registered to {existing[0].__qualname__}")
+        self.entries[name] = (cls, dict(kwargs))
 
     def register(self, name: str) -> Callable[[C], C]:
         def deco(cls: C) -> C:
-            if not (isinstance(cls, type) and issubclass(cls, self.base)):
-                raise TypeError(f"{self.kind} {name!r} must subclass {self.base.__name__}, got {cls!r}")
-            existing = self.classes.get(name)
-            if existing is not None and _ident(existing) != _ident(cls):  # re-import of one class is fine
-                raise ValueError(f"{self.kind} name {name!r} is already registered to {existing.__qualname__}")
+            self.add(name, cls, {})
             cls.name = name  # type: ignore[attr-defined]
-            self.classes[name] = cls
             return cls
 
         return deco
 
-    def get(self, name: str) -> P:
-        try:
-            cls = self.classes[name]
-        except (KeyError, TypeError):
-            known = ", ".join(sorted(self.classes)) or "(none)"
-            raise UnknownParserError(f"unknown {self.kind} {name!r}; known: {known}") from None
-        return cls()
+    def get(self, spec: str) -> P:
+        entry = self.entries.get(spec) if isinstance(spec, str) else None
+        if entry is not None:
+            parser = entry[0](**entry[1])
+            parser.name = spec  # type: ignore[attr-defined]  # a preset's instance carries its own name
+            return parser
+        kind, sep, args = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+        if sep and kind.strip() in self.spec_kinds:
+            return self.spec_kinds[kind.strip()][0](args)
+        known = ", ".join(sorted(self.entries)) or "(none)"
+        forms = "".join(f"; or {usage}" for _, usage in sorted(self.spec_kinds.values(), key=lambda v: v[1]))
+        raise UnknownParserError(f"unknown {self.kind} {spec!r}; known: {known}{forms}")
 
     def names(self) -> list[str]:
-        return sorted(self.classes)
+        return sorted(self.entries)
 
 
 _tool_parsers: _Registry[ToolCallParser] = _Registry("tool-call parser", ToolCallParser)
@@ -75,11 +99,24 @@ def register_reasoning_parser(name: str) -> Callable[[C], C]:
     return _reasoning_parsers.register(name)
 
 
-def get_reasoning_parser(name: str) -> ReasoningParser:
-    """A new instance of the reasoning parser registered as ``name`` (``UnknownParserError`` if none)."""
-    return _reasoning_parsers.get(name)
+def register_reasoning_preset(name: str, cls: type[ReasoningParser], **kwargs: Any) -> None:
+    """Register ``name`` as ``cls(**kwargs)`` (e.g. one tag-pair class, a preset per model family)."""
+    _reasoning_parsers.add(name, cls, kwargs)
+
+
+def register_reasoning_spec(kind: str, build: Callable[[str], ReasoningParser], usage: str) -> None:
+    """Let ``get_reasoning_parser("KIND:ARGS")`` build a parser with ``build(ARGS)``; ``usage`` (the accepted
+    form) is shown when a name is unknown. ``build`` raises :class:`ParserSpecError` for bad arguments."""
+    _reasoning_parsers.spec_kinds[kind] = (build, usage)
+
+
+def get_reasoning_parser(spec: str) -> ReasoningParser:
+    """A new instance of the reasoning parser ``spec`` names: a registered name (``qwen3``) or a spec with
+    arguments (``tags:start=<think>,end=</think>``). ``UnknownParserError`` for an unknown name,
+    ``ParserSpecError`` for malformed arguments."""
+    return _reasoning_parsers.get(spec)
 
 
 def reasoning_parser_names() -> list[str]:
-    """Sorted names of the registered reasoning parsers."""
+    """Sorted names of the registered reasoning parsers (the specs with arguments not included)."""
     return _reasoning_parsers.names()

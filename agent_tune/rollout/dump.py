@@ -4,13 +4,18 @@ One JSON object per episode: the prompt text, then the response as alternating s
 tagged ``policy`` (mask 1: trained on) or ``env`` (mask 0: observations, template glue), with its
 token count and mean log-prob; plus reward and the environment's info. A plain-text rendering
 marks policy spans with ``[[`` ``]]`` for reading in a terminal.
+
+Step dumps (the rollout-only debugging mode, :mod:`verl_ext.debug_modes`): the same records, with their token
+lists, filed per trainer step under ``<dump_dir>/step_<N>/rollouts-<worker>.jsonl`` and keyed by the row's
+``index`` and the ``sample`` number within its group (:func:`read_step_dump`): what a replay
+(:mod:`verl_ext.replay_loop`) feeds back to the update instead of generating (:data:`REPLAY_KEYS`).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from agent_tune.rollout.trajectory import Trajectory
 
@@ -72,6 +77,77 @@ def append_jsonl(path: str | Path, records: Sequence[Mapping[str, Any]]) -> None
     with path.open("a", encoding="utf-8") as f:
         for r in records:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+# what a step dump's record must hold for a replay: the key, the tokens verl trains on, the reward
+REPLAY_KEYS = ("global_steps", "index", "sample", "prompt_ids", "response_ids", "response_mask",
+               "response_logprobs", "reward")
+
+
+class DumpError(ValueError):
+    """A step dump that cannot be replayed: a missing step or sample, a record without :data:`REPLAY_KEYS`, two
+    records under one key."""
+
+
+def sample_key(step: int, index: Any, sample: int) -> str:
+    """How a dumped sample is named in messages: its trainer step, row index and sample number."""
+    return f"step {step}, row {index}, sample {sample}"
+
+
+def step_dump_path(dump_dir: str | Path, step: int, worker: int | str) -> Path:
+    """The file one rollout worker appends step ``step``'s records to."""
+    return Path(dump_dir) / f"step_{int(step)}" / f"rollouts-{worker}.jsonl"
+
+
+def dumped_steps(dump_dir: str | Path) -> list[int]:
+    """The steps ``dump_dir`` holds records of (its ``step_<N>`` folders), in order."""
+    folder = Path(dump_dir)
+    if not folder.is_dir():
+        return []
+    names = (p.name.removeprefix("step_") for p in folder.glob("step_*") if p.is_dir())
+    return sorted(int(n) for n in names if n.isdigit())
+
+
+def _step_records(folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    for path in sorted(folder.glob("rollouts-*.jsonl")):
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                where = f"{path}:{lineno}"
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DumpError(f"{where}: not JSON ({exc})") from None
+                if not isinstance(record, dict):
+                    raise DumpError(f"{where}: not a JSON object")
+                yield where, record
+
+
+def read_step_dump(dump_dir: str | Path, step: int) -> dict[tuple[int, int], dict[str, Any]]:
+    """Step ``step``'s records in ``dump_dir``, by (row index, sample number).
+
+    Raises:
+        DumpError: the step has no folder (naming the steps there are), a record lacks one of
+            :data:`REPLAY_KEYS` or was filed under another step, or two records share a key (rows without
+            distinct ``extra_info.index``).
+    """
+    folder = Path(dump_dir) / f"step_{int(step)}"
+    if not folder.is_dir():
+        raise DumpError(f"no rollouts dumped for step {step} in {dump_dir} (dumped steps: "
+                        f"{dumped_steps(dump_dir) or 'none'})")
+    out: dict[tuple[int, int], dict[str, Any]] = {}
+    seen: dict[tuple[int, int], str] = {}
+    for where, record in _step_records(folder):
+        missing = [k for k in REPLAY_KEYS if record.get(k) is None]
+        if missing:
+            raise DumpError(f"{where}: the record lacks {', '.join(missing)} (not a rollout-only dump?)")
+        if int(record["global_steps"]) != int(step):
+            raise DumpError(f"{where}: a record of step {record['global_steps']} in step {step}'s folder")
+        key = (int(record["index"]), int(record["sample"]))
+        if key in out:
+            raise DumpError(f"{where}: {sample_key(step, *key)} dumped twice (also {seen[key]}); the rows need "
+                            "distinct extra_info.index")
+        out[key], seen[key] = record, where
+    return out
 
 
 def _jsonable(value: Any) -> bool:

@@ -220,7 +220,7 @@ def token_row(input_ids: Any, loss_mask: Any, max_length: int | None = None,
         BadConversation: ``kind="tokens"`` (not lists of ints, unequal lengths, an id outside
             ``[0, vocab_size)``, a mask value other than 0/1, no 1 at all) or ``kind="too_long"``.
     """
-    ids, mask = _plain(input_ids, False), _plain(loss_mask, False)
+    ids, mask = plain_value(input_ids, False), plain_value(loss_mask, False)
     if _missing(ids) or _missing(mask):
         raise BadConversation("a row with its own tokens needs both input_ids and loss_mask", kind="tokens")
     if not isinstance(ids, list) or not isinstance(mask, list):
@@ -303,7 +303,7 @@ def read_sft_rows(
     for row_id, record in _read_records(path, id_key):
         ids, mask = record.get(ids_key), record.get(mask_key)
         tokens = None if _missing(ids) and _missing(mask) else (ids, mask)
-        yield row_id, _plain(record.get(messages_key)), _plain(record.get(tools_key)) or None, tokens
+        yield row_id, plain_value(record.get(messages_key)), plain_value(record.get(tools_key)) or None, tokens
 
 
 def _missing(value: Any) -> bool:
@@ -327,7 +327,7 @@ def _read_records(path: str | Path, id_key: str) -> Iterator[tuple[str, dict[str
         yield row_id, record
 
 
-def _plain(value: Any, top: bool = True) -> Any:
+def plain_value(value: Any, top: bool = True) -> Any:
     """Nested parquet values (numpy arrays) as plain lists and dicts; a top-level JSON string is decoded
     (parquet merges the keys of nested dicts across rows, so writers store messages and tools as JSON)."""
     if isinstance(value, str):
@@ -340,7 +340,7 @@ def _plain(value: Any, top: bool = True) -> Any:
     if hasattr(value, "tolist") and not isinstance(value, (dict, list)):
         value = value.tolist()
     if isinstance(value, dict):
-        return {k: _plain(v, False) for k, v in value.items()}
+        return {k: plain_value(v, False) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v, False) for v in value]
+        return [plain_value(v, False) for v in value]
     return value

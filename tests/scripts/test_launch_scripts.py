@@ -29,7 +29,7 @@ USER_VARIABLES = (
     "SAVE_FREQ TEST_FREQ REWARD EXPERIMENT NNODES GPUS_PER_NODE TOTAL_STEPS RESPONSE_LENGTH STEPS CONFIG_NAME "
     "WORK_DIR DATA_DIR TRAIN_FILE VAL_FILE CKPT_DIR INPUT DATASET SHOTS PYTHON RLLA_FILE VAL_SIZE REWARD_LENGTH "
     "REWARD_SCALE REWARD_GRANULARITY USER_MODEL USER_GPUS USER_PORT USER_BASE_URL TRAIN_GPUS ALPHA CURRICULUM "
-    "SFT_CONFIG GRPO_CONFIG SFT_DATA SFT_STEPS"
+    "SFT_CONFIG GRPO_CONFIG SFT_DATA SFT_STEPS RECIPES TIMEOUT_S"
 ).split()
 
 
@@ -101,13 +101,18 @@ TRAIN_SCRIPTS = [
     "benchmarks/learning_signal.sh",
     "benchmarks/learning_signal_bfcl_single.sh",
     "benchmarks/learning_signal_mcp.sh",
+    "benchmarks/ppo_cpu.sh",
 ]
+# What a script is, beyond paths: the recipe it selects and a benchmark's run length (asserted exactly).
+SCRIPT_KEYS = {"benchmarks/ppo_cpu.sh": {"+recipe": "ppo", "trainer.total_training_steps": "2"}}
 
 
 @pytest.mark.parametrize("script", TRAIN_SCRIPTS)
 def test_nothing_but_paths_unless_exported(script, tmp_path):
     overrides = _overrides(_run(script, tmp_path, {}))
-    assert set(overrides) <= PATH_KEYS, sorted(set(overrides) - PATH_KEYS)
+    fixed = SCRIPT_KEYS.get(script, {})
+    assert {key: overrides.get(key) for key in fixed} == fixed
+    assert set(overrides) - set(fixed) <= PATH_KEYS, sorted(set(overrides) - set(fixed) - PATH_KEYS)
     assert {"data.train_files", "data.val_files", "trainer.default_local_dir"} <= set(overrides)
 
 
@@ -131,6 +136,7 @@ def test_nothing_but_paths_unless_exported(script, tmp_path):
         ("benchmarks/learning_signal_bfcl_single.sh", "STEPS", "5", ["trainer.total_training_steps"]),
         ("benchmarks/learning_signal_bfcl_single.sh", "LR", "1e-5", ["actor_rollout_ref.actor.optim.lr"]),
         ("benchmarks/learning_signal_mcp.sh", "STEPS", "20", ["trainer.total_training_steps"]),
+        ("benchmarks/ppo_cpu.sh", "STEPS", "5", ["trainer.total_training_steps"]),
         ("examples/run_grpo_bfcl_cpu.sh", "TOTAL_STEPS", "4", ["trainer.total_training_steps"]),
         ("examples/run_grpo_toolrl.sh", "MODEL_PATH", "Qwen/Qwen2.5-7B-Instruct", ["actor_rollout_ref.model.path"]),
         ("examples/run_grpo_toolrl.sh", "GROUP_SIZE", "8", ["actor_rollout_ref.rollout.n"]),
@@ -151,7 +157,7 @@ def test_exported_variable_reaches_its_key(script, variable, value, keys, tmp_pa
     overrides = _overrides(_run(script, tmp_path, {variable: value}))
     for key in keys:
         assert overrides[key] == value
-    assert set(overrides) - PATH_KEYS == set(keys)
+    assert set(overrides) - PATH_KEYS == set(keys) | set(SCRIPT_KEYS.get(script, {}))
 
 
 def test_config_name_and_extra_arguments_pass_through(tmp_path):
@@ -178,8 +184,8 @@ def test_bfcl_single_benchmark_builds_shot_rows_trains_and_plots(tmp_path):
     from verl_ext.sample_records import SampleRecord
 
     logged = set(VERL_KEYS.values()) | set(SAMPLE_KEYS)
-    episode = SampleRecord.from_dict({"num_generations": 1, "num_calls": 1, "group": "0", "reward": 1.0})
-    logged |= set(collapse_metrics([episode]))
+    group = [SampleRecord.from_dict({"num_generations": 1, "num_calls": 1, "group": "0", "reward": r}) for r in (0, 1)]
+    logged |= set(collapse_metrics(group))
     assert keys <= logged, keys - logged
 
 
@@ -195,6 +201,50 @@ def test_mcp_benchmark_writes_catalogue_rows_trains_and_plots_first_and_last_5(t
     assert plot[plot.index("--out") + 1] == f"{work}/learning_signal_mcp.png"
     keys = set(plot[plot.index("--keys") + 1:plot.index("--out")])
     assert keys == {"reward", "acc", "valid_call_rate"}
+
+
+def test_ppo_benchmark_builds_rows_trains_the_recipe_and_prints_its_metrics(tmp_path):
+    fresh = tmp_path / "fresh"
+    calls = _run("benchmarks/ppo_cpu.sh", tmp_path, {"DATA_DIR": str(fresh)}, ("a.b=1",))
+    build, train, report = calls
+    assert build[0].endswith("data_preprocess/toolcall.py") and build[1:3] == ["--synthetic", "arith"]
+    assert build[build.index("--out") + 1] == str(fresh)
+    assert train[train.index("--config-name") + 1] == "agent_tune_toolrl_cpu" and train[-1] == "a.b=1"
+    assert _overrides(calls)["data.train_files"] == f"{fresh}/train.parquet"
+    assert report[0].endswith("benchmarks/step_table.py")
+    assert report[1] == f"{tmp_path}/work/checkpoints/verl_metrics.jsonl"
+    assert {"critic/vf_loss", "critic/vpred_mean", "actor/pg_loss", "critic/grad_norm"} <= set(report[3:])
+    again = tmp_path / "again"
+    again.mkdir()
+    rlla = again / "rlla_rl.json"
+    rlla.write_text("[]")
+    calls = _run("benchmarks/ppo_cpu.sh", again, {"DATA_DIR": str(again / "rows"), "RLLA_FILE": str(rlla)})
+    assert calls[0][1:4] == ["--source", "rlla", str(rlla)]
+
+
+def test_gpu_recipes_on_cpu_runs_each_recipe_with_the_overlay_only(tmp_path):
+    calls = _run("benchmarks/gpu_recipes_on_cpu.sh", tmp_path, {}, ("a.b=1",))
+    work = tmp_path / "work"
+    trains = [c for c in calls if c[:2] == ["-m", "agent_tune.launch.train"]]
+    recipes = ["agent_tune_bfcl", "agent_tune_toolrl", "agent_tune_tau2", "agent_tune_retool"]
+    assert [t[t.index("--config-name") + 1] for t in trains] == recipes
+    for recipe, train in zip(recipes, trains):
+        assert train[train.index("--config-name") + 2] == "+device=cpu_probe" and train[-1] == "a.b=1"
+        overrides = dict(arg.split("=", 1) for arg in train[5:-1])
+        assert set(overrides) <= PATH_KEYS, sorted(set(overrides) - PATH_KEYS)  # paths only: the overlay sizes it
+        assert overrides["trainer.default_local_dir"] == f"{work}/{recipe}/checkpoints"
+        assert overrides["data.train_files"].startswith(f"{work}/data/{recipe}/")
+    assert "agent_tune.env_kwargs.tau2.user.base_url=http://127.0.0.1:30001/v1" in trains[2]
+    builds = [c[0].rsplit("/", 1)[1] for c in calls if c and c[0].endswith(".py")]
+    assert builds == ["bfcl.py", "toolcall.py", "tau2.py", "retool.py"]
+    (server,) = [c for c in calls if c[:2] == ["-m", "vllm.entrypoints.openai.api_server"]]
+    assert server[server.index("--served-model-name") + 1] == "user-simulator"
+    assert calls.index(server) < calls.index(trains[2])  # the user is up before tau2 trains
+    again = tmp_path / "again"
+    again.mkdir()
+    only = _run("benchmarks/gpu_recipes_on_cpu.sh", again, {"RECIPES": "agent_tune_retool"})
+    assert [c[c.index("--config-name") + 1] for c in only if c[:2] == ["-m", "agent_tune.launch.train"]] == [
+        "agent_tune_retool"]
 
 
 def test_toolrl_builds_rlla_rows_once(tmp_path):

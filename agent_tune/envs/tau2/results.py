@@ -59,7 +59,8 @@ def build_results(records: Iterable[Mapping[str, Any]], domain: str, meta: Mappi
                            global_simulation_guidelines=get_global_user_sim_guidelines()),
         agent_info=AgentInfo(implementation="agent_tune", llm=meta.get("model"),
                              llm_args={k: meta[k] for k in ("base_url", "mode", "template", "tool_parser",
-                                                            "temperature", "top_p", "max_tokens") if k in meta}),
+                                                            "temperature", "top_p", "top_k", "max_tokens")
+                                       if k in meta}),
         environment_info=get_environment_info(domain, include_tool_info=False),
         seed=meta.get("seed"),
     )
