@@ -57,6 +57,7 @@ from verl_ext.sample_records import SampleRecord, read_appended  # noqa: E402
 if _FILE_ENTRY is not None:
     _agent_loop_registry[LOOP_NAME] = _FILE_ENTRY
 
+WEIGHT_VERSION_KEYS = ("min_global_steps", "max_global_steps")  # verl's weight versions of a sample's generations
 RECORD_LOOP = "agent_tune_record"
 REPLAY_LOOP = "agent_tune_replay"
 
@@ -115,6 +116,8 @@ class RecordingLoop(AgentTuneLoop):
             "num_turns": output.num_turns,
             "metrics": dict(output.extra_fields.get("reward_extra_info") or {}),
             "sample_record": samples[0].as_dict(),
+            # the policy versions that generated it (verl's staleness metrics read them back at replay)
+            "weight_versions": {k: output.extra_fields.get(k) for k in WEIGHT_VERSION_KEYS},
         }
         append_jsonl(step_dump_path(dump_dir, step, pid), [record])
         return output
@@ -148,8 +151,14 @@ def replay_sample(replay_dir: str, step: int, index: int, sample: int) -> dict[s
 
 
 def replay_output(record: Mapping[str, Any]) -> AgentLoopOutput:
-    """What verl gets for a dumped sample: its token ids, loss mask, rollout log-probs, reward, turn count and
-    episode metrics (``reward_extra_info``), as recorded."""
+    """What verl gets for a dumped sample: its token ids, loss mask, rollout log-probs, reward, turn count,
+    episode metrics (``reward_extra_info``) and the weight versions that generated it, as recorded."""
+    versions = record.get("weight_versions") or {}
+    missing = [k for k in WEIGHT_VERSION_KEYS if versions.get(k) is None]
+    if missing:
+        key = sample_key(record["global_steps"], record["index"], record["sample"])
+        raise DumpError(f"replay: the dumped sample {key} has no {' or '.join(missing)} (verl's trainer needs the "
+                        "weight versions that generated it): dump it again with this version's rollout-only mode")
     return AgentLoopOutput(
         prompt_ids=list(record["prompt_ids"]),
         response_ids=list(record["response_ids"]),
@@ -158,7 +167,8 @@ def replay_output(record: Mapping[str, Any]) -> AgentLoopOutput:
         reward_score=float(record["reward"]),
         num_turns=int(record.get("num_turns") or 0),
         metrics=AgentLoopMetrics(),
-        extra_fields={"reward_extra_info": dict(record.get("metrics") or {}), "env_name": str(record.get("env"))},
+        extra_fields={"reward_extra_info": dict(record.get("metrics") or {}), "env_name": str(record.get("env")),
+                      **{k: int(versions[k]) for k in WEIGHT_VERSION_KEYS}},
     )
 
 

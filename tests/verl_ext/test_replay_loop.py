@@ -29,6 +29,7 @@ from verl_ext.replay_loop import (  # noqa: E402
     ReplayAgentLoopManager,
     ReplayLoop,
     missing_samples,
+    replay_output,
 )
 
 ENTRY = "multi_turn_base_5"
@@ -114,6 +115,8 @@ async def test_recorded_sample_replays_exactly(qwen_tok, tmp_path) -> None:
     assert out.reward_score == recorded.reward_score == record["reward"]
     assert out.num_turns == recorded.num_turns
     assert out.extra_fields["reward_extra_info"] == recorded.extra_fields["reward_extra_info"]
+    for key in ("min_global_steps", "max_global_steps"):  # verl's staleness metrics read the weight versions
+        assert out.extra_fields[key] == recorded.extra_fields[key] is not None
     [replayed] = _samples(replay_samples / "samples")
     assert replayed == {**forwarded, "group": "u-replay"}  # filed under this run's group
 
@@ -150,6 +153,13 @@ def test_read_step_dump_refuses_bad_dumps(tmp_path) -> None:
     append_jsonl(step_dump_path(tmp_path, 3, 11), [_record(2, 0, 0)])
     with pytest.raises(DumpError, match="a record of step 2 in step 3's folder"):
         read_step_dump(tmp_path, 3)
+
+
+def test_a_dump_without_weight_versions_is_refused_naming_the_sample() -> None:
+    with pytest.raises(DumpError, match=r"step 1, row 0, sample 0 has no min_global_steps or max_global_steps"):
+        replay_output(_record(1, 0, 0))
+    out = replay_output(_record(1, 0, 0, weight_versions={"min_global_steps": 0, "max_global_steps": 0}))
+    assert (out.extra_fields["min_global_steps"], out.extra_fields["max_global_steps"]) == (0, 0)
 
 
 def test_manager_stops_a_step_whose_samples_are_not_all_dumped(tmp_path, monkeypatch) -> None:
