@@ -197,7 +197,8 @@ class MCPToolEnv(BaseToolEnv):
 
     @classmethod
     def row_prompt(cls, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The system prompt and the question (the server's tools are listed by the template; no server needed)."""
+        """The system prompt, the worked examples and the question, as ``reset`` shows them (the server's tools are
+        listed by the template; no server needed)."""
         return first_messages(task.kwargs["question"], task.kwargs.get("shots"),
                               env_kwargs.get("system_prompt", DEFAULT_SYSTEM_PROMPT),
                               get_tool_parser(env_kwargs.get("tool_parser", "hermes")))
