@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -495,3 +496,49 @@ def test_tau2_chain_needs_conversations(tmp_path):
     result = subprocess.run(["bash", str(REPO / "examples/run_tau2_chain.sh")], env=env, capture_output=True,
                             text=True, timeout=60)
     assert result.returncode != 0 and "set CONVERSATIONS" in result.stderr
+
+
+def test_et_handoff_builds_shot_rows_runs_the_cpu_curriculum_and_plots_both_stages(tmp_path):
+    calls = _run("benchmarks/et_handoff_cpu.sh", tmp_path, {}, ("a.b=1",))
+    work = tmp_path / "work"
+    build, curriculum, plot = calls
+    assert build[0].endswith("data_preprocess/bfcl.py") and build[1:] == ["--out", f"{work}/data", "--shots", "3"]
+    assert curriculum[:2] == ["-m", "agent_tune.launch.curriculum"]
+    assert curriculum[curriculum.index("--curriculum") + 1] == "bfcl_cpu"
+    assert curriculum[curriculum.index("--run-dir") + 1] == f"{work}/run"
+    assert curriculum[-2:] == [f"curriculum.data_dir={work}/data", "a.b=1"]
+    stages = [s["name"] for s in _curriculum_stages("bfcl_cpu")]
+    metrics = [a for a in plot if a.endswith("metrics.jsonl")]
+    assert metrics == [f"{work}/run/{name}/checkpoints/metrics.jsonl" for name in stages]
+    assert plot[plot.index("--out") + 1] == f"{work}/et_handoff_cpu.png"
+    keys = set(plot[plot.index("--keys") + 1:plot.index("--out")])
+    assert {"reward", "progress", "acc"} <= keys
+
+
+def _curriculum_stages(name: str) -> list[dict]:
+    import yaml
+
+    return yaml.safe_load((REPO / "config" / "curriculum" / f"{name}.yaml").read_text())["stages"]
+
+
+def test_plot_metrics_draws_stages_in_order_and_summarises_each(tmp_path):
+    runs = []
+    for stage, rewards in (("one", [0.0, 0.1, 0.2, 0.3]), ("two", [0.5, 0.5, 0.9, 1.0])):
+        path = tmp_path / stage / "checkpoints" / "metrics.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_text("".join(json.dumps({"step": i + 1, "reward": r}) + "\n" for i, r in enumerate(rewards)))
+        runs.append(str(path))
+    out = tmp_path / "curve.png"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "plot_metrics.py"), *runs, "--keys", "reward", "--window", "2",
+         "--out", str(out)], capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "[one] reward: first 2 steps mean 0.050 -> last 2 steps mean 0.250" in result.stdout
+    assert "[two] reward: first 2 steps mean 0.500 -> last 2 steps mean 0.950" in result.stdout
+    assert out.stat().st_size > 0
+    bad = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "plot_metrics.py"), *runs, "--labels", "only-one", "--out",
+         str(out)], capture_output=True, text=True, timeout=120,
+    )
+    assert bad.returncode != 0 and "--labels: 1 names for 2 metrics files" in bad.stderr
