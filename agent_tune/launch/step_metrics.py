@@ -115,16 +115,26 @@ class StepMetricsWriter:
     verl's log (one line per step, truncated when a run starts) is re-read whole at each poll. The episode
     files only grow, by one line per episode, so they are read from where the last poll stopped; records
     are kept only until their step is written.
+
+    ``new_records_only`` (what a training run uses): the episode files' contents at construction belong to
+    earlier runs in the same folder, whose steps are either written already or died with them (a run killed
+    before its step was logged, then started again from its last checkpoint or from scratch); only what is
+    appended after construction is joined to this run's steps, so a step never mixes two runs' episodes.
     """
 
-    def __init__(self, verl_log: str | Path, samples_dir: str | Path, out_path: str | Path) -> None:
+    def __init__(self, verl_log: str | Path, samples_dir: str | Path, out_path: str | Path,
+                 new_records_only: bool = False) -> None:
         self.verl_log = Path(verl_log)
         self.samples_dir = Path(samples_dir)
         self.out_path = Path(out_path)
         self.written = {row["step"] for row in _read_jsonl(self.out_path) if "step" in row}
         self.val_path = self.out_path.with_name("val_metrics.jsonl")
         self.val_written = {row["step"] for row in _read_jsonl(self.val_path) if "step" in row}
-        self._offsets: dict[str, int] = {}  # bytes of each episode file already read
+        # bytes of each episode file already read (or, with new_records_only, left to earlier runs; a line an
+        # earlier run left half-written is skipped with them, as a reused pid appends after it)
+        self._offsets: dict[str, int] = (
+            {path.name: path.stat().st_size for path in self.samples_dir.glob("samples-*.jsonl")}
+            if new_records_only else {})
         self._pending: dict[Any, list[SampleRecord]] = {}  # training episode records of unwritten steps
 
     def _read_new_samples(self) -> None:

@@ -225,7 +225,7 @@ def run(config: DictConfig) -> None:
             check_cluster(config, address)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
-    thread, stop = follow(StepMetricsWriter(verl_log, samples_dir, metrics_file))
+    thread, stop = follow(StepMetricsWriter(verl_log, samples_dir, metrics_file, new_records_only=True))
     logger.info("per-step metrics: %s", metrics_file)
     try:
         wrap = None

@@ -153,3 +153,22 @@ def test_reads_records_built_by_the_agent_loop(tmp_path: Path) -> None:
     assert row["groups"] == 2 and row["groups_with_signal"] == 0.5
     assert row["tool_calls_per_generation"] == 4 / 16 and row["valid_call_rate"] == 1.0
     assert row["format_error_rate"] == 4 / 16  # each episode's last step had a format error
+
+
+def test_a_run_restarted_in_the_same_folder_never_mixes_in_the_dead_runs_episodes(tmp_path: Path) -> None:
+    """A run killed during step 1 (its episodes recorded, the step never logged) and started again: the new
+    step 1 is the new run's episodes only, also when the new process reuses the dead one's pid."""
+    log, samples, out = tmp_path / "verl.jsonl", tmp_path / "samples", tmp_path / "metrics.jsonl"
+    _write(samples / "samples-7.jsonl", [{"global_steps": 1, "acc": 0.0, "group": "a"}] * 4)
+    with (samples / "samples-8.jsonl").open("w") as f:
+        f.write('{"global_steps": 1, "acc": 0.0}\n{"global_steps": 1, "ac')  # killed mid-line
+    w = StepMetricsWriter(log, samples, out, new_records_only=True)
+    with (samples / "samples-8.jsonl").open("a") as f:  # the new run's process got pid 8 again
+        f.write(json.dumps({"global_steps": 1, "acc": 1.0}) + "\n")
+    _write(samples / "samples-9.jsonl", [{"global_steps": 1, "acc": 1.0}])
+    _write(log, [{"step": 1, "data": {"critic/score/mean": 1.0}}])
+    [row] = w.poll()
+    assert row["samples"] == 2 and row["acc"] == 1.0
+    # without it (the default: a reader of a finished folder) every record counts
+    [old] = StepMetricsWriter(log, samples, tmp_path / "all.jsonl").poll()
+    assert old["samples"] == 6
