@@ -8,6 +8,9 @@
 # it has groups whose rewards differ), and ends with one line per recipe (exit code, wall time, log);
 # exits 1 when any failed. RECIPES picks some (default: all four); RLLA_FILE gives ToolRL's rlla data (else
 # synthetic arithmetic tool tasks). tau2's user simulator is SmolLM2 served by vLLM on USER_PORT (default 30001).
+# SmolLM2 scores 0 on every bfcl (progress) and retool (correct answer) episode it plays, so those recipes' dynamic
+# sampling regenerates until the timeout; to reach their update, switch that one key off (measured, docs/gpu.md):
+#   RECIPES="agent_tune_retool agent_tune_bfcl" bash benchmarks/gpu_recipes_on_cpu.sh algorithm.filter_groups.enable=false
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../examples/_common.sh"
 
@@ -40,7 +43,7 @@ data_args() {
       echo "$dir/train.parquet $dir/train.parquet" ;;
     agent_tune_retool)
       [[ -f "$dir/train.parquet" ]] || "$PYTHON" "$REPO_DIR/data_preprocess/retool.py" \
-        --input "$REPO_DIR/tests/fixtures/retool/math_small.jsonl" --out "$dir" --val-size 2 >&2
+        --input "$REPO_DIR/tests/fixtures/retool/math_small.jsonl" --answer-marker '####' --out "$dir" --val-size 2 >&2
       echo "$dir/train.parquet $dir/val.parquet" ;;
     *) echo "unknown recipe $recipe" >&2; exit 2 ;;
   esac

@@ -238,6 +238,8 @@ def test_gpu_recipes_on_cpu_runs_each_recipe_with_the_overlay_only(tmp_path):
     assert "agent_tune.env_kwargs.tau2.user.base_url=http://127.0.0.1:30001/v1" in trains[2]
     builds = [c[0].rsplit("/", 1)[1] for c in calls if c and c[0].endswith(".py")]
     assert builds == ["bfcl.py", "toolcall.py", "tau2.py", "retool.py"]
+    (retool,) = [c for c in calls if c and c[0].endswith("retool.py")]
+    assert retool[retool.index("--answer-marker") + 1] == "####"  # the fixture has a GSM8K-style answer
     (server,) = [c for c in calls if c[:2] == ["-m", "vllm.entrypoints.openai.api_server"]]
     assert server[server.index("--served-model-name") + 1] == "user-simulator"
     assert calls.index(server) < calls.index(trains[2])  # the user is up before tau2 trains
