@@ -8,7 +8,7 @@
 # it has groups whose rewards differ), and ends with one line per recipe (exit code, wall time, log);
 # exits 1 when any failed. RECIPES picks some (default: all four); RLLA_FILE gives ToolRL's rlla data (else
 # synthetic arithmetic tool tasks). tau2's user simulator is SmolLM2 served by vLLM on USER_PORT (default 30001).
-# SmolLM2 scores 0 on every bfcl (progress) and retool (correct answer) episode it plays, so those recipes' dynamic
+# SmolLM2 scored 0 on every bfcl (progress) and retool (correct answer) episode measured, so those recipes' dynamic
 # sampling regenerates until the timeout; to reach their update, switch that one key off (measured, docs/gpu.md):
 #   RECIPES="agent_tune_retool agent_tune_bfcl" bash benchmarks/gpu_recipes_on_cpu.sh algorithm.filter_groups.enable=false
 set -euo pipefail
