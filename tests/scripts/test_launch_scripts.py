@@ -44,7 +44,7 @@ record=$(printf "%s\n" CALL "$@"; echo .)
 printf "%s" "${record%.}" >> "LOG"
 if [[ "$1" == -c && "$2" == *urllib.request* && "$3" == http://127.0.0.1:* ]]; then
   port=${3#http://127.0.0.1:}
-  for _ in $(seq 200); do grep -qx -- "${port%%/*}" "LOG" && break; sleep 0.05; done
+  for _ in $(seq 1200); do grep -qx -- "${port%%/*}" "LOG" && break; sleep 0.05; done
 fi
 '''
 
