@@ -14,7 +14,6 @@ Several files are the stages of one curriculum, in order: they are drawn one aft
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import matplotlib
@@ -22,10 +21,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from agent_tune.jsonl import read_jsonl  # noqa: E402
+
 
 def read_rows(path: Path) -> list[dict]:
     """The steps of one metrics.jsonl, in order; a file without steps is an error naming it."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [row for _, row in read_jsonl(path, SystemExit)]
     if not rows:
         raise SystemExit(f"{path}: no steps")
     return rows
