@@ -1,7 +1,12 @@
-"""Coroutines from synchronous code: run one to completion (:func:`run_sync`), or hand it to the process's
-background event loop (:func:`background_loop`, :func:`submit`, :func:`wait`), where long-lived connections to
-remote environments (MCP sessions, OpenEnv WebSockets) live so that a batch of episodes' requests runs
-concurrently and every wait has a deadline."""
+"""Coroutines across event loops and threads.
+
+:func:`run_sync` runs a coroutine to completion from synchronous code (an ``async`` acting hook stepped by a
+plain ``env.step`` call). The process's background event loop (:func:`background_loop`) is where long-lived
+connections to remote environments live (MCP sessions, OpenEnv WebSockets, verifiers' state): a connection
+belongs to the loop that opened it, and an episode is opened in a thread (``reset``), stepped on the runner's
+loop and closed from anywhere, so its connection needs a loop that outlives each of them. Async code reaches
+it with :func:`on_background_loop` (awaited: no thread waits), synchronous code with :func:`wait`; every wait
+has a deadline."""
 
 from __future__ import annotations
 
@@ -44,6 +49,17 @@ def background_loop() -> asyncio.AbstractEventLoop:
 def submit(coro: Coroutine[Any, Any, T]) -> Future[T]:
     """Schedule ``coro`` on :func:`background_loop`."""
     return asyncio.run_coroutine_threadsafe(coro, background_loop())
+
+
+async def on_background_loop(coro: Coroutine[Any, Any, T], timeout: float) -> T:
+    """Await ``coro`` run on :func:`background_loop` from another event loop, at most ``timeout`` seconds (then
+    cancel it and raise :class:`TimeoutError`)."""
+    future = submit(coro)
+    try:
+        return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+    except asyncio.TimeoutError:
+        future.cancel()
+        raise TimeoutError(f"no answer in {timeout:g} s") from None
 
 
 def wait(coro: Coroutine[Any, Any, T], timeout: float) -> T:

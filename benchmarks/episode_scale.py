@@ -139,7 +139,6 @@ from agent_tune.envs.bfcl.multi_turn.data import SCORED_CATEGORIES, category_of,
 from agent_tune.envs.bfcl.multi_turn.replay import ground_truth_responses
 from agent_tune.parsing import get_tool_parser
 from agent_tune.rollout import ChatRenderer, GenerationOutput, RolloutLimits, run_episode
-from agent_tune.rollout.step_batcher import StepBatcher
 
 LIMITS = RolloutLimits(max_prompt_length=32768, max_response_length=32768)
 MIB = 1024 * 1024
@@ -298,10 +297,10 @@ def timed_renderer(renderer: ChatRenderer, timer: Timer) -> ChatRenderer:
     return r
 
 
-async def play(test_id: str, renderer: ChatRenderer, replies: Replies, batcher: StepBatcher, latency: float,
+async def play(test_id: str, renderer: ChatRenderer, replies: Replies, latency: float,
                timer: Timer | None = None, on_reset: Any = None) -> Episode:
     env = make_env("bfcl", test_id=test_id, tool_parser="hermes")
-    if timer is not None:  # BFCL keeps the default batch_step, which calls env.step: timed in the worker thread
+    if timer is not None:  # BFCL's act is plain: astep runs env.step in the env thread pool, timed there
         env.reset = timer.wrap("reset (start thread)", env.reset)  # type: ignore[method-assign]
         env.step = timer.wrap("step (thread)", env.step)  # type: ignore[method-assign]
     if on_reset is not None:
@@ -314,8 +313,7 @@ async def play(test_id: str, renderer: ChatRenderer, replies: Replies, batcher: 
 
         env.reset = reset_and_mark  # type: ignore[method-assign]
     try:
-        res = await run_episode(env, ReplayPolicy(replies(test_id), latency), renderer, LIMITS,
-                                step_batcher=batcher)
+        res = await run_episode(env, ReplayPolicy(replies(test_id), latency), renderer, LIMITS)
     finally:
         env.close()
     t = res.trajectory
@@ -378,11 +376,10 @@ async def concurrent(ids: list[str], renderer: ChatRenderer, replies: Replies, l
         tracked, frozen = len(gc.get_objects()), gc.get_freeze_count()
         probe = Probe()
         probe_task = asyncio.ensure_future(probe.run())
-        batcher = StepBatcher()
         resets_done: list[float] = []
         t0, cpu0 = time.perf_counter(), time.process_time()
         with GCPauses() as pauses:
-            episodes = await asyncio.gather(*(play(i, renderer, replies, batcher, latency,
+            episodes = await asyncio.gather(*(play(i, renderer, replies, latency,
                                                    on_reset=lambda: resets_done.append(time.perf_counter()))
                                               for i in ids))
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
@@ -394,8 +391,7 @@ async def concurrent(ids: list[str], renderer: ChatRenderer, replies: Replies, l
         n = len(ids)
         print(f"(a) {n} concurrent episodes, gc {mode} ({GC_MODES[mode]}; objects gc tracks at the start: "
               f"{tracked:,}, frozen {frozen:,}): {check(episodes)}; wall {wall:.1f} s (CPU {cpu:.1f} s), "
-              f"{n / wall:.1f} episodes/s, "
-              f"{batcher.steps} steps in {batcher.batches} batch_step calls")
+              f"{n / wall:.1f} episodes/s")
         print(f"    RSS before {base / MIB:.0f} MiB, peak {probe.peak_rss / MIB:.0f} MiB (ru_maxrss {maxrss / MIB:.0f} "
               f"MiB, the process's): {(probe.peak_rss - base) / n / 1024:.0f} KiB per episode "
               f"({tokens / n:.0f} tokens per episode kept)")
@@ -437,10 +433,9 @@ def compare(runs: list[ConcurrentRun]) -> None:
 async def sequential(ids: list[str], renderer: ChatRenderer, replies: Replies) -> None:
     n = len(ids)
     marks = {max(1, n // 10): None, max(1, n // 2): None, n: None}
-    batcher = StepBatcher()
     t0 = time.perf_counter()
     for k, test_id in enumerate(ids, 1):
-        await play(test_id, renderer, replies, batcher, 0.0)
+        await play(test_id, renderer, replies, 0.0)
         if k in marks:
             gc.collect()
             marks[k] = rss()
@@ -494,10 +489,9 @@ async def loop_lag(category: str, ids: list[str], renderer: ChatRenderer, replie
     probe_task = asyncio.ensure_future(probe.run())
     await asyncio.sleep(0.01)
     resets_done: list[float] = []
-    batcher = StepBatcher()
     t0 = time.perf_counter()
     with GCPauses() as pauses:
-        episodes = await asyncio.gather(*(play(i, rend, replies, batcher, latency, timer,
+        episodes = await asyncio.gather(*(play(i, rend, replies, latency, timer,
                                                lambda: resets_done.append(time.perf_counter())) for i in chosen))
     wall = time.perf_counter() - t0
     probe.running = False
@@ -524,7 +518,7 @@ async def main(args: argparse.Namespace) -> None:
     by_cat = {c: category_test_ids(c)[: args.entries_per_category] for c in SCORED_CATEGORIES}
     pool = [i for group in itertools.zip_longest(*by_cat.values()) for i in group if i is not None]
     t0 = time.perf_counter()
-    warm = [await play(i, renderer, replies, StepBatcher(), 0.0) for i in pool]
+    warm = [await play(i, renderer, replies, 0.0) for i in pool]
     print(f"warm-up: {len(pool)} entries ({', '.join(f'{len(v)} {c}' for c, v in by_cat.items())}) played once "
           f"in {time.perf_counter() - t0:.1f} s: {check(warm)}; generation latency {args.latency * 1e3:.0f} ms; "
           f"python {sys.version.split()[0]}")

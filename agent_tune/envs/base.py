@@ -39,13 +39,18 @@ kwarg (the configs pass ``${trainer.total_training_steps}``).
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import inspect
+import threading
 from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Mapping, Sequence
+from typing import Any, Awaitable, ClassVar, Literal, Mapping, Sequence
 
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse, ToolCall
+from agent_tune.sync import run_sync
 
 ObservationKind = Literal["messages", "text"]
 
@@ -230,6 +235,22 @@ def undecodable_text(index: int, reason: str) -> str:
     return f"Error: tool call #{index + 1} could not be parsed: {reason}"
 
 
+ENV_THREADS = 32  # blocking env work of concurrent episodes (a SkyRL env's SQL, a sandboxed program) at once
+_env_pool: ThreadPoolExecutor | None = None
+_env_pool_lock = threading.Lock()
+
+
+def env_executor() -> ThreadPoolExecutor:
+    """The process's pool for blocking env work: plain acting hooks and episode endings run there, off the
+    event loop (:data:`ENV_THREADS` threads, created on first use)."""
+    global _env_pool
+    if _env_pool is None:
+        with _env_pool_lock:
+            if _env_pool is None:
+                _env_pool = ThreadPoolExecutor(max_workers=ENV_THREADS, thread_name_prefix="agent_tune_env")
+    return _env_pool
+
+
 class BaseToolEnv(ABC):
     """Base class of all tool environments (one instance = one episode).
 
@@ -273,11 +294,11 @@ class BaseToolEnv(ABC):
     turns_completed: int = 0
     finalize_reason: str | None = None
 
-    _acts_alone: ClassVar[bool] = True  # batch_act is the default one (set per subclass)
+    _async_act: ClassVar[bool] = False  # act is a coroutine function (set per subclass)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._acts_alone = cls.batch_act.__func__ is BaseToolEnv.batch_act.__func__  # type: ignore[attr-defined]
+        cls._async_act = inspect.iscoroutinefunction(cls.act)
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
@@ -388,12 +409,14 @@ class BaseToolEnv(ABC):
         no tool-call block at all, valid or not."""
         return not self.extract_tool_calls(raw_response).has_tool_call_attempt
 
-    def act(self, step: Step) -> None:
-        """React to one generation: :meth:`on_answer` if it has no call to run, else :meth:`run_calls`."""
+    def act(self, step: Step) -> Awaitable[None] | None:
+        """React to one generation (the acting hook; ``async def`` allowed: the runner awaits it on its event loop,
+        while a plain ``def`` runs in a worker thread, so it may block). By default :meth:`on_answer` if it has
+        no call to run, else each decoded call through :meth:`call_tool`."""
         if step.answer:
             self.on_answer(step)
         else:
-            self.run_calls(step)
+            self._run_calls(step)
 
     def on_answer(self, step: Step) -> None:
         """The policy answered without a call: by default its turn is done and so is the episode."""
@@ -401,7 +424,7 @@ class BaseToolEnv(ABC):
         self.turns_completed += 1
         step.done = True
 
-    def run_calls(self, step: Step) -> None:
+    def _run_calls(self, step: Step) -> None:
         """Run every decoded call through :meth:`call_tool` and answer every undecodable block with its reason;
         each rejected call and each undecodable block is a format error."""
         for call in step.parsed.calls:
@@ -412,13 +435,6 @@ class BaseToolEnv(ABC):
             step.format_errors += 1
             step.results.append(ToolResult(undecodable_text(err.index, err.reason), error=True))
 
-    @classmethod
-    def batch_act(cls, envs: Sequence["BaseToolEnv"], steps: Sequence[Step]) -> None:
-        """:meth:`act` for many episodes of this class at once (``envs[i]`` acts on ``steps[i]``). The default
-        acts in order; an env with a parallel backend overrides it."""
-        for env, step in zip(envs, steps):
-            env.act(step)
-
     def on_finalize(self, reason: str) -> None:
         """The episode is being ended from outside (:meth:`finalize`), before :meth:`outcome` is asked."""
 
@@ -427,33 +443,43 @@ class BaseToolEnv(ABC):
 
     # ------------------------------------------------------------------ the template
     def step(self, raw_response: str) -> StepResult:
-        """Consume the policy's raw text for one generation; never raises on model output. (``batch_step`` of
-        one env, without its bookkeeping.)"""
+        """Consume the policy's raw text for one generation; never raises on model output. An ``async`` acting
+        hook is run to completion here (on a fresh event loop; from inside a running loop, in a helper thread):
+        async callers use :meth:`astep`."""
         step = self._open_step(raw_response)
         if not step.done:
-            if self._acts_alone:
-                self.act(step)
+            if self._async_act:
+                run_sync(self.act(step))  # type: ignore[arg-type]
             else:
-                type(self).batch_act((self,), (step,))
+                self.act(step)
+        return self._close_step(step)
+
+    async def astep(self, raw_response: str) -> StepResult:
+        """:meth:`step` for the event loop (the episode runner's): an ``async`` acting hook is awaited here, so
+        many episodes' steps run concurrently; a plain one runs with the whole step in a worker thread
+        (:func:`env_executor`), so it may block. The step that ends the episode is scored in the worker too."""
+        loop = asyncio.get_running_loop()
+        if not self._async_act:
+            return await loop.run_in_executor(env_executor(), contextvars.copy_context().run, self.step, raw_response)
+        step = self._open_step(raw_response)
+        if not step.done:
+            await self.act(step)  # type: ignore[misc]
+        if step.done:  # outcome() may block (a verifier, tau2's evaluator)
+            return await loop.run_in_executor(env_executor(), contextvars.copy_context().run, self._close_step, step)
         return self._close_step(step)
 
     @classmethod
     def batch_step(cls, envs: Sequence["BaseToolEnv"], raw_responses: Sequence[str]) -> list[StepResult]:
-        """Step many independent episodes at once (``envs[i]`` receives ``raw_responses[i]``): each opens its
-        step, the class acts for all of them (:meth:`batch_act`), each closes its step. (Envs that override
-        ``step`` itself are stepped through it, one by one.)"""
+        """Step many independent episodes (``envs[i]`` receives ``raw_responses[i]``), concurrently: their
+        :meth:`astep` s gathered on one event loop. The runner steps each episode on its own; this is the same
+        for a caller that holds a batch."""
         if len(envs) != len(raw_responses):
             raise ValueError(f"batch_step got {len(envs)} envs and {len(raw_responses)} responses")
-        if any(type(env).step is not BaseToolEnv.step for env in envs):  # an env that writes its own step
-            return [env.step(raw) for env, raw in zip(envs, raw_responses)]
-        steps = [env._open_step(raw) for env, raw in zip(envs, raw_responses)]
-        by_class: dict[type, list[int]] = {}
-        for i, (env, step) in enumerate(zip(envs, steps)):
-            if not step.done:  # a step at the step limit does not act
-                by_class.setdefault(type(env), []).append(i)
-        for klass, idx in by_class.items():
-            klass.batch_act([envs[i] for i in idx], [steps[i] for i in idx])
-        return [env._close_step(step) for env, step in zip(envs, steps)]
+
+        async def all_steps() -> list[StepResult]:
+            return list(await asyncio.gather(*(env.astep(raw) for env, raw in zip(envs, raw_responses))))
+
+        return run_sync(all_steps())
 
     def finalize(self, reason: str = "truncated") -> StepResult:
         """End the episode now (the runner ran out of token budget) and return its final result, scored by

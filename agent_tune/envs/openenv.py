@@ -58,14 +58,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping
 
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, ToolResult, undecodable_text
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import function_tool, refusal
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse
-from agent_tune.sync import submit, wait
+from agent_tune.sync import on_background_loop, submit, wait
 
 # Error codes of OpenEnv's WebSocket protocol (openenv.core.env_server.types.WSErrorCode) that refuse one action
 # and leave the session running; every other code (SESSION_ERROR, CAPACITY_REACHED, FACTORY_ERROR) ends it.
@@ -398,49 +398,31 @@ class OpenEnvEnv(BaseToolEnv):
             step.format_errors += 1
             step.results.append(ToolResult(undecodable_text(err.index, err.reason), error=True))
 
-    # ------------------------------------------------------------------ acting, batched
+    # ------------------------------------------------------------------ acting
     async def _act(self, step: Step) -> None:
         try:
             if self.mode == "text":
                 await self._act_text(step)
             else:
                 await self._act_tools(step)
-        except Exception as exc:  # noqa: BLE001 - anything unforeseen ends this episode, recorded, not the batch
+        except Exception as exc:  # noqa: BLE001 - anything unforeseen ends this episode, recorded, never a crash
             await self._drop(f"adapter error: {_why(exc)}")
             step.done = True
 
-    @classmethod
-    def batch_act(cls, envs: Sequence[BaseToolEnv], steps: Sequence[Step]) -> None:
-        """Answers (tools mode) end their episodes; every other step's actions run concurrently on the shared
-        event loop (each env's in order), each request bounded by its env's ``call_timeout``."""
-        running = []
-        for env, step in zip(envs, steps):
-            if step.answer and env.mode == "tools":  # type: ignore[attr-defined]
-                env.on_answer(step)
-            else:
-                running.append((env, step))
-        if not running:
+    async def act(self, step: Step) -> None:
+        """An answer (tools mode) ends the episode; else the step's actions run in order on the background loop,
+        where the session lives (awaited from the runner's loop), each request bounded by ``call_timeout``."""
+        if step.answer and self.mode == "tools":
+            self.on_answer(step)
             return
-
-        async def all_steps() -> None:
-            await asyncio.gather(*(env._act(step) for env, step in running))  # type: ignore[attr-defined]
-
-        timeout = max((env.call_timeout + 3.0) * (len(step.parsed.calls) + 1)  # type: ignore[attr-defined]
-                      for env, step in running) + 10.0
-        future = submit(all_steps())
+        timeout = (self.call_timeout + 3.0) * (len(step.parsed.calls) + 1) + 10.0
         try:
-            future.result(timeout)
+            await on_background_loop(self._act(step), timeout)
         except Exception as exc:  # noqa: BLE001 - a backstop: each request has its own timeout
-            future.cancel()
-            for env, step in running:
-                if not step.done:
-                    submit(env._drop(f"no answer in {timeout:g} s ({_why(exc)})"))  # type: ignore[attr-defined]
-                    env.server_error = env.server_error or f"no answer in {timeout:g} s"  # type: ignore[attr-defined]
-                    step.done = True
-
-    def act(self, step: Step) -> None:
-        """One env's act is its class's batch of one (the requests run on the shared event loop)."""
-        type(self).batch_act((self,), (step,))
+            if not step.done:
+                submit(self._drop(f"no answer in {timeout:g} s ({_why(exc)})"))
+                self.server_error = self.server_error or f"no answer in {timeout:g} s"
+                step.done = True
 
     def outcome(self) -> Outcome:
         total = float(sum(self.rewards))

@@ -24,7 +24,6 @@ Decisions:
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from typing import Any, ClassVar, Mapping, Sequence
 
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step
@@ -142,28 +141,12 @@ class ReToolToolEnv(BaseToolEnv):
         self.begin_episode()
         return Observation(messages=retool_prompt(question, self.system_prompt, self.user_template))
 
-    def act(self, step: Step) -> None:
-        """Run the segment's code block (if any) in the calling thread, or end the episode."""
+    async def act(self, step: Step) -> None:
+        """Run the segment's code block (if any) in the sandbox's pool, or end the episode: concurrent episodes'
+        programs run in parallel, up to the sandbox's ``max_concurrency``."""
         code = self._begin(step)
         if code is not None:
-            self._ran(step, self.sandbox.run(code))
-
-    @classmethod
-    def batch_act(cls, envs: Sequence[BaseToolEnv], steps: Sequence[Step]) -> None:
-        """Act for many episodes; their programs run in parallel in the sandbox pool(s) (the episode runner
-        steps every ReTool episode through here)."""
-        pending: dict[int, list[tuple[ReToolToolEnv, Step, str]]] = defaultdict(list)  # id(sandbox) -> runs
-        boxes: dict[int, CodeSandbox] = {}
-        for env, step in zip(envs, steps):
-            assert isinstance(env, ReToolToolEnv)
-            code = env._begin(step)
-            if code is not None:
-                pending[id(env.sandbox)].append((env, step, code))
-                boxes[id(env.sandbox)] = env.sandbox
-        for key, items in pending.items():
-            outs = boxes[key].run_batch([code for _, _, code in items])
-            for (env, step, _), out in zip(items, outs):
-                env._ran(step, out)
+            self._ran(step, await self.sandbox.arun(code))
 
     # -- parsing and formatting ------------------------------------------------------------------
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:

@@ -43,8 +43,6 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -58,10 +56,6 @@ from agent_tune.parsing import ParsedResponse
 CORRECT_KEYS = ("acc", "accuracy", "correct", "is_correct", "success")
 # SkyRL dataset columns that are not env extras.
 ROW_PROMPT, ROW_ENV = "prompt", "env_class"
-STEP_THREADS = 16  # batch_act steps the SkyRL envs of a batch in this many threads (envs block on tools, SQL, ...)
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
 
 
 def _skyrl() -> Any:
@@ -70,15 +64,6 @@ def _skyrl() -> Any:
     except ImportError as exc:  # pragma: no cover - the extra is missing
         raise ImportError("the skyrl env needs skyrl-gym: pip install 'agent-tune[skyrl]'") from exc
     return skyrl_gym
-
-
-def _step_pool() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        with _pool_lock:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(max_workers=STEP_THREADS, thread_name_prefix="agent_tune_skyrl")
-    return _pool
 
 
 def _messages(value: Any, where: str) -> list[dict[str, Any]]:
@@ -327,15 +312,6 @@ class SkyRLGymEnv(BaseToolEnv):
             self.turns_completed += 1
         elif self.step_limit is not None and self.num_steps >= self.step_limit:
             step.done = step.info["step_limit"] = True
-
-    @classmethod
-    def batch_act(cls, envs: Sequence[BaseToolEnv], steps: Sequence[Step]) -> None:
-        """The steps of a batch in :data:`STEP_THREADS` threads (each env's own step in one; ``act`` never raises)."""
-        if len(envs) <= 1:
-            for env, step in zip(envs, steps):
-                env.act(step)
-            return
-        list(_step_pool().map(lambda pair: pair[0].act(pair[1]), zip(envs, steps)))
 
     def outcome(self) -> Outcome:
         last = self.rewards[-1] if self.rewards else 0.0

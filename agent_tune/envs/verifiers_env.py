@@ -83,7 +83,7 @@ from agent_tune.envs.registry import register_env
 from agent_tune.imports import import_object
 from agent_tune.parsing import ParsedResponse
 from agent_tune.parsing.response import ResponseParser
-from agent_tune.sync import wait
+from agent_tune.sync import on_background_loop, wait
 
 MODEL = "agent-tune"  # the model name verifiers' state records
 SPLITS = {"train": "dataset", "test": "eval_dataset"}
@@ -437,30 +437,14 @@ class VerifiersEnv(BaseToolEnv):
     def stop(self, raw_response: str) -> bool:
         return False
 
-    def act(self, step: Step) -> None:
+    async def act(self, step: Step) -> None:
+        """verifiers' own step (the env's response, its stop conditions) on the background loop, where the
+        episode's state lives (awaited from the runner's loop), bounded by ``call_timeout``."""
         try:
-            self._wait(self._act(step))
+            await on_background_loop(self._act(step), self.call_timeout)
         except Exception as exc:  # noqa: BLE001 - no answer within call_timeout: counted, never a crash
             if not step.done:
                 self._fail(step, exc)
-
-    @classmethod
-    def batch_act(cls, envs: Sequence[BaseToolEnv], steps: Sequence[Step]) -> None:
-        """The steps of a batch concurrently on the background loop (each env's ``_act`` never raises)."""
-        if len(envs) <= 1:
-            for env, step in zip(envs, steps):
-                env.act(step)
-            return
-
-        async def all_steps() -> None:
-            await asyncio.gather(*(env._act(step) for env, step in zip(envs, steps)))  # type: ignore[attr-defined]
-
-        try:
-            wait(all_steps(), max(env.call_timeout for env in envs))  # type: ignore[attr-defined]
-        except Exception as exc:  # noqa: BLE001 - no answer within call_timeout: counted, never a crash
-            for env, step in zip(envs, steps):
-                if not step.done:
-                    env._fail(step, exc)  # type: ignore[attr-defined]
 
     def _assistant_message(self, step: Step) -> tuple[dict[str, Any], list[str]]:
         """The generation as verifiers' assistant message fields, and the names of the calls it makes."""

@@ -9,7 +9,7 @@ One episode::
     loop:
         tokens, log-probs = policy.generate(prompt_ids + response_ids, max_tokens = budget left)
         append tokens (mask 1)                        -- exactly as sampled, end-of-turn token included
-        text = decode(tokens without the end-of-turn token);  step = env.step(text) via the step batcher
+        text = decode(tokens without the end-of-turn token);  step = await env.astep(text)
         done -> stop
         chat env:  append (mask 0) [end-of-turn token if the policy stopped without it]
                                    + template delta of the new messages (+ next generation prompt)
@@ -40,15 +40,18 @@ Decisions (documented here because the trainer and the evaluator rely on them):
   ``blocking_reset`` (tau2 waits for its simulated user's first message there) reset in the default
   executor instead, so a slow user never holds the start thread; their prompt is rendered in the start
   thread too.
-* Env steps go through the event loop's :class:`~agent_tune.rollout.step_batcher.StepBatcher`: steps of
-  concurrent episodes of one env class are run together by ``batch_step``, in a worker thread.
+* Env steps are awaited (``BaseToolEnv.astep``): concurrency across episodes comes from the event loop
+  running many episodes at once. An env whose acting hook is ``async`` (MCP, OpenEnv, verifiers, tau2's
+  users, ReTool's sandbox pool) is awaited on the loop; a plain one runs in the env thread pool
+  (``agent_tune.envs.base.env_executor``), so a blocking env never stalls the other episodes.
 * Training progress: ``run_episode(global_step=...)`` hands the trainer's step to the env
   (``BaseToolEnv.set_global_step``) before ``reset``; the verl agent loop passes verl's ``global_steps``, the
   standalone eval nothing (``None``).
 * Reward: the sum of the step rewards the env returned (BFCL returns 0 until ``done``). An episode that
   ends before the env said ``done`` (truncated, ``max_generations``, aborted, empty generation) is scored by
   ``env.finalize(reason)`` (``BaseToolEnv.finalize``: reward 0 by default, BFCL scores the turns played;
-  sync or async), whose reward is added and whose info becomes the episode's info, with
+  sync, run in the env thread pool since scoring may block, or async), whose reward is added and whose info
+  becomes the episode's info, with
   ``info["unfinished"] = reason``. An env object without ``finalize`` keeps the rewards so far.
 * Words: a *generation* is one call of the policy; a *turn* is a user turn (a question and every
   generation answering it), counted by the env (``EpisodeInfo.turns_completed``).
@@ -68,10 +71,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, TypeVar
 
-from agent_tune.envs.base import BaseToolEnv, EpisodeInfo, Observation, StepResult
+from agent_tune.envs.base import BaseToolEnv, EpisodeInfo, Observation, StepResult, env_executor
 from agent_tune.rollout.chat_render import ChatRenderer, DriftReport, check_drift
 from agent_tune.rollout.policy import GenerationOutput, Policy
-from agent_tune.rollout.step_batcher import StepBatcher, loop_batcher
 from agent_tune.rollout.trajectory import Trajectory
 
 _T = TypeVar("_T")
@@ -137,7 +139,6 @@ async def run_episode(
     *,
     debug_drift: bool = False,
     stop_on_end_of_turn: bool = True,
-    step_batcher: StepBatcher | None = None,
     global_step: int | None = None,
 ) -> EpisodeResult:
     """Play one episode of ``env`` (reset with ``task``) with ``policy``; return its trajectory and reward.
@@ -145,12 +146,10 @@ async def run_episode(
     ``sampling_params`` use vLLM's names; the env's stop strings are added to ``stop`` and the template's
     end-of-turn token to ``stop_token_ids`` (unless ``stop_on_end_of_turn=False``); ``max_tokens`` is set
     per generation to the budget left. ``debug_drift`` re-renders the whole conversation at the end and
-    stores a :class:`DriftReport` (chat envs only). Steps go through ``step_batcher`` (default: the running
-    loop's, :func:`~agent_tune.rollout.step_batcher.loop_batcher`). ``global_step`` is the trainer's step
+    stores a :class:`DriftReport` (chat envs only). ``global_step`` is the trainer's step
     (verl's ``global_steps``; ``None`` outside training), given to the env by ``set_global_step`` before
     ``reset``. The env is not closed here: its owner closes it.
     """
-    batcher = step_batcher or loop_batcher()
     timings = {"prompt": 0.0, "generate": 0.0, "decode": 0.0, "env": 0.0, "delta": 0.0}
     hints = env.sampler_hints
     text_mode = hints.observation_kind == "text"
@@ -221,7 +220,7 @@ async def run_episode(
             break
 
         t0 = time.perf_counter()
-        step = await batcher.step(env, text)
+        step = await env.astep(text)
         timings["env"] += time.perf_counter() - t0
         if not isinstance(step, StepResult):
             raise TypeError(f"{type(env).__name__}.step() returned {type(step).__name__}, not StepResult")
@@ -399,7 +398,11 @@ async def _finalize(env: BaseToolEnv, reason: str) -> StepResult | None:
     fin = getattr(env, "finalize", None)
     if fin is None:
         return None
-    result = fin(reason)
+    if inspect.iscoroutinefunction(fin):
+        result = await fin(reason)
+    else:  # scoring may block (a verifier, tau2's evaluator)
+        call = functools.partial(contextvars.copy_context().run, fin, reason)
+        result = await asyncio.get_running_loop().run_in_executor(env_executor(), call)
     if inspect.isawaitable(result):
         result = await result
     if not isinstance(result, StepResult):

@@ -173,25 +173,21 @@ def test_batch_step_runs_in_parallel(sandbox):
         ReToolToolEnv.batch_step(envs, responses[:2])
 
 
-async def test_concurrent_steps_run_as_one_parallel_batch(sandbox):
-    """The runner's step batcher hands concurrent ReTool steps to batch_step: programs run in the pool."""
+async def test_concurrent_steps_run_in_parallel(sandbox):
+    """The runner awaits concurrent ReTool steps (``astep``): their programs run in the sandbox pool at once."""
     import asyncio
     import time
-
-    from agent_tune.rollout.step_batcher import StepBatcher
 
     envs = [new_env(sandbox) for _ in range(4)]
     for e in envs:
         e.reset(question="q", ground_truth="4")
-    batcher = StepBatcher()
     t0 = time.monotonic()
     results = await asyncio.gather(
-        *(batcher.step(e, "<code>import time\ntime.sleep(0.5)\nprint(2 + 2)</code>") for e in envs)
+        *(e.astep("<code>import time\ntime.sleep(0.5)\nprint(2 + 2)</code>") for e in envs)
     )
     assert time.monotonic() - t0 < 4 * 0.5  # in parallel, not one after another
-    assert batcher.batches == 1 and batcher.steps == 4
     assert all(r.observation.text == "\n<interpreter>\n4\n</interpreter>\n" for r in results)
-    r = await batcher.step(envs[0], "\\boxed{4}")
+    r = await envs[0].astep("\\boxed{4}")
     assert r.done and r.reward == 1.0
 
 

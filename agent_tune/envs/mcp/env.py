@@ -34,7 +34,6 @@ Bad input, each a clear counted outcome (``info``), never a hung rollout:
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import threading
 from pathlib import Path
@@ -54,7 +53,7 @@ from agent_tune.imports import import_object
 from agent_tune.jsonl import read_jsonl
 from agent_tune.parsing import ToolCall, get_tool_parser
 from agent_tune.parsing.response import ResponseParser
-from agent_tune.sync import submit
+from agent_tune.sync import on_background_loop
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Use the tools to do what the user asks, then answer briefly."
 
@@ -299,29 +298,18 @@ class MCPToolEnv(BaseToolEnv):
             self.tool_errors += result.is_error
             step.results.append(ToolResult(result.text, call.name))
 
-    @classmethod
-    def batch_act(cls, envs: Sequence[BaseToolEnv], steps: Sequence[Step]) -> None:
-        """Answers end their episodes; the calls of every other step run concurrently on the MCP loop (each
-        env's in order)."""
-        running = []
-        for env, step in zip(envs, steps):
-            if step.answer:
-                env.on_answer(step)
-            else:
-                running.append((env, step))
-        if running:
-            async def all_steps() -> None:
-                await asyncio.gather(*(env._run_step(step) for env, step in running))  # type: ignore[attr-defined]
-
-            timeout = max(env.call_timeout for env, _ in running) * (  # type: ignore[attr-defined]
-                max(len(step.parsed.calls) for _, step in running) + 1) + 10.0
-            submit(all_steps()).result(timeout)
-        for env, step in running:
+    async def act(self, step: Step) -> None:
+        """An answer ends the episode; else the step's calls run in order on the MCP loop, where the connection
+        lives (awaited from the runner's loop, bounded by ``call_timeout`` per call)."""
+        if step.answer:
+            self.on_answer(step)
+        else:
+            timeout = self.call_timeout * (len(step.parsed.calls) + 1) + 10.0
+            await on_background_loop(self._run_step(step), timeout)
             for err in step.parsed.errors:
                 step.format_errors += 1
                 step.results.append(ToolResult(undecodable_text(err.index, err.reason), error=True))
-        for env, step in zip(envs, steps):
-            env._record(step)  # type: ignore[attr-defined]
+        self._record(step)
 
     def _record(self, step: Step) -> None:
         """Add the step to the transcript the verifier reads."""

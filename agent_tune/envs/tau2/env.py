@@ -32,7 +32,6 @@ tau2 task set of the domain (``telecom_full``).
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Mapping, Sequence
 
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, Task, ToolResult, undecodable_text
@@ -188,34 +187,25 @@ class Tau2ToolEnv(BaseToolEnv):
         return Observation(messages=messages, tools=self.tools)
 
     # ------------------------------------------------------------------ stepping
-    @classmethod
-    def batch_act(cls, envs: Sequence[BaseToolEnv], steps: Sequence[Step]) -> None:
-        """The policies' messages first, then all users that must answer, concurrently (one event loop in this
-        worker thread); a step whose episode tau2 ended ends the env's episode."""
-        super().batch_act(envs, steps)
-        waiting = [i for i, env in enumerate(envs) if env._user_turn()]  # type: ignore[attr-defined]
-        if waiting:
-            async def ask_all() -> list[list[dict[str, Any]]]:
-                return await asyncio.gather(*(envs[i]._user_step() for i in waiting))  # type: ignore[attr-defined]
-
-            for i, said in zip(waiting, run_sync(ask_all())):
-                steps[i].messages.extend(said)
-        for env, step in zip(envs, steps):
-            episode = env.episode  # type: ignore[attr-defined]
-            if episode.done:
-                step.done = True
-            else:
-                step.info["tau2_steps"] = episode.step_count
-
-    def act(self, step: Step) -> None:
+    async def act(self, step: Step) -> None:
         """The policy's message on the episode: its calls run on tau2's environment (a call to an unknown tool
         or with wrong parameters runs too, answered with tau2's error text, and is a format error); an
-        undecodable block is answered and recorded as a tau2 error; a text message goes to the user."""
+        undecodable block is answered and recorded as a tau2 error; a text message goes to the user, whose
+        reply is awaited (concurrent episodes' users answer concurrently); a step whose episode tau2 ended
+        ends the env's episode."""
         episode = self.episode
         assert episode is not None
+        if not episode.done:  # else the user ended the conversation before the policy spoke (its first message)
+            self._agent_acts(step, episode)
+        if self._user_turn():
+            step.messages.extend(await self._user_step())
+        if episode.done:
+            step.done = True
+        else:
+            step.info["tau2_steps"] = episode.step_count
+
+    def _agent_acts(self, step: Step, episode: Tau2Episode) -> None:
         parsed = step.parsed
-        if episode.done:  # the user ended the conversation before the policy spoke (its first message)
-            return
         message = assistant_message(parsed, episode.new_call_id)
         problems = [call_problem(c.name, c.arguments, self._tool_index) for c in parsed.calls]
         step.format_errors = len(parsed.errors) + sum(p is not None for p in problems)
