@@ -15,9 +15,9 @@ from agent_tune.envs.base import (
     SamplerHints,
     Step,
     StepResult,
-    Task,
     ToolResult,
 )
+from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.checker import EnvCheckError, check_env
 from agent_tune.envs.registry import (
     BUILTIN_CLASSES,
@@ -29,18 +29,21 @@ from agent_tune.envs.registry import (
     register_env,
     unregister_env,
 )
+from agent_tune.envs.report import EvalReport
 
 __all__ = [
     "BaseToolEnv",
     "EnvCheckError",
     "EnvStateError",
     "EpisodeInfo",
+    "EvalReport",
     "Observation",
     "Outcome",
     "SamplerHints",
     "Step",
     "StepResult",
     "Task",
+    "TaskCatalogue",
     "ToolResult",
     "UnknownEnvError",
     "check_env",

@@ -48,6 +48,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, ClassVar, Literal, Mapping, Sequence
 
+from agent_tune.envs.catalogue import TaskCatalogue
+from agent_tune.envs.report import EvalReport
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse, ToolCall
 from agent_tune.sync import run_sync
@@ -196,23 +198,6 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Task:
-    """One task of an env's catalogue (:meth:`BaseToolEnv.tasks`).
-
-    ``id`` names it uniquely within the env (results files, resume, pass@k); ``kwargs`` is what ``reset``
-    receives; ``category`` groups results in reports (``""``: the env's name); ``env_kwargs`` are constructor
-    kwargs the task needs (over the run's own); ``reference`` is the task's expected answer as text, for a
-    reader of the rows (``reward_model.ground_truth``; the env scores from its own data).
-    """
-
-    id: str
-    kwargs: dict[str, Any]
-    category: str = ""
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    reference: str = ""
-
-
-@dataclass(frozen=True)
 class SamplerHints:
     """What the sampler must know about an environment.
 
@@ -275,16 +260,9 @@ class BaseToolEnv(ABC):
     # its calls are not run (no generation would read their results), as verl's ToolAgentLoop does at its limit.
     max_steps: int | None = None
 
-    # The task catalogue (optional): its split names; ``tasks`` lists a split's tasks. With it, ``agent-tune data``
-    # writes the env's training rows and ``agent-tune eval --env NAME`` plays it (agent_tune.envs.tasks).
-    splits: ClassVar[tuple[str, ...]] = ()
-    # What ``agent-tune eval --env NAME`` plays when no split, category, suite or id is chosen: a split and the
-    # categories kept from it (empty: all).
-    eval_default: ClassVar[tuple[str, tuple[str, ...]]] = ("test", ())
-    # Named sets of categories (``--suite NAME``).
-    suites: ClassVar[Mapping[str, tuple[str, ...]]] = {}
-    # Constructor kwargs an evaluation always sets, over a task's and the run's (BFCL: the leaderboard's rules).
-    eval_kwargs: ClassVar[Mapping[str, Any]] = {}
+    # What comes with the env: its tasks (agent-tune data / eval --env NAME) and how its eval results are reported.
+    catalogue: ClassVar[TaskCatalogue | None] = None
+    report: ClassVar[EvalReport] = EvalReport()
 
     # the episode's counts, kept by the template (begin_episode zeroes them)
     running: bool = False
@@ -315,50 +293,6 @@ class BaseToolEnv(ABC):
         except TypeError as exc:
             raise ValueError(f"{cls.__name__}: {exc}") from None
         check_arguments(cls.__init__, kwargs)
-
-    @classmethod
-    def tasks(cls, split: str, **options: Any) -> list[Task]:
-        """The tasks of ``split`` (one of :attr:`splits`); ``options`` are the catalogue's own (a seed, a source
-        file, ...), given on the command line as ``--options JSON``."""
-        raise NotImplementedError(f"{cls.__name__} declares no task catalogue (no tasks() classmethod)")
-
-    @classmethod
-    def row_prompt(cls, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The messages a training row of ``task`` carries as ``prompt`` (what verl's dataset measures for its
-        prompt-length filter): by default the first observation of an env built with ``env_kwargs`` and reset
-        with the task. An env whose reset is costly (tau2 asks its simulated user) returns what it can show
-        without it."""
-        env = cls(**env_kwargs)
-        try:
-            return list(env.reset(**task.kwargs).messages)
-        finally:
-            env.close()
-
-    # ------------------------------------------------------------------ how results are reported (eval)
-    def record_fields(self, sample: int) -> dict[str, Any]:
-        """Fields of a finished episode the env adds to its eval record (tau2: its ``SimulationRun``), read
-        before the env closes. Default: none."""
-        return {}
-
-    @classmethod
-    def report(cls, records: Sequence[Mapping[str, Any]], summary: Mapping[str, Any],
-               meta: Mapping[str, Any]) -> dict[str, Any]:
-        """Sections the env adds to an eval report (merged into the summary; the summary already holds
-        per-category accuracy and pass@k). Default: none. BFCL adds the leaderboard's summary scores, tau2
-        its pass^k."""
-        return {}
-
-    @classmethod
-    def format_report(cls, summary: Mapping[str, Any]) -> list[str]:
-        """Text lines the env prints under the report's table for its own sections. Default: none."""
-        return []
-
-    @classmethod
-    def write_results(cls, records: Sequence[Mapping[str, Any]], out_dir: str, meta: Mapping[str, Any],
-                      **options: Any) -> list[str]:
-        """Write the results in the env's official scorer's own format (BFCL's result files, tau2's Results);
-        return the files written. Default: none (the results jsonl is the only output)."""
-        return []
 
     def set_global_step(self, step: int | None) -> None:
         """Record the trainer's global step for the episode about to start (the runner calls it before

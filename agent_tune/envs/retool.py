@@ -27,6 +27,7 @@ import re
 from typing import Any, ClassVar, Mapping, Sequence
 
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step
+from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.retool_tasks import retool_tasks
 from agent_tune.parsing.types import ParsedResponse, ToolCall, ToolCallError
@@ -91,10 +92,8 @@ class ReToolToolEnv(BaseToolEnv):
         stop=(_CLOSE,), include_stop_str_in_output=True, observation_kind="text"
     )
     truncation_marker: ClassVar[str] = "\n... [output truncated: {n} more characters]"
-    splits: ClassVar[tuple[str, ...]] = ("train", "val")
-
     # math problems of a local file or a Hub dataset (input=..., question_field, answer_field, val_size, seed, ...)
-    tasks = staticmethod(retool_tasks)
+    catalogue = TaskCatalogue(splits=("train", "val"), tasks=retool_tasks)
 
     def __init__(
         self,

@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 from typing import Any, Sequence
 
-from agent_tune.envs.base import Task
+from agent_tune.envs.catalogue import Task
 from agent_tune.jsonl import read_jsonl
 from agent_tune.rewards.math_answer import extract_boxed
 

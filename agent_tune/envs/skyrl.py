@@ -46,7 +46,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, Task
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step
+from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.imports import import_object
 from agent_tune.jsonl import jsonl_lines
@@ -135,51 +136,50 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
+def skyrl_tasks(split: str, path: str | Mapping[str, str], row_env: bool = True) -> list[Task]:
+    """The rows of SkyRL dataset files as tasks. ``path``: one file per split (``{"train": "train.parquet",
+    "test": "validation.parquet"}``: every row of the split's file), or one file, whose rows are the split's
+    when their ``extra_info.split`` names it (a row without one is ``train``). A task's id is
+    ``<file stem>:<row number>``, its category the row's ``env_class`` (else its ``data_source``), its
+    reference the ``reward_spec.ground_truth`` as text. A row's ``env_class`` becomes the task's ``env``
+    constructor kwarg; with ``row_env=False`` it does not, and the run's ``env`` / ``env_class`` plays
+    every row (a class by path, for rows naming an id registered only in SkyRL's own entry point)."""
+    if isinstance(path, Mapping):
+        if split not in path:
+            raise ValueError(f"skyrl env: no file for split {split!r} in path (its splits: {', '.join(path)})")
+        file, rows = Path(path[split]), read_rows(path[split])
+        chosen = list(enumerate(rows, 1))
+    else:
+        file, rows = Path(path), read_rows(path)
+        chosen = [(n, r) for n, r in enumerate(rows, 1) if _row_split(r) == split]
+        if rows and not chosen:
+            raise ValueError(f"skyrl env: no row of {file} has extra_info.split == {split!r}; give one file per "
+                             'split: {"path": {"train": ..., "test": ...}}')
+    tasks = []
+    for number, row in chosen:
+        env_id = row.get(ROW_ENV)
+        fields = {k: v for k, v in row.items() if k != ROW_ENV}
+        try:
+            text = json.dumps(fields, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"skyrl env: {file} row {number} is not JSON-serialisable ({exc})") from None
+        reward_spec = row.get("reward_spec") if isinstance(row.get("reward_spec"), Mapping) else {}
+        truth = reward_spec.get("ground_truth")
+        reference = "" if truth is None else truth if isinstance(truth, str) else json.dumps(truth)
+        tasks.append(Task(
+            id=f"{file.stem}:{number}", kwargs={"row": text},
+            category=str(env_id or row.get("data_source") or "skyrl"),
+            env_kwargs={"env": str(env_id)} if env_id and row_env else {}, reference=reference,
+        ))
+    return tasks
+
+
 @register_env("skyrl")
 class SkyRLGymEnv(BaseToolEnv):
     """A SkyRL-gym ``BaseTextEnv``: it parses the policy's whole text, answers with chat messages and rewards."""
 
     description = "any SkyRL-gym text env (a skyrl_gym id or module:Class): it parses the raw text, answers, rewards"
-    splits = ("train", "test")
-
-    # ------------------------------------------------------------------ the catalogue
-    @classmethod
-    def tasks(cls, split: str, path: str | Mapping[str, str], row_env: bool = True) -> list[Task]:
-        """The rows of SkyRL dataset files as tasks. ``path``: one file per split (``{"train": "train.parquet",
-        "test": "validation.parquet"}``: every row of the split's file), or one file, whose rows are the split's
-        when their ``extra_info.split`` names it (a row without one is ``train``). A task's id is
-        ``<file stem>:<row number>``, its category the row's ``env_class`` (else its ``data_source``), its
-        reference the ``reward_spec.ground_truth`` as text. A row's ``env_class`` becomes the task's ``env``
-        constructor kwarg; with ``row_env=False`` it does not, and the run's ``env`` / ``env_class`` plays
-        every row (a class by path, for rows naming an id registered only in SkyRL's own entry point)."""
-        if isinstance(path, Mapping):
-            if split not in path:
-                raise ValueError(f"skyrl env: no file for split {split!r} in path (its splits: {', '.join(path)})")
-            file, rows = Path(path[split]), read_rows(path[split])
-            chosen = list(enumerate(rows, 1))
-        else:
-            file, rows = Path(path), read_rows(path)
-            chosen = [(n, r) for n, r in enumerate(rows, 1) if _row_split(r) == split]
-            if rows and not chosen:
-                raise ValueError(f"skyrl env: no row of {file} has extra_info.split == {split!r}; give one file per "
-                                 'split: {"path": {"train": ..., "test": ...}}')
-        tasks = []
-        for number, row in chosen:
-            env_id = row.get(ROW_ENV)
-            fields = {k: v for k, v in row.items() if k != ROW_ENV}
-            try:
-                text = json.dumps(fields, ensure_ascii=False)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"skyrl env: {file} row {number} is not JSON-serialisable ({exc})") from None
-            reward_spec = row.get("reward_spec") if isinstance(row.get("reward_spec"), Mapping) else {}
-            truth = reward_spec.get("ground_truth")
-            reference = "" if truth is None else truth if isinstance(truth, str) else json.dumps(truth)
-            tasks.append(Task(
-                id=f"{file.stem}:{number}", kwargs={"row": text},
-                category=str(env_id or row.get("data_source") or "skyrl"),
-                env_kwargs={"env": str(env_id)} if env_id and row_env else {}, reference=reference,
-            ))
-        return tasks
+    catalogue = TaskCatalogue(splits=("train", "test"), tasks=skyrl_tasks)
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:

@@ -1,8 +1,8 @@
 """From an env's task catalogue to verl rows and back: the one place a row's task is written and read.
 
-An env class may declare a catalogue (:attr:`BaseToolEnv.splits` and :meth:`BaseToolEnv.tasks`). A row written
-from it (:func:`catalogue_rows`, ``agent-tune data``) names its env and carries the task apart from the row's own
-bookkeeping::
+An env class may declare a catalogue (``BaseToolEnv.catalogue``, a
+:class:`~agent_tune.envs.catalogue.TaskCatalogue`). A row written from it (:func:`catalogue_rows`,
+``agent-tune data``) names its env and carries the task apart from the row's own bookkeeping::
 
     extra_info = {"index": i, "split": "train", "id": task.id, "category": task.category,
                   "env": {"name": NAME, "kwargs": json(task.env_kwargs) or None}, "task": json(task.kwargs)}
@@ -28,7 +28,7 @@ import json
 import os
 from typing import Any, Mapping, Sequence
 
-from agent_tune.envs.base import Task
+from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import get_env_class
 
 AGENT_NAME = "agent_tune"  # the verl agent loop that plays the rows (verl_ext.agent_loop)
@@ -60,6 +60,20 @@ def row_env(extra_info: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     return str(spec["name"]), dict(_decoded(spec.get("kwargs")) or {})
 
 
+def catalogue_of(env: str) -> TaskCatalogue:
+    """The catalogue env ``env`` declares (``ValueError`` when it declares none)."""
+    catalogue = get_env_class(env).catalogue
+    if catalogue is None:
+        raise ValueError(f"env {env!r} declares no task catalogue (BaseToolEnv.catalogue)")
+    return catalogue
+
+
+def eval_kwargs(env: str) -> dict[str, Any]:
+    """The constructor kwargs an evaluation of env ``env`` always sets (its catalogue's; none without one)."""
+    catalogue = get_env_class(env).catalogue
+    return dict(catalogue.eval_kwargs) if catalogue is not None else {}
+
+
 def catalogue_tasks(env: str, split: str, options: Mapping[str, Any] | None = None) -> list[Task]:
     """The tasks of ``split`` of env ``env`` (a registered name or ``module:Class`` path).
 
@@ -67,17 +81,15 @@ def catalogue_tasks(env: str, split: str, options: Mapping[str, Any] | None = No
         ValueError: the env declares no catalogue, ``split`` is not one of its splits, an option it does not
             take (named), or two tasks with one id.
     """
-    cls = get_env_class(env)
-    if not cls.splits:
-        raise ValueError(f"env {env!r} declares no task catalogue (BaseToolEnv.splits / tasks())")
-    if split not in cls.splits:
-        raise ValueError(f"env {env!r} has no split {split!r}; its splits: {', '.join(cls.splits)}")
+    catalogue = catalogue_of(env)
+    if split not in catalogue.splits:
+        raise ValueError(f"env {env!r} has no split {split!r}; its splits: {', '.join(catalogue.splits)}")
     options = dict(options or {})
     try:
-        inspect.signature(cls.tasks).bind(split, **options)
+        inspect.signature(catalogue.tasks).bind(split, **options)
     except TypeError as exc:
         raise ValueError(f"env {env!r}: tasks() options: {exc}") from None
-    tasks = cls.tasks(split, **options)
+    tasks = catalogue.tasks(split, **options)
     seen: set[str] = set()
     for task in tasks:
         if task.id in seen:
@@ -105,22 +117,22 @@ def select_tasks(env: str, split: str | None = None, options: Mapping[str, Any] 
                  ids: Sequence[str] | None = None, limit: int | None = None) -> list[Task]:
     """The tasks of env ``env`` a run plays, in catalogue order (``ids``: in their order).
 
-    ``split`` defaults to the env's :attr:`~BaseToolEnv.eval_default` (its categories too, when none of
+    ``split`` defaults to its catalogue's ``eval_default`` (its categories too, when none of
     ``categories`` / ``suite`` / ``ids`` is given); with ``ids`` and no split, every split is searched.
 
     Raises:
         ValueError: as :func:`catalogue_tasks`; an unknown category, suite or id (named); more than one of
             ``categories`` / ``suite`` / ``ids``; ``limit < 1``.
     """
-    cls = get_env_class(env)
+    catalogue = catalogue_of(env)
     if sum(bool(x) for x in (categories, suite, ids)) > 1:
         raise ValueError("choose one of categories, suite, ids")
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
-    default_split, default_categories = cls.eval_default
+    default_split, default_categories = catalogue.eval_default
     if ids:
         pool: dict[str, Task] = {}
-        searched = [split] if split is not None else list(dict.fromkeys([default_split, *cls.splits]))
+        searched = [split] if split is not None else list(dict.fromkeys([default_split, *catalogue.splits]))
         for name in searched:
             if all(i in pool for i in ids):
                 break
@@ -136,9 +148,10 @@ def select_tasks(env: str, split: str | None = None, options: Mapping[str, Any] 
             categories = default_categories
         tasks = catalogue_tasks(env, split or default_split, options)
         if suite is not None:
-            if suite not in cls.suites:
-                raise ValueError(f"env {env!r} has no suite {suite!r}; its suites: {', '.join(cls.suites) or 'none'}")
-            categories = cls.suites[suite]
+            if suite not in catalogue.suites:
+                raise ValueError(f"env {env!r} has no suite {suite!r}; its suites: "
+                                 f"{', '.join(catalogue.suites) or 'none'}")
+            categories = catalogue.suites[suite]
         if categories:
             known = list(dict.fromkeys(t.category or env for t in tasks))
             wanted = resolve_categories(env, categories, known)
@@ -160,11 +173,12 @@ def catalogue_rows(env: str, split: str, options: Mapping[str, Any] | None = Non
                    env_kwargs: Mapping[str, Any] | None = None, tasks: Sequence[Task] | None = None,
                    ) -> list[dict[str, Any]]:
     """verl rows for ``tasks`` (default: every task of ``split``), marked with ``split``. Each row's ``prompt``
-    is :meth:`BaseToolEnv.row_prompt` of its task with ``env_kwargs`` and the task's own."""
+    is its catalogue's ``row_prompt`` of its task with ``env_kwargs`` and the task's own."""
     cls = get_env_class(env)
+    catalogue = catalogue_of(env)
     rows = []
     for index, task in enumerate(catalogue_tasks(env, split, options) if tasks is None else tasks):
-        prompt = cls.row_prompt(task, {**dict(env_kwargs or {}), **task.env_kwargs})
+        prompt = catalogue.row_prompt(cls, task, {**dict(env_kwargs or {}), **task.env_kwargs})
         category = task.category or env
         rows.append({
             "data_source": f"{env}/{category}" if category != env else env,

@@ -46,11 +46,12 @@ import random
 from typing import Any, Literal, Mapping, Sequence, get_args
 
 from agent_tune.envs import toolcall_tasks as toolcall_tasks_module
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, Task, ToolResult, undecodable_text
-from agent_tune.envs.bfcl.reports import BFCLReports
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, ToolResult, undecodable_text
+from agent_tune.envs.bfcl.reports import BFCL_REPORT
 from agent_tune.envs.bfcl.single_turn.entries import LIVE, NON_LIVE, SINGLE_TURN_CATEGORIES, SingleTurnEntry
 from agent_tune.envs.bfcl.single_turn.shots import single_turn_shot_messages, single_turn_shot_tools
 from agent_tune.envs.bfcl.single_turn.task import score_response, task_for
+from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.parsing import ParsedResponse, ToolCall
 from agent_tune.parsing.response import ResponseParser
@@ -82,22 +83,15 @@ def _as_tool(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @register_env("toolcall")
-class ToolCallToolEnv(BFCLReports, BaseToolEnv):
+class ToolCallToolEnv(BaseToolEnv):
     """Single-turn function calling, rewarded by ToolRL's format + correctness reward."""
 
     description = "single-turn function calling scored with ToolRL's reward (format + name/parameter matching)"
-    splits = toolcall_tasks_module.SPLITS
-    eval_default = ("all", ())
-    suites = {"single_turn_python": SINGLE_TURN_CATEGORIES, "non_live": NON_LIVE, "live": LIVE}
-
-    @classmethod
-    def tasks(cls, split: str, source: str = "bfcl", path: str | None = None,
-              categories: Sequence[str] | None = None, seed: int | None = None, shots: int | None = None,
-              val_size: int = 16, n: int = 256, keep_instruction: bool = False) -> list[Task]:
-        """BFCL's single-turn entries, ToolRL's rlla data, a jsonl file or synthetic arithmetic
-        (:mod:`agent_tune.envs.toolcall_tasks`)."""
-        return toolcall_tasks_module.toolcall_tasks(split, source, path, categories, seed, shots, val_size, n,
-                                                    keep_instruction)
+    catalogue = TaskCatalogue(
+        splits=toolcall_tasks_module.SPLITS, tasks=toolcall_tasks_module.toolcall_tasks, eval_default=("all", ()),
+        suites={"single_turn_python": SINGLE_TURN_CATEGORIES, "non_live": NON_LIVE, "live": LIVE},
+    )
+    report = BFCL_REPORT
 
     def __init__(
         self,

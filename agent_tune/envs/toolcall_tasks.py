@@ -27,7 +27,7 @@ import random
 from pathlib import Path
 from typing import Any, Sequence
 
-from agent_tune.envs.base import Task
+from agent_tune.envs.catalogue import Task
 from agent_tune.jsonl import jsonl_lines
 
 SOURCES = ("bfcl", "rlla", "jsonl", "arith")

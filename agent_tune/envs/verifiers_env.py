@@ -78,7 +78,8 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, Task
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step
+from agent_tune.envs.catalogue import Task, TaskCatalogue, reset_prompt
 from agent_tune.envs.registry import register_env
 from agent_tune.imports import import_object
 from agent_tune.parsing import ParsedResponse
@@ -295,56 +296,55 @@ def _same(a: Any, b: Any) -> bool:
     return a is b or a == b
 
 
+def verifiers_tasks(split: str, environment: str, env_args: Mapping[str, Any] | str | None = None) -> list[Task]:
+    """The rows of the environment's ``dataset`` (``train``) or ``eval_dataset`` (``test``), as verifiers formats
+    them. A task's id is ``<split>:<example_id>``, its category the environment, its reference the row's
+    ``answer``; its env kwargs name the environment (and its ``env_args``, as JSON text) so a row plays alone."""
+    if split not in SPLITS:
+        raise ValueError(f"verifiers env: no split {split!r}; its splits: {', '.join(SPLITS)}")
+    vf_env = load_environment(environment, env_args)
+    dataset = vf_env.get_dataset() if split == "train" else vf_env.get_eval_dataset()
+    args = _env_args(env_args)
+    env_kwargs: dict[str, Any] = {"environment": environment}
+    if args:
+        env_kwargs["env_args"] = json.dumps(args, sort_keys=True)
+    category = vf_env.env_id or environment
+    tasks, seen = [], set()
+    for number, row in enumerate(dataset):
+        row = dict(row)
+        try:
+            text = json.dumps(row, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"verifiers env: {environment!r} {split} row {number} is not JSON-serialisable "
+                             f"({exc})") from None
+        task_id = f"{split}:{row.get('example_id', number)}"
+        if task_id in seen:
+            task_id = f"{split}:{number}"
+        seen.add(task_id)
+        answer = row.get("answer")
+        reference = "" if answer is None else answer if isinstance(answer, str) else json.dumps(answer)
+        tasks.append(Task(id=task_id, kwargs={"row": text}, category=str(category), env_kwargs=dict(env_kwargs),
+                          reference=reference))
+    return tasks
+
+
+def verifiers_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The row's prompt as chat messages (what ``reset`` shows; no state is set up)."""
+    from verifiers.utils.message_utils import normalize_messages
+
+    fields = _row_fields(task.kwargs.get("row"), {k: v for k, v in task.kwargs.items() if k != "row"})
+    if fields.get("prompt") is None:  # a bare question: the env's own formatting (env needed)
+        return reset_prompt(env_cls, task, env_kwargs)
+    return [chat_message(m) for m in normalize_messages(fields["prompt"], field_name="prompt")]
+
+
 @register_env("verifiers")
 class VerifiersEnv(BaseToolEnv):
     """A verifiers ``MultiTurnEnv`` (ToolEnv, SingleTurnEnv, ...): its dataset the tasks, its rubric the reward."""
 
     description = "any verifiers MultiTurnEnv / ToolEnv (module:function or an env id): its dataset, its rubric"
-    splits = ("train", "test")
     blocking_reset = True  # reset runs verifiers' setup_state (it may start a sandbox): off the event loop
-
-    # ------------------------------------------------------------------ the catalogue
-    @classmethod
-    def tasks(cls, split: str, environment: str, env_args: Mapping[str, Any] | str | None = None) -> list[Task]:
-        """The rows of the environment's ``dataset`` (``train``) or ``eval_dataset`` (``test``), as verifiers formats
-        them. A task's id is ``<split>:<example_id>``, its category the environment, its reference the row's
-        ``answer``; its env kwargs name the environment (and its ``env_args``, as JSON text) so a row plays alone."""
-        if split not in SPLITS:
-            raise ValueError(f"verifiers env: no split {split!r}; its splits: {', '.join(SPLITS)}")
-        vf_env = load_environment(environment, env_args)
-        dataset = vf_env.get_dataset() if split == "train" else vf_env.get_eval_dataset()
-        args = _env_args(env_args)
-        env_kwargs: dict[str, Any] = {"environment": environment}
-        if args:
-            env_kwargs["env_args"] = json.dumps(args, sort_keys=True)
-        category = vf_env.env_id or environment
-        tasks, seen = [], set()
-        for number, row in enumerate(dataset):
-            row = dict(row)
-            try:
-                text = json.dumps(row, ensure_ascii=False)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"verifiers env: {environment!r} {split} row {number} is not JSON-serialisable "
-                                 f"({exc})") from None
-            task_id = f"{split}:{row.get('example_id', number)}"
-            if task_id in seen:
-                task_id = f"{split}:{number}"
-            seen.add(task_id)
-            answer = row.get("answer")
-            reference = "" if answer is None else answer if isinstance(answer, str) else json.dumps(answer)
-            tasks.append(Task(id=task_id, kwargs={"row": text}, category=str(category), env_kwargs=dict(env_kwargs),
-                              reference=reference))
-        return tasks
-
-    @classmethod
-    def row_prompt(cls, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The row's prompt as chat messages (what ``reset`` shows; no state is set up)."""
-        from verifiers.utils.message_utils import normalize_messages
-
-        fields = _row_fields(task.kwargs.get("row"), {k: v for k, v in task.kwargs.items() if k != "row"})
-        if fields.get("prompt") is None:  # a bare question: the env's own formatting (env needed)
-            return super().row_prompt(task, env_kwargs)
-        return [chat_message(m) for m in normalize_messages(fields["prompt"], field_name="prompt")]
+    catalogue = TaskCatalogue(splits=("train", "test"), tasks=verifiers_tasks, row_prompt=verifiers_row_prompt)
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:

@@ -12,7 +12,8 @@ task catalogue) or a training file's rows against an OpenAI-compatible server, a
     agent-tune eval report a.jsonl [b.jsonl ...] [--json out.json] [--png out.png] [--results-dir DIR]
 
 The entries are :func:`agent_tune.envs.tasks.select_tasks` of the env's catalogue; the report and the files in
-the official scorer's format come from the env's own hooks (``report``, ``format_report``, ``write_results``).
+the official scorer's format come from the env's report (``BaseToolEnv.report``: ``sections``, ``lines``,
+``write_results``).
 """
 
 from __future__ import annotations
@@ -264,7 +265,8 @@ def _write_outputs(summaries, records, meta, png, json_out, results_dir=None, re
         print(f"chart: {plot_accuracy(summaries, png, labels)}")
     cls = report_env((meta or {}).get("env"))
     if results_dir and records is not None and cls is not None:
-        files = cls.write_results(records, str(results_dir), dict(meta or {}), **dict(results_options or {}))
+        files = cls.report.write_results(records, str(results_dir), dict(meta or {}),
+                                         **dict(results_options or {}))
         if files:
             print(f"results in {cls.env_name or cls.__name__}'s own format: {', '.join(map(str, files))}")
 

@@ -7,8 +7,8 @@ env). Before the first episode the env's own start-up check runs on the run's kw
 tau2, the user server's health check). Every episode goes through :func:`agent_tune.rollout.run_episode`, the
 loop training uses; this module only schedules episodes (a concurrency limit), feeds them a server-backed policy,
 and appends one record per finished episode to the results file (:class:`~agent_tune.eval.store.ResultStore`;
-the env may add fields of its own, ``record_fields``: tau2's ``SimulationRun``), so a killed run resumes where it
-stopped.
+the env's report may add fields of its own, ``record_fields``: tau2's ``SimulationRun``), so a killed run resumes
+where it stopped.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from agent_tune.envs import get_env_class, make_env
-from agent_tune.envs.tasks import select_tasks
+from agent_tune.envs.tasks import eval_kwargs, select_tasks
 from agent_tune.eval.client import ModelInfo, OpenAIClient, RequestError, RetryPolicy, ServerUnavailableError
 from agent_tune.eval.policies import (
     ChatCompletionsPolicy,
@@ -100,7 +100,7 @@ class EvalSettings:
             raise ValueError(f"--top-k must be >= 1 (or 0 / -1: all tokens), got {self.top_k}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"--max-tokens must be >= 1, got {self.max_tokens}")
-        reserved = () if self.env == ROWS_ENV else tuple(get_env_class(self.env).eval_kwargs)
+        reserved = () if self.env == ROWS_ENV else tuple(eval_kwargs(self.env))
         for key in (*reserved, "tool_parser", "reasoning_parser"):
             if key in self.env_kwargs:
                 raise ValueError(f"env kwarg {key!r} is set by the evaluator itself")
@@ -112,7 +112,7 @@ class EvalSettings:
         d.pop("progress")
         for key in ("sft_out", "sft_min_accuracy", "sft_min_reward"):  # an extra output, not the results
             d.pop(key)
-        d["eval_kwargs"] = {} if self.env == ROWS_ENV else dict(get_env_class(self.env).eval_kwargs)
+        d["eval_kwargs"] = {} if self.env == ROWS_ENV else eval_kwargs(self.env)
         return d
 
 
@@ -275,7 +275,7 @@ class Evaluator:
                 for k in ("requests", "prompt_tokens", "completion_tokens"):
                     setattr(self.usage, k, getattr(self.usage, k) + getattr(chat.usage, k))
             rec = build_record(test_id, sample, result, category, tokens)
-            rec.update(env.record_fields(sample))
+            rec.update(env.report.record_fields(env, sample))
             sft = None
             if self.rft_filter is not None and self.rft_filter.keep(rec["accuracy"], rec["reward"]):
                 sft = rft_row(test_id, sample, result, rec["accuracy"],

@@ -102,7 +102,7 @@ def summarize(records: Iterable[Mapping[str, Any]], wall_time_s: float | None = 
                                "overall": overall}
     cls = report_env(env)
     if cls is not None and records:
-        for key, section in cls.report(records, summary, dict(meta or {})).items():
+        for key, section in cls.report.sections(records, summary, dict(meta or {})).items():
             if isinstance(section, Mapping) and isinstance(summary.get(key), dict):
                 summary[key].update(section)
             else:

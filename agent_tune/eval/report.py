@@ -1,7 +1,7 @@
 """Reports of one or several results files: a text table, a JSON document and a PNG bar chart.
 
 Every report shows per-category accuracy, pass@k and the episode statistics; the env of the file adds its own
-lines (:meth:`agent_tune.envs.base.BaseToolEnv.format_report`) and, in the chart, the summary scores it reports
+lines (:class:`agent_tune.envs.report.EvalReport`'s ``lines``) and, in the chart, the summary scores it reports
 under ``summaries`` (BFCL's leaderboard summaries).
 """
 
@@ -54,7 +54,7 @@ def _fmt(x: Any, pct: bool = False) -> str:
 
 def format_table(summary: Mapping[str, Any]) -> str:
     """A plain-text table, one row per category and the overall row, then the env's own lines (its
-    ``format_report`` hook: BFCL's multi-turn overall and leaderboard summaries, tau2's pass^k)."""
+    report's ``lines``: BFCL's multi-turn overall and leaderboard summaries, tau2's pass^k)."""
     ks = [k for k in summary["k"] if k > 1]
     head = ["category", "entries", "samples", "acc%"] + [f"pass@{k}%" for k in ks] + [
         "progress%", "fmt_err/step", "steps", "turns", "forced", "tokens"]
@@ -83,7 +83,7 @@ def format_table(summary: Mapping[str, Any]) -> str:
     if ov.get("truncated"):
         extra.append(f"{ov['truncated']} episodes truncated (token budget)")
     cls = report_env(summary.get("env"))
-    env_lines = cls.format_report(summary) if cls is not None else []
+    env_lines = cls.report.lines(summary) if cls is not None else []
     return "\n".join(lines + ["", "; ".join(extra)] + list(env_lines))
 
 

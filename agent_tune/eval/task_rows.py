@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from agent_tune.envs.base import Task
+from agent_tune.envs.catalogue import Task
 from agent_tune.envs.registry import get_env_class
-from agent_tune.envs.tasks import row_env, row_task
+from agent_tune.envs.tasks import eval_kwargs, row_env, row_task
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,8 @@ def load_task_rows(path: str | Path) -> dict[str, TaskRow]:
 def catalogue_task_rows(env: str, tasks: Sequence[Task]) -> dict[str, TaskRow]:
     """Entry id -> :class:`TaskRow` for an env's catalogue ``tasks`` (``agent-tune eval --env NAME``,
     :func:`agent_tune.envs.tasks.select_tasks`): each task's constructor kwargs under the env's
-    :attr:`~agent_tune.envs.base.BaseToolEnv.eval_kwargs` (BFCL's leaderboard rules)."""
-    fixed = dict(get_env_class(env).eval_kwargs)
+    catalogue's ``eval_kwargs`` (BFCL's leaderboard rules)."""
+    fixed = eval_kwargs(env)
     return {t.id: TaskRow(env, {**t.env_kwargs, **fixed}, dict(t.kwargs), t.category or env) for t in tasks}
 
 

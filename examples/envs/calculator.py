@@ -24,7 +24,7 @@ import operator
 import random
 from typing import Any, Callable
 
-from agent_tune.envs import BaseToolEnv, Observation, Outcome, Task, ToolResult, register_env
+from agent_tune.envs import BaseToolEnv, Observation, Outcome, Task, TaskCatalogue, ToolResult, register_env
 from agent_tune.parsing import ToolCall
 from agent_tune.parsing.response import ResponseParser
 
@@ -56,30 +56,30 @@ def prompt_messages(question: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM}, *[dict(m) for m in EXAMPLE], {"role": "user", "content": question}]
 
 
+def calculator_tasks(split: str, size: int = 64, seed: int = 0) -> list[Task]:
+    """``size`` questions of two or three operations on small numbers, drawn from ``seed``; the test questions
+    never appear in train."""
+    def draw(name: str, n: int, exclude: set[str]) -> list[str]:
+        rng, out = random.Random(f"{name}-{seed}"), []
+        while len(out) < n:
+            terms = [str(rng.randint(2, 99)) for _ in range(rng.randint(3, 4))]
+            q = " ".join(t for pair in zip(terms, [rng.choice("+-*") for _ in terms]) for t in pair)[:-2]
+            if q not in exclude and q not in out:
+                out.append(q)
+        return out
+    test = draw("test", size, set())
+    chosen = test if split == "test" else draw("train", size, set(test))
+    return [Task(f"{split}-{i}", {"question": f"What is {q}?", "answer": safe_eval(q)}, "arithmetic")
+            for i, q in enumerate(chosen)]
+
+
 @register_env("calculator")
 class CalculatorEnv(BaseToolEnv):
     """Arithmetic questions with one ``calculator`` tool; reward 1 if the final answer (a generation without a
     call) contains the expected number. The episode ends there, or after ``max_steps`` generations."""
 
     description = "example: arithmetic with one calculator tool (safe ast evaluator), reward for the right answer"
-    splits = ("train", "test")
-
-    @classmethod
-    def tasks(cls, split: str, size: int = 64, seed: int = 0) -> list[Task]:
-        """``size`` questions of two or three operations on small numbers, drawn from ``seed``; the test questions
-        never appear in train."""
-        def draw(name: str, n: int, exclude: set[str]) -> list[str]:
-            rng, out = random.Random(f"{name}-{seed}"), []
-            while len(out) < n:
-                terms = [str(rng.randint(2, 99)) for _ in range(rng.randint(3, 4))]
-                q = " ".join(t for pair in zip(terms, [rng.choice("+-*") for _ in terms]) for t in pair)[:-2]
-                if q not in exclude and q not in out:
-                    out.append(q)
-            return out
-        test = draw("test", size, set())
-        chosen = test if split == "test" else draw("train", size, set(test))
-        return [Task(f"{split}-{i}", {"question": f"What is {q}?", "answer": safe_eval(q)}, "arithmetic")
-                for i, q in enumerate(chosen)]
+    catalogue = TaskCatalogue(splits=("train", "test"), tasks=calculator_tasks)
 
     def __init__(self, tool_parser: str = "hermes", max_steps: int = 8) -> None:
         if int(max_steps) < 1:

@@ -64,7 +64,7 @@ def test_ids_search_every_split_and_the_eval_kwargs_apply() -> None:
     assert val.env_kwargs == {"eval_mode": True}  # validation rows score as the leaderboard does
     [train] = select_tasks("bfcl", "train", {"shots": 1}, categories=["base"], limit=1)
     assert len(train.env_kwargs["shots"]) == 1 and train.id not in train.env_kwargs["shots"]
-    assert get_env_class("bfcl").eval_kwargs == {"eval_mode": True}
+    assert get_env_class("bfcl").catalogue.eval_kwargs == {"eval_mode": True}
     [mock] = select_tasks("tau2", ids=["tau2/mock/create_task_1"])  # mock is only in tau2's `all` split
     assert mock.kwargs == {"domain": "mock", "task_id": "create_task_1"}
 

@@ -226,21 +226,21 @@ def test_catalogue_rows_round_trip_through_parquet(db_root: str, tmp_path: Path)
         env.close()
     test_rows = catalogue_rows(PATH, "test", {"path": {"test": str(source)}}, run_kwargs)
     assert len(test_rows) == 4  # one file per split: every row of it
-    assert [t.id for t in SkyRLGymEnv.tasks("test", str(source))] == ["skyrl:3"]
-    assert {t.env_kwargs.get("env") for t in SkyRLGymEnv.tasks("train", str(source), row_env=False)} == {None}
+    assert [t.id for t in SkyRLGymEnv.catalogue.tasks("test", str(source))] == ["skyrl:3"]
+    assert {t.env_kwargs.get("env") for t in SkyRLGymEnv.catalogue.tasks("train", str(source), row_env=False)} == {None}
 
 
 def test_catalogue_reads_jsonl_and_says_when_a_split_is_missing(db_root: str, tmp_path: Path) -> None:
     source = tmp_path / "rows.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in skyrl_rows(db_root)), encoding="utf-8")
-    tasks = SkyRLGymEnv.tasks("train", str(source))
+    tasks = SkyRLGymEnv.catalogue.tasks("train", str(source))
     assert [t.env_kwargs for t in tasks] == [{"env": "gsm8k"}, {"env": "gsm8k"}, {"env": "text2sql"}]
     env = SkyRLGymEnv(env="gsm8k")
     assert env.reset(**tasks[0].kwargs).messages == [{"role": "user", "content": "What is 6 * 7?"}]
     only_train = tmp_path / "train.jsonl"
     only_train.write_text(json.dumps(skyrl_rows(db_root)[0]) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="extra_info.split == 'test'"):
-        SkyRLGymEnv.tasks("test", str(only_train))
+        SkyRLGymEnv.catalogue.tasks("test", str(only_train))
 
 
 @pytest.mark.parametrize("env_class, error", [("StrictSQLEnv", "ValueError: no <sql> or <solution> block"),

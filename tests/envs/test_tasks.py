@@ -31,8 +31,9 @@ NO_CATALOGUE = f"{__name__}:NoCatalogueEnv"  # a module:Class path, as a plug-in
 
 
 def test_calculator_catalogue_is_reproducible_and_test_is_held_out() -> None:
-    train, test = CalculatorEnv.tasks("train", size=50), CalculatorEnv.tasks("test", size=50)
-    assert train == CalculatorEnv.tasks("train", size=50) and train != CalculatorEnv.tasks("train", size=50, seed=1)
+    tasks = CalculatorEnv.catalogue.tasks
+    train, test = tasks("train", size=50), tasks("test", size=50)
+    assert train == tasks("train", size=50) and train != tasks("train", size=50, seed=1)
     assert not {t.kwargs["question"] for t in train} & {t.kwargs["question"] for t in test}
     for t in test:
         assert t.kwargs["answer"] == safe_eval(t.kwargs["question"][len("What is "):-1])
@@ -50,7 +51,7 @@ def test_bad_catalogue_requests_fail_naming_what(env, split, options, message) -
 
 def test_rows_carry_the_task_apart_and_reset_gets_exactly_it() -> None:
     rows = catalogue_rows(ENV, "test", {"size": 3})
-    task = CalculatorEnv.tasks("test", size=3)[2]
+    task = CalculatorEnv.catalogue.tasks("test", size=3)[2]
     extra = rows[2]["extra_info"]
     assert extra == {"index": 2, "split": "test", "id": task.id, "category": "arithmetic",
                      "env": {"name": ENV, "kwargs": None}, "task": json.dumps(task.kwargs)}
@@ -73,7 +74,7 @@ def test_data_command_writes_rows_the_eval_and_the_env_read(tmp_path, capsys) ->
     assert len(frame) == 5 and set(frame.columns) >= {"prompt", "data_source", "agent_name", "extra_info"}
     rows = load_task_rows(tmp_path / "test.parquet")
     assert rows == catalogue_task_rows(ENV, catalogue_tasks(ENV, "test", {"size": 5}))
-    assert list(rows) == [t.id for t in CalculatorEnv.tasks("test", size=5)]
+    assert list(rows) == [t.id for t in CalculatorEnv.catalogue.tasks("test", size=5)]
     for row in rows.values():  # reset takes the task as written (a stray key would raise TypeError)
         make_env(row.env, **row.kwargs).reset(**row.task)
     lines = (tmp_path / "test.jsonl").read_text().splitlines()

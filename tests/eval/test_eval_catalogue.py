@@ -16,7 +16,7 @@ from examples.envs.calculator import CalculatorEnv, format_number, safe_eval
 from tests.eval.scripted_server import ScriptedServer
 
 ENV = "examples.envs.calculator:CalculatorEnv"
-TASKS = CalculatorEnv.tasks("test", size=4)
+TASKS = CalculatorEnv.catalogue.tasks("test", size=4)
 _QUESTION = re.compile(r"<\|im_start\|>user\n(What is [^<]*\?)<\|im_end\|>")
 
 

@@ -27,7 +27,7 @@ def test_eval_calculator_catalogue_against_vllm(smollm2_server, tmp_path, capsys
     assert eval_main(argv) == 0, capsys.readouterr().err
     meta, records = read_results(out)
     assert meta["env"] == ENV
-    tasks = {t.id: t for t in CalculatorEnv.tasks("test", size=4)}
+    tasks = {t.id: t for t in CalculatorEnv.catalogue.tasks("test", size=4)}
     assert sorted(r["test_id"] for r in records) == sorted(tasks)
     for r in records:
         assert r["category"] == "arithmetic" and r["tokens_generated"] > 0 and r["num_generations"] >= 1

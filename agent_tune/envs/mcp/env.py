@@ -39,7 +39,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, Task, ToolResult, undecodable_text
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, ToolResult, undecodable_text
+from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.mcp.connection import (
     CallResult,
     MCPConnection,
@@ -162,45 +163,45 @@ def first_messages(question: str, shots: Sequence[Mapping[str, Any]] | None, sys
     return messages
 
 
+def mcp_tasks(split: str, path: str, shots: int = 0, seed: int = 0) -> list[Task]:
+    """The tasks of a jsonl file (``path``): one ``{"question", ...}`` per line, with optional ``id``,
+    ``split`` (default ``train``), ``category``, ``setup`` and ``solution``; every key but id, split, category
+    and solution is the task ``reset`` receives.
+
+    ``solution`` is the task played right, ``{"calls": [{"name", "arguments"}], "results": [...], "answer"}``
+    (results and answer optional): with ``shots=K`` each task is shown K other tasks of the file's ``train``
+    split played so, as worked examples before its question (drawn for the task from ``seed``:
+    :func:`agent_tune.envs.shots.draw_shots`)."""
+    records = _read_tasks(path)
+    examples = [(r["id"], {"question": r["question"], **r["solution"]}) for r in records
+                if r["split"] == "train" and r.get("solution")]
+    tasks = []
+    for record in records:
+        if record["split"] != split:
+            continue
+        task = {k: v for k, v in record.items() if k not in ("id", "split", "category", "solution")}
+        if shots:
+            task["shots"] = draw_shots(record["id"], shots, seed,
+                                       lambda own=record["id"]: [ex for i, ex in examples if i != own])
+        tasks.append(Task(record["id"], task, str(record.get("category") or "mcp")))
+    return tasks
+
+
+def mcp_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The system prompt, the worked examples and the question, as ``reset`` shows them (the server's tools are
+    listed by the template; no server needed)."""
+    return first_messages(task.kwargs["question"], task.kwargs.get("shots"),
+                          env_kwargs.get("system_prompt", DEFAULT_SYSTEM_PROMPT),
+                          get_tool_parser(env_kwargs.get("tool_parser", "hermes")))
+
+
 @register_env("mcp")
 class MCPToolEnv(BaseToolEnv):
     """The tools of an MCP server; the reward is the task's verifier on the server's final state."""
 
     description = "any MCP server (stdio command or streamable-HTTP URL) as tools; the reward from a verifier"
     blocking_reset = True  # reset starts a server: the runner calls it off the event loop
-    splits = ("train", "test")
-
-    @classmethod
-    def tasks(cls, split: str, path: str, shots: int = 0, seed: int = 0) -> list[Task]:
-        """The tasks of a jsonl file (``path``): one ``{"question", ...}`` per line, with optional ``id``,
-        ``split`` (default ``train``), ``category``, ``setup`` and ``solution``; every key but id, split, category
-        and solution is the task ``reset`` receives.
-
-        ``solution`` is the task played right, ``{"calls": [{"name", "arguments"}], "results": [...], "answer"}``
-        (results and answer optional): with ``shots=K`` each task is shown K other tasks of the file's ``train``
-        split played so, as worked examples before its question (drawn for the task from ``seed``:
-        :func:`agent_tune.envs.shots.draw_shots`)."""
-        records = _read_tasks(path)
-        examples = [(r["id"], {"question": r["question"], **r["solution"]}) for r in records
-                    if r["split"] == "train" and r.get("solution")]
-        tasks = []
-        for record in records:
-            if record["split"] != split:
-                continue
-            task = {k: v for k, v in record.items() if k not in ("id", "split", "category", "solution")}
-            if shots:
-                task["shots"] = draw_shots(record["id"], shots, seed,
-                                           lambda own=record["id"]: [ex for i, ex in examples if i != own])
-            tasks.append(Task(record["id"], task, str(record.get("category") or "mcp")))
-        return tasks
-
-    @classmethod
-    def row_prompt(cls, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """The system prompt, the worked examples and the question, as ``reset`` shows them (the server's tools are
-        listed by the template; no server needed)."""
-        return first_messages(task.kwargs["question"], task.kwargs.get("shots"),
-                              env_kwargs.get("system_prompt", DEFAULT_SYSTEM_PROMPT),
-                              get_tool_parser(env_kwargs.get("tool_parser", "hermes")))
+    catalogue = TaskCatalogue(splits=("train", "test"), tasks=mcp_tasks, row_prompt=mcp_row_prompt)
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any
+from typing import Any, Mapping
 
-from agent_tune.envs.base import Task
+from agent_tune.envs.catalogue import Task
 from agent_tune.envs.tau2 import loader
 
 SPLITS = ("train", "test", "base", "all")
@@ -55,6 +55,12 @@ def _first_messages(domain: str) -> str:
     system = LLMAgent(tools=env.get_tools(), domain_policy=env.get_policy()).system_prompt
     return json.dumps([{"role": "system", "content": system},
                        {"role": "assistant", "content": DEFAULT_FIRST_AGENT_MESSAGE.content}])
+
+
+def row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A training row's prompt: :func:`first_messages` of the task's domain (the first observation adds the simulated
+    user's first message, which a row cannot hold without asking the user)."""
+    return first_messages(task.kwargs["domain"])
 
 
 def first_messages(domain: str) -> list[dict[str, Any]]:

@@ -32,11 +32,13 @@ tau2 task set of the domain (``telecom_full``).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, Task, ToolResult, undecodable_text
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, ToolResult, undecodable_text
+from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.tau2 import catalogue, loader, results
+from agent_tune.envs.tau2 import catalogue as tau2_catalogue
+from agent_tune.envs.tau2 import loader
 from agent_tune.envs.tau2.episode import DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS, USER, Tau2Episode
 from agent_tune.envs.tau2.judge import JudgeConfig
 from agent_tune.envs.tau2.messages import (
@@ -46,6 +48,7 @@ from agent_tune.envs.tau2.messages import (
     tool_schemas,
     user_message,
 )
+from agent_tune.envs.tau2.results import TAU2_REPORT
 from agent_tune.envs.tau2.scoring import progress, reward_summary, score_simulation
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.rewards.tau2_shaping import Tau2ShapingConfig, shape_reward
@@ -58,47 +61,10 @@ class Tau2ToolEnv(BaseToolEnv):
 
     description = "tau2-bench customer service (airline, retail, telecom, mock) with a simulated user, tau2's reward"
     blocking_reset = True  # reset waits for the user's first message: the runner calls it off the event loop
-    splits = catalogue.SPLITS
-    eval_default = ("test", catalogue.DEFAULT_DOMAINS)
-
-    @classmethod
-    def tasks(cls, split: str) -> list[Task]:
-        """tau2-bench's tasks in tau2's own splits (:mod:`agent_tune.envs.tau2.catalogue`)."""
-        return catalogue.tau2_tasks(split)
-
-    @classmethod
-    def row_prompt(cls, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """tau2's agent system prompt and greeting (the first observation adds the simulated user's first message,
-        which a row cannot hold without asking the user)."""
-        return catalogue.first_messages(task.kwargs["domain"])
-
-    # ------------------------------------------------------------------ reports (tau2's own format and metrics)
-    def record_fields(self, sample: int) -> dict[str, Any]:
-        """tau2's ``SimulationRun`` of the episode, its termination, and the user's failure if any."""
-        fields = results.episode_fields(self, sample)
-        episode = self.episode
-        if episode is not None and episode.error_reason is not None and episode.termination.value == "user_error":
-            fields["user_error"] = episode.error_reason
-        return fields
-
-    @classmethod
-    def report(cls, records: Sequence[Mapping[str, Any]], summary: Mapping[str, Any],
-               meta: Mapping[str, Any]) -> dict[str, Any]:
-        """tau2's own metrics per domain: average reward and pass^k (``compute_metrics``)."""
-        return {"tau2": results.tau2_metrics(records, meta)}
-
-    @classmethod
-    def format_report(cls, summary: Mapping[str, Any]) -> list[str]:
-        return [results.format_tau2_metrics(summary["tau2"])] if summary.get("tau2") else []
-
-    @classmethod
-    def write_results(cls, records: Sequence[Mapping[str, Any]], out_dir: str, meta: Mapping[str, Any],
-                      **options: Any) -> list[str]:
-        """``<out_dir>/<domain>.json`` in tau2's Results format (``python -m tau2.scripts.evaluate_trajectories
-        FILE`` re-scores them)."""
-        if options:
-            raise ValueError(f"tau2 results take no options, got {', '.join(options)}")
-        return [str(p) for p in results.write_tau2_results(records, out_dir, meta)]
+    catalogue = TaskCatalogue(splits=tau2_catalogue.SPLITS, tasks=tau2_catalogue.tau2_tasks,
+                              eval_default=("test", tau2_catalogue.DEFAULT_DOMAINS),
+                              row_prompt=tau2_catalogue.row_prompt)
+    report = TAU2_REPORT
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
 """tau2-bench's reports in ``agent-tune eval``: its metrics (tau2's own code) and tau2's results format.
 
-The ``tau2`` env's hooks (:class:`~agent_tune.envs.tau2.env.Tau2ToolEnv`: ``record_fields``, ``report``,
-``write_results``) call these. A record's category is its task's domain. Each finished episode's record carries
+The ``tau2`` env's report (:data:`TAU2_REPORT`) is made of these. A record's category is its task's domain.
+Each finished episode's record carries
 tau2's ``SimulationRun`` as JSON (``tau2_simulation``: messages, termination, tau2's ``RewardInfo``, ``trial`` =
 the sample), so the results jsonl stays the one incremental, resumable store; from it:
 
@@ -18,10 +18,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from agent_tune.envs.report import EvalReport
+
 
 def episode_fields(env: Any, sample: int) -> dict[str, Any]:
     """What a tau2 record adds: tau2's ``SimulationRun`` of the episode (``trial`` = the sample) as JSON, its
     termination, and the user's failure if any."""
+    fields = _simulation_fields(env, sample)
+    episode = getattr(env, "episode", None)
+    if episode is not None and episode.error_reason is not None and episode.termination.value == "user_error":
+        fields["user_error"] = episode.error_reason
+    return fields
+
+
+def _simulation_fields(env: Any, sample: int) -> dict[str, Any]:
     sim = getattr(env, "simulation", None)
     if sim is None:
         return {}
@@ -105,3 +115,25 @@ def format_tau2_metrics(metrics: Mapping[str, Mapping[str, float]]) -> str:
                                                                  if k.startswith("pass^")]
         lines.append(f"  {domain}: " + "  ".join(parts))
     return "\n".join(lines)
+
+
+def _sections(records: Sequence[Mapping[str, Any]], summary: Mapping[str, Any],
+              meta: Mapping[str, Any]) -> dict[str, Any]:
+    """tau2's own metrics per domain: average reward and pass^k (``compute_metrics``)."""
+    return {"tau2": tau2_metrics(records, meta)}
+
+
+def _lines(summary: Mapping[str, Any]) -> list[str]:
+    return [format_tau2_metrics(summary["tau2"])] if summary.get("tau2") else []
+
+
+def _write_results(records: Sequence[Mapping[str, Any]], out_dir: str, meta: Mapping[str, Any],
+                   **options: Any) -> list[str]:
+    """``<out_dir>/<domain>.json`` in tau2's Results format (``python -m tau2.scripts.evaluate_trajectories FILE``
+    re-scores them)."""
+    if options:
+        raise ValueError(f"tau2 results take no options, got {', '.join(options)}")
+    return [str(p) for p in write_tau2_results(records, out_dir, meta)]
+
+
+TAU2_REPORT = EvalReport(record_fields=episode_fields, sections=_sections, lines=_lines, write_results=_write_results)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 
-from agent_tune.envs.base import Task
 from agent_tune.envs.bfcl.multi_turn.data import ALL_CATEGORIES, category_test_ids, load_entry
 from agent_tune.envs.bfcl.multi_turn.shots import choose_shots
 from agent_tune.envs.bfcl.multi_turn.splits import SPLITS, split_test_ids
+from agent_tune.envs.catalogue import Task
 
 ALL_SPLIT = "all"
 CATALOGUE_SPLITS = (*SPLITS, ALL_SPLIT)

@@ -55,7 +55,6 @@ from agent_tune.envs.base import (
     Observation,
     Outcome,
     Step,
-    Task,
     ToolResult,
     undecodable_text,
 )
@@ -67,8 +66,9 @@ from agent_tune.envs.bfcl.multi_turn.ground_truth import ground_truth_trace
 from agent_tune.envs.bfcl.multi_turn.hints import HintBuilder, with_hint
 from agent_tune.envs.bfcl.multi_turn.scoring import TurnVerdict, score_turn
 from agent_tune.envs.bfcl.multi_turn.shots import shot_messages
-from agent_tune.envs.bfcl.reports import BFCLReports
+from agent_tune.envs.bfcl.reports import BFCL_REPORT
 from agent_tune.envs.bfcl.schema import tool_name, validate_arguments
+from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.parsing import ParsedResponse, ToolCall
 from agent_tune.parsing.response import ResponseParser
@@ -101,20 +101,15 @@ def _required_turns(test_id: str) -> tuple[bool, ...]:
 
 
 @register_env("bfcl")
-class BFCLToolEnv(BFCLReports, BaseToolEnv):
+class BFCLToolEnv(BaseToolEnv):
     """BFCL v4 multi-turn function calling, executed on bfcl-eval's backends and scored like the leaderboard."""
 
     description = "BFCL v4 multi-turn function calling on bfcl-eval's executable backends, scored as BFCL scores it"
-    splits = CATALOGUE_SPLITS
-    eval_default = (ALL_SPLIT, SCORED_CATEGORIES)
-    suites = {"multi_turn": SCORED_CATEGORIES}
-    eval_kwargs = {"eval_mode": True}  # the leaderboard's rules
-
-    @classmethod
-    def tasks(cls, split: str, seed: int = 42, shots: int = 0) -> list[Task]:
-        """BFCL's multi-turn entries (:mod:`agent_tune.envs.bfcl.multi_turn.catalogue`): ``seed`` draws the splits,
-        ``shots`` worked examples per training task."""
-        return multi_turn_tasks(split, seed, shots)
+    catalogue = TaskCatalogue(
+        splits=CATALOGUE_SPLITS, tasks=multi_turn_tasks, eval_default=(ALL_SPLIT, SCORED_CATEGORIES),
+        suites={"multi_turn": SCORED_CATEGORIES}, eval_kwargs={"eval_mode": True},  # the leaderboard's rules
+    )
+    report = BFCL_REPORT
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
