@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, ToolResult  # noqa: E402
+from agent_tune.envs.base import CallToolEnv, Observation, Outcome, ToolResult  # noqa: E402
 from agent_tune.parsing import ToolCall  # noqa: E402
 from agent_tune.parsing.response import ResponseParser  # noqa: E402
 from agent_tune.rollout import ChatRenderer, GenerationOutput, RolloutLimits, run_episode  # noqa: E402
@@ -42,7 +42,7 @@ TOOLS = [
 FILLER = "The quick brown fox jumps over the lazy dog while the store keeps its records in order. "
 
 
-class StoreEnv(BaseToolEnv):
+class StoreEnv(CallToolEnv):
     """A synthetic chat env on the contract's step: parses Hermes calls, answers each with a small JSON record;
     the ``turns``-th generation ends the episode (reward 1)."""
 
@@ -53,11 +53,11 @@ class StoreEnv(BaseToolEnv):
         self.parser, self.tools = ResponseParser("hermes"), TOOLS
 
     def reset(self, **task: Any) -> Observation:
-        self.begin_episode()
+        super().reset()
         return Observation(messages=list(self.history), tools=TOOLS)
 
     def call_tool(self, call: ToolCall) -> ToolResult:
-        record = {"id": call.arguments.get("item_id"), "name": call.name, "stock": 17 * self.num_steps,
+        record = {"id": call.arguments.get("item_id"), "name": call.name, "stock": 17 * self.status.num_steps,
                   "tags": ["a", "b"]}
         return ToolResult(json.dumps(record), call.name)
 

@@ -8,8 +8,10 @@ from typing import Any
 
 from agent_tune.envs.base import (
     BaseToolEnv,
+    CallToolEnv,
     EnvStateError,
     EpisodeInfo,
+    EpisodeStatus,
     Observation,
     Outcome,
     SamplerHints,
@@ -33,9 +35,11 @@ from agent_tune.envs.report import EvalReport
 
 __all__ = [
     "BaseToolEnv",
+    "CallToolEnv",
     "EnvCheckError",
     "EnvStateError",
     "EpisodeInfo",
+    "EpisodeStatus",
     "EvalReport",
     "Observation",
     "Outcome",

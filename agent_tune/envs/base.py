@@ -179,13 +179,16 @@ class Step:
     The template fills ``raw``, ``parsed`` and ``answer`` (``stop(raw)``: no call to run); the hooks add
     ``results`` (shown through ``format_tool_response``), ``messages`` (shown after them: the next question,
     the user's reply), ``format_errors`` (this step's), ``info`` (the env's own step keys), ``reward`` (a step
-    reward; 0 for most envs) and set ``done`` to end the episode. (A slotted class: one is built per step.)
+    reward; 0 for most envs) and set ``done`` to end the episode; :meth:`end_turn` is the policy's answer
+    ending its turn and the episode. ``status`` is the episode's :class:`EpisodeStatus`. (A slotted class: one
+    is built per step.)
     """
 
-    __slots__ = ("raw", "parsed", "answer", "results", "messages", "format_errors", "info", "reward", "done")
+    __slots__ = ("raw", "parsed", "answer", "status", "results", "messages", "format_errors", "info", "reward",
+                 "done")
 
-    def __init__(self, raw: str, parsed: ParsedResponse, answer: bool) -> None:
-        self.raw, self.parsed, self.answer = raw, parsed, answer
+    def __init__(self, raw: str, parsed: ParsedResponse, answer: bool, status: EpisodeStatus) -> None:
+        self.raw, self.parsed, self.answer, self.status = raw, parsed, answer, status
         self.results: list[Any] = []
         self.messages: list[dict[str, Any]] = []
         self.format_errors = 0
@@ -193,8 +196,33 @@ class Step:
         self.reward = 0.0
         self.done = False
 
+    def end_turn(self) -> None:
+        """The policy answered without a call to run: its turn is done, and so is the episode; a broken call
+        block in the answer is a format error."""
+        self.format_errors += len(self.parsed.errors)
+        self.status.turns_completed += 1
+        self.done = True
+
     def __repr__(self) -> str:
         return f"Step(answer={self.answer}, done={self.done}, format_errors={self.format_errors}, info={self.info})"
+
+
+@dataclass
+class EpisodeStatus:
+    """An episode's running status (``env.status``), kept by the template: whether it is running, its counts so
+    far (env steps, decoded calls, format errors, user turns finished: :class:`EpisodeInfo` says what each
+    counts), why it was ended from outside (``finalize_reason``, set by ``finalize``) and the trainer's global
+    step playing it (``global_step``: verl's ``global_steps``, 0 for the validation before training; ``None``
+    outside training, which step-dependent rewards read as step 0). ``reset`` (the base's, which a subclass's
+    ``reset`` calls) starts a new status; the runner sets ``global_step`` before ``reset``."""
+
+    running: bool = False
+    num_steps: int = 0
+    num_calls: int = 0
+    format_errors: int = 0
+    turns_completed: int = 0
+    finalize_reason: str | None = None
+    global_step: int | None = None
 
 
 @dataclass(frozen=True)
@@ -203,12 +231,15 @@ class SamplerHints:
 
     ``stop`` strings end a generation (ReTool's ``</code>``); ``include_stop_str_in_output`` keeps
     them in the policy's tokens; ``observation_kind`` says whether observations are chat messages
-    rendered through the chat template or raw text appended as is.
+    rendered through the chat template or raw text appended as is; ``blocking_reset`` says that ``reset``
+    waits on something slow (tau2 asks its simulated user for the first message, MCP starts a server): the
+    runner then calls it in a worker thread of its own, so it does not hold up the other episodes' starts.
     """
 
     stop: tuple[str, ...] = ()
     include_stop_str_in_output: bool = True
     observation_kind: ObservationKind = "messages"
+    blocking_reset: bool = False
 
 
 class EnvStateError(RuntimeError):
@@ -237,42 +268,37 @@ def env_executor() -> ThreadPoolExecutor:
 
 
 class BaseToolEnv(ABC):
-    """Base class of all tool environments (one instance = one episode).
+    """Base class of all tool environments (one instance = one episode at a time).
 
-    Subclasses set ``description`` (one line, shown by ``agent-tune envs``) and implement ``reset`` (ending
-    with :meth:`begin_episode`), ``call_tool`` (or ``run_calls``) and ``outcome``. The inherited
-    ``extract_tool_calls`` uses ``self.parser`` (a :class:`ResponseParser`) and ``format_tool_response``
-    renders one ``tool`` message per result with ``self.tools``. ``step`` and ``finalize`` raise
+    A subclass writes ``reset`` (calling ``super().reset()``, which starts the episode's :class:`EpisodeStatus`),
+    ``act`` (the acting hook, plain or ``async``) and ``outcome``; :class:`CallToolEnv` is the simpler tier that
+    writes ``call_tool`` (and may write ``on_answer``) instead of ``act``. The inherited
+    ``extract_tool_calls`` decodes with ``self.parser`` (a :class:`ResponseParser`), ``format_tool_response``
+    renders one ``tool`` message per result with ``self.tools``. ``step``, ``astep`` and ``finalize`` raise
     :class:`EnvStateError` when no episode is running. Check a new environment with
     :func:`agent_tune.envs.check_env`.
     """
 
-    description: ClassVar[str] = ""
+    description: ClassVar[str] = ""  # one line, shown by ``agent-tune envs``
     sampler_hints: ClassVar[SamplerHints] = SamplerHints()
-    # True when ``reset`` waits on something slow (tau2 asks its simulated user for the first message): the
-    # runner then calls it in a worker thread, so it does not stall the other episodes on the event loop.
-    blocking_reset: ClassVar[bool] = False
-    env_name: ClassVar[str | None] = None  # the registered name (set by @register_env)
-    global_step: int | None = None  # the trainer step playing this episode; None outside training
+    # What comes with the env: its tasks (agent-tune data / eval --env NAME) and how its eval results are reported.
+    catalogue: ClassVar[TaskCatalogue | None] = None
+    report: ClassVar[EvalReport] = EvalReport()
+
     parser: ResponseParser | None = None  # the inherited extract_tool_calls decodes with it
     tools: list[dict[str, Any]] | None = None  # the tool schemas visible now (format_tool_response shows them)
     # The template's step limit (None: none): the generation that reaches it ends the episode unless it answers;
     # its calls are not run (no generation would read their results), as verl's ToolAgentLoop does at its limit.
     max_steps: int | None = None
+    status: EpisodeStatus  # the episode's counts and the trainer step playing it (every instance has its own)
 
-    # What comes with the env: its tasks (agent-tune data / eval --env NAME) and how its eval results are reported.
-    catalogue: ClassVar[TaskCatalogue | None] = None
-    report: ClassVar[EvalReport] = EvalReport()
-
-    # the episode's counts, kept by the template (begin_episode zeroes them)
-    running: bool = False
-    num_steps: int = 0
-    num_calls: int = 0
-    format_errors: int = 0
-    turns_completed: int = 0
-    finalize_reason: str | None = None
-
+    _registered_as: ClassVar[str | None] = None  # the registered name (set by @register_env)
     _async_act: ClassVar[bool] = False  # act is a coroutine function (set per subclass)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> BaseToolEnv:
+        self = super().__new__(cls)
+        self.status = EpisodeStatus()
+        return self
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -294,33 +320,28 @@ class BaseToolEnv(ABC):
             raise ValueError(f"{cls.__name__}: {exc}") from None
         check_arguments(cls.__init__, kwargs)
 
-    def set_global_step(self, step: int | None) -> None:
-        """Record the trainer's global step for the episode about to start (the runner calls it before
-        ``reset``; see the module docstring). ``None``: not training."""
-        self.global_step = None if step is None else int(step)
-
     # ------------------------------------------------------------------ what a subclass writes
     @abstractmethod
     def reset(self, **task: Any) -> Observation:
-        """Start an episode for ``task`` and return the first observation; calls :meth:`begin_episode`."""
+        """Start an episode for ``task`` and return the first observation. A subclass's ``reset`` calls
+        ``super().reset()``, which starts a new :class:`EpisodeStatus` (the trainer's step kept)."""
+        self.status = EpisodeStatus(running=True, global_step=self.status.global_step)
+        return Observation()
 
-    def call_tool(self, call: ToolCall) -> ToolResult:
-        """Run one decoded call (the per-call hook of the inherited :meth:`run_calls`). A result with
-        ``error=True`` counts as a format error."""
-        raise NotImplementedError(f"{type(self).__name__} implements neither call_tool nor run_calls")
+    @abstractmethod
+    def act(self, step: Step) -> Awaitable[None] | None:
+        """React to one generation (``step.parsed``: its decoded calls; ``step.answer``: it has none to run): fill
+        ``step.results`` / ``step.messages``, count ``step.format_errors``, set ``step.done`` to end the episode
+        (``step.end_turn()`` for an answer that ends it). ``async def`` allowed: the runner awaits it on its
+        event loop, so many episodes' steps wait on their backends at once; a plain ``def`` runs in a worker
+        thread (:func:`env_executor`), so it may block."""
 
     def outcome(self) -> Outcome:
-        """What the finished episode earned (called once, when the episode ends, also from ``finalize``).
-        Every env on the inherited step writes it; an env that writes its own ``step`` and ``finalize`` need not."""
+        """What the finished episode earned, called once when it ends (also when ended from outside:
+        ``self.status.finalize_reason`` then says why)."""
         raise NotImplementedError(f"{type(self).__name__} implements no outcome()")
 
     # ------------------------------------------------------------------ hooks with a default
-    def begin_episode(self) -> None:
-        """Zero the episode's counts and mark it running (``reset`` calls it)."""
-        self.running = True
-        self.num_steps = self.num_calls = self.format_errors = self.turns_completed = 0
-        self.finalize_reason = None
-
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
         """Decode the tool calls (and the failed call blocks) in ``raw_response``: ``self.parser``, reasoning
         stripped first (it keeps the last response's result, so the template's calls parse once)."""
@@ -342,35 +363,6 @@ class BaseToolEnv(ABC):
         """True if ``raw_response`` has no call to run (the policy has finished acting): by default,
         no tool-call block at all, valid or not."""
         return not self.extract_tool_calls(raw_response).has_tool_call_attempt
-
-    def act(self, step: Step) -> Awaitable[None] | None:
-        """React to one generation (the acting hook; ``async def`` allowed: the runner awaits it on its event loop,
-        while a plain ``def`` runs in a worker thread, so it may block). By default :meth:`on_answer` if it has
-        no call to run, else each decoded call through :meth:`call_tool`."""
-        if step.answer:
-            self.on_answer(step)
-        else:
-            self._run_calls(step)
-
-    def on_answer(self, step: Step) -> None:
-        """The policy answered without a call: by default its turn is done and so is the episode."""
-        step.format_errors += len(step.parsed.errors)
-        self.turns_completed += 1
-        step.done = True
-
-    def _run_calls(self, step: Step) -> None:
-        """Run every decoded call through :meth:`call_tool` and answer every undecodable block with its reason;
-        each rejected call and each undecodable block is a format error."""
-        for call in step.parsed.calls:
-            result = self.call_tool(call)
-            step.format_errors += result.error
-            step.results.append(result)
-        for err in step.parsed.errors:
-            step.format_errors += 1
-            step.results.append(ToolResult(undecodable_text(err.index, err.reason), error=True))
-
-    def on_finalize(self, reason: str) -> None:
-        """The episode is being ended from outside (:meth:`finalize`), before :meth:`outcome` is asked."""
 
     def close(self) -> None:
         """Release whatever the episode holds. Safe to call twice."""
@@ -403,7 +395,7 @@ class BaseToolEnv(ABC):
         return self._close_step(step)
 
     @classmethod
-    def batch_step(cls, envs: Sequence["BaseToolEnv"], raw_responses: Sequence[str]) -> list[StepResult]:
+    def batch_step(cls, envs: Sequence[BaseToolEnv], raw_responses: Sequence[str]) -> list[StepResult]:
         """Step many independent episodes (``envs[i]`` receives ``raw_responses[i]``), concurrently: their
         :meth:`astep` s gathered on one event loop. The runner steps each episode on its own; this is the same
         for a caller that holds a batch."""
@@ -417,35 +409,35 @@ class BaseToolEnv(ABC):
 
     def finalize(self, reason: str = "truncated") -> StepResult:
         """End the episode now (the runner ran out of token budget) and return its final result, scored by
-        :meth:`outcome` on what was done so far."""
+        :meth:`outcome` on what was done so far (``self.status.finalize_reason`` is ``reason`` there)."""
         self._require_running("finalize")
-        self.finalize_reason = reason
-        self.on_finalize(reason)
+        self.status.finalize_reason = reason
         return self._end(self.format_tool_response([]), 0.0, {}, 0)
 
     def _require_running(self, method: str) -> None:
-        if not self.running:
-            raise EnvStateError(f"{self.name_for_errors()}: {method}() with no episode running; call reset() first")
+        if not self.status.running:
+            raise EnvStateError(f"{self._name()}: {method}() with no episode running; call reset() first")
 
-    def name_for_errors(self) -> str:
+    def _name(self) -> str:
         """How error messages name this env (``"bfcl env"``): the registered name, else the class name."""
-        return f"{self.env_name or type(self).__name__} env"
+        return f"{self._registered_as or type(self).__name__} env"
 
     def _open_step(self, raw_response: str) -> Step:
-        if not self.running:
+        status = self.status
+        if not status.running:
             self._require_running("step")
         if not isinstance(raw_response, str):
             raise TypeError(f"raw_response must be a str, got {type(raw_response).__name__}")
-        self.num_steps += 1
-        step = Step(raw_response, self.extract_tool_calls(raw_response), self.stop(raw_response))
-        if not step.answer and self.max_steps is not None and self.num_steps >= self.max_steps:
+        status.num_steps += 1
+        step = Step(raw_response, self.extract_tool_calls(raw_response), self.stop(raw_response), status)
+        if not step.answer and self.max_steps is not None and status.num_steps >= self.max_steps:
             step.done, step.info["step_limit"] = True, True
         else:
-            self.num_calls += len(step.parsed.calls)
+            status.num_calls += len(step.parsed.calls)
         return step
 
     def _close_step(self, step: Step) -> StepResult:
-        self.format_errors += step.format_errors
+        self.status.format_errors += step.format_errors
         observation = self.format_tool_response(step.results)
         if step.messages:
             observation.messages.extend(step.messages)
@@ -458,16 +450,44 @@ class BaseToolEnv(ABC):
         return self._end(observation, step.reward, info, step.format_errors)
 
     def _end(self, observation: Observation, reward: float, info: dict[str, Any], step_errors: int) -> StepResult:
-        self.running = False
+        status = self.status
+        status.running = False
         outcome = self.outcome()
         episode = EpisodeInfo(
             accuracy=float(outcome.accuracy),
             progress=float(outcome.accuracy if outcome.progress is None else outcome.progress),
-            format_errors=self.format_errors, num_steps=self.num_steps, num_calls=self.num_calls,
-            turns_completed=self.turns_completed, truncated=self.finalize_reason is not None,
-            finalize_reason=self.finalize_reason, extras=dict(outcome.extras),
+            format_errors=status.format_errors, num_steps=status.num_steps, num_calls=status.num_calls,
+            turns_completed=status.turns_completed, truncated=status.finalize_reason is not None,
+            finalize_reason=status.finalize_reason, extras=dict(outcome.extras),
         )
         merged = episode.as_dict()
         merged.update(info)
         merged["format_errors"] = step_errors
         return StepResult(observation, reward + float(outcome.reward), True, merged, episode)
+
+
+class CallToolEnv(BaseToolEnv):
+    """The simpler tier, for envs that answer call by call (the calculator): write ``call_tool`` (one decoded
+    call in, a :class:`ToolResult` out; ``error=True`` counts as a format error) and, if an answer should not
+    simply end the episode, ``on_answer``. Its ``act`` runs each decoded call through ``call_tool`` in order and
+    answers each undecodable block with its reason (a format error)."""
+
+    @abstractmethod
+    def call_tool(self, call: ToolCall) -> ToolResult:
+        """Run one decoded call."""
+
+    def on_answer(self, step: Step) -> None:
+        """The policy answered without a call: by default its turn is done and so is the episode."""
+        step.end_turn()
+
+    def act(self, step: Step) -> None:
+        if step.answer:
+            self.on_answer(step)
+            return
+        for call in step.parsed.calls:
+            result = self.call_tool(call)
+            step.format_errors += result.error
+            step.results.append(result)
+        for err in step.parsed.errors:
+            step.format_errors += 1
+            step.results.append(ToolResult(undecodable_text(err.index, err.reason), error=True))

@@ -60,7 +60,7 @@ import contextlib
 import json
 from typing import Any, Literal, Mapping
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, ToolResult, undecodable_text
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, ToolResult, undecodable_text
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import function_tool, refusal
 from agent_tune.parsing.response import ResponseParser
@@ -191,7 +191,7 @@ class OpenEnvEnv(BaseToolEnv):
     module docstring."""
 
     description = "OpenEnv server (openenv-core): text actions or its MCP tools, over its WebSocket session protocol"
-    blocking_reset = True  # reset opens a session with a remote server: off the runner's start thread
+    sampler_hints = SamplerHints(blocking_reset=True)  # reset opens a session with a remote server
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
@@ -278,7 +278,7 @@ class OpenEnvEnv(BaseToolEnv):
         text = "\n\n".join(t for t in (question, observation_text(first.observation, self.observation_field)) if t)
         messages = [*([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []),
                     {"role": "user", "content": text}]
-        self.begin_episode()
+        super().reset()
         return Observation(messages=messages, tools=self.tools)
 
     async def _start(self, task: Mapping[str, Any]) -> tuple[Any, list[Any]]:
@@ -336,11 +336,11 @@ class OpenEnvEnv(BaseToolEnv):
         return ParsedResponse(content=content.strip())
 
     def stop(self, raw_response: str) -> bool:
-        """Text mode: every generation is an action, taken in :meth:`on_answer`."""
+        """Text mode: every generation is an action (taken in :meth:`act`)."""
         return self.mode == "text" or super().stop(raw_response)
 
     async def _act_text(self, step: Step) -> None:
-        self.num_calls += 1
+        self.status.num_calls += 1
         try:
             result = await self._request({self.action_field: step.parsed.content})
         except _Refused as exc:
@@ -357,8 +357,8 @@ class OpenEnvEnv(BaseToolEnv):
             step.info["calls"] = [self.action_field]
             step.messages.append({"role": "user", "content": observation_text(result.observation,
                                                                               self.observation_field)})
-            self.turns_completed += 1
-        if not step.done and self.num_steps >= self.max_steps:
+            self.status.turns_completed += 1
+        if not step.done and self.status.num_steps >= self.max_steps:
             step.done, step.info["step_limit"] = True, True
 
     # ------------------------------------------------------------------ tools mode
@@ -390,7 +390,7 @@ class OpenEnvEnv(BaseToolEnv):
             step.format_errors += fault == "format"
             self.tool_errors += fault == "tool"
             if step.done:  # the server ended the episode: the rest of the calls are not run
-                self.turns_completed += 1
+                self.status.turns_completed += 1
                 if i + 1 < len(calls):
                     step.info["calls_not_run"] = len(calls) - i - 1
                 return
@@ -413,7 +413,7 @@ class OpenEnvEnv(BaseToolEnv):
         """An answer (tools mode) ends the episode; else the step's actions run in order on the background loop,
         where the session lives (awaited from the runner's loop), each request bounded by ``call_timeout``."""
         if step.answer and self.mode == "tools":
-            self.on_answer(step)
+            step.end_turn()
             return
         timeout = (self.call_timeout + 3.0) * (len(step.parsed.calls) + 1) + 10.0
         try:

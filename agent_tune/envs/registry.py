@@ -54,7 +54,7 @@ def register_env(name: str) -> Callable[[E], E]:
         if existing is not None and not isinstance(existing, str) and existing is not cls:
             raise ValueError(f"environment name {name!r} is already registered to {existing.__qualname__}")
         _registered[name] = cls
-        cls.env_name = name
+        cls._registered_as = name
         return cls
 
     return deco

@@ -137,7 +137,7 @@ class ReToolToolEnv(BaseToolEnv):
             raise ValueError("retool env: reset() needs a non-empty `ground_truth`")
         self.question, self.ground_truth = question, str(ground_truth)
         self.segments, self.num_tool_calls, self._ending = [], 0, {}
-        self.begin_episode()
+        super().reset()
         return Observation(messages=retool_prompt(question, self.system_prompt, self.user_template))
 
     async def act(self, step: Step) -> None:
@@ -230,7 +230,7 @@ class ReToolToolEnv(BaseToolEnv):
 
     def _end_here(self, step: Step, **ending: Any) -> None:
         self._ending = ending
-        self.turns_completed = 1
+        self.status.turns_completed = 1
         step.done = True
         return None
 

@@ -270,7 +270,7 @@ class SkyRLGymEnv(BaseToolEnv):
                              f"({type(exc).__name__}: {exc})") from exc
         first = _messages(first, f"skyrl env {self.env_id!r}: init()")
         self.rewards, self.last_metadata, self.skyrl_done, self.error = [], {}, False, None
-        self.begin_episode()
+        super().reset()
         return Observation(messages=first)
 
     # the SkyRL env parses its own actions: no parser, and every generation is acted on
@@ -306,11 +306,11 @@ class SkyRLGymEnv(BaseToolEnv):
             step.info["skyrl_metadata"] = _json_safe(self.last_metadata)
         tool = self.last_metadata.get("tool_name")
         step.info["calls"] = [str(tool)] if tool else []
-        self.num_calls += bool(tool)
+        self.status.num_calls += bool(tool)
         if done:
             self.skyrl_done = step.done = True
-            self.turns_completed += 1
-        elif self.step_limit is not None and self.num_steps >= self.step_limit:
+            self.status.turns_completed += 1
+        elif self.step_limit is not None and self.status.num_steps >= self.step_limit:
             step.done = step.info["step_limit"] = True
 
     def outcome(self) -> Outcome:

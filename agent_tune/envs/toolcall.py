@@ -16,7 +16,7 @@ onto [0, 1].
 
 ``reward`` picks ToolRL's reward variant (:class:`~agent_tune.rewards.toolrl_config.ToolRLRewardConfig`:
 length reward, scale schedule, granularity, matching as ToolRL's code or order-free), whose schedules read the
-trainer step the runner hands over (``BaseToolEnv.set_global_step``). ``answer_format="toolrl"`` asks for
+trainer step the runner hands over (``env.status.global_step``). ``answer_format="toolrl"`` asks for
 ToolRL's own layout (:mod:`agent_tune.rewards.toolrl_format`: ``<think>``, then a ``<tool_call>`` block of
 JSON lines and/or a ``<response>``; ``tool_parser`` must be ``toolrl``): the format reward is ToolRL's
 structural rule for the parts the ground truth has (``expects_response`` in the task, default: a response iff
@@ -171,7 +171,7 @@ class ToolCallToolEnv(BaseToolEnv):
         self.expects_calls = self.entry.expects_calls if self.entry is not None else bool(self.ground_truth)
         self.expects_response = not self.expects_calls if expects_response is None else bool(expects_response)
         self._response, self._decoded = None, []
-        self.begin_episode()
+        super().reset()
         return self._first_observation(self._with_shots([dict(m) for m in messages]))
 
     def _with_shot_tools(self, tools: list[dict[str, Any]], seed: str) -> list[dict[str, Any]]:
@@ -229,20 +229,19 @@ class ToolCallToolEnv(BaseToolEnv):
         self._decoded = [{"name": c.name, "arguments": dict(c.arguments)} for c in step.parsed.calls]
         step.info["calls"] = [c for c, r in zip(self._decoded, step.results) if not r.error]  # the offered ones
         self._response = step
-        self.turns_completed = 1
+        self.status.turns_completed = 1
         step.done = True
-
-    def on_finalize(self, reason: str) -> None:
-        """A response cut off by the token budget: the one step of the episode, and a format error."""
-        self.num_steps, self.format_errors = 1, 1
 
     def outcome(self) -> Outcome:
         """ToolRL's reward of the response (BFCL's own rule decides the accuracy of a BFCL entry). A response
         that never finished (token budget) scores as the worst answer: no format, no correctness. (Any higher
         value would pay the policy for rambling past a wrong answer.)"""
         step = self._response
-        if self.finalize_reason is not None or step is None:
-            worst = self.reward_config.reward_range(self.global_step)[0] if self.reward_scale == "toolrl" else 0.0
+        if self.status.finalize_reason is not None:  # cut off by the token budget: its one step, a format error
+            self.status.num_steps, self.status.format_errors = 1, 1
+        if self.status.finalize_reason is not None or step is None:
+            toolrl = self.reward_scale == "toolrl"
+            worst = self.reward_config.reward_range(self.status.global_step)[0] if toolrl else 0.0
             return Outcome(worst, 0.0, 0.0, {"format_ok": 0.0, "decoded_calls": [], "calls": []})
         reasoning, parsed = self.parser.parse(step.raw)
         score, format_ok = self._score(step.raw, reasoning, parsed)
@@ -270,7 +269,7 @@ class ToolCallToolEnv(BaseToolEnv):
     ) -> tuple[ToolRLScore, bool]:
         """ToolRL's reward for the response in this env's answer format and reward variant, and whether
         the format reward was earned."""
-        step, config = self.global_step, self.reward_config
+        step, config = self.status.global_step, self.reward_config
         if self.answer_format == "toolrl":
             format_ok = toolrl_format_ok(raw_response, self.expects_calls, self.expects_response)
             score = toolrl_score(parsed.calls, self.ground_truth, format_ok, config, step,

@@ -78,7 +78,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step
 from agent_tune.envs.catalogue import Task, TaskCatalogue, reset_prompt
 from agent_tune.envs.registry import register_env
 from agent_tune.imports import import_object
@@ -343,7 +343,7 @@ class VerifiersEnv(BaseToolEnv):
     """A verifiers ``MultiTurnEnv`` (ToolEnv, SingleTurnEnv, ...): its dataset the tasks, its rubric the reward."""
 
     description = "any verifiers MultiTurnEnv / ToolEnv (module:function or an env id): its dataset, its rubric"
-    blocking_reset = True  # reset runs verifiers' setup_state (it may start a sandbox): off the event loop
+    sampler_hints = SamplerHints(blocking_reset=True)  # reset runs verifiers' setup_state (it may start a sandbox)
     catalogue = TaskCatalogue(splits=("train", "test"), tasks=verifiers_tasks, row_prompt=verifiers_row_prompt)
 
     @classmethod
@@ -411,7 +411,7 @@ class VerifiersEnv(BaseToolEnv):
         self.tools = tool_schemas(self.state.get("tool_defs"))
         self.tool_names = {t["function"]["name"] for t in self.tools or []}
         self._finished, self._crashed, self._scored, self.error, self.tool_errors = False, False, None, None, 0
-        self.begin_episode()
+        super().reset()
         return Observation(messages=[chat_message(m) for m in self._prompt], tools=self.tools)
 
     async def _start(self, task: dict[str, Any]) -> tuple[Any, list[Any]]:
@@ -459,7 +459,7 @@ class VerifiersEnv(BaseToolEnv):
             for call in parsed.calls:
                 text = text.replace(call.raw, "", 1) if call.raw else text
             content = text.strip()
-        calls = [{"id": f"call_{self.num_steps}_{i}", "name": call.name,
+        calls = [{"id": f"call_{self.status.num_steps}_{i}", "name": call.name,
                   "arguments": json.dumps(call.arguments, ensure_ascii=False)} for i, call in enumerate(parsed.calls)]
         fields["content"] = content
         fields["tool_calls"] = calls or None
@@ -485,7 +485,7 @@ class VerifiersEnv(BaseToolEnv):
         step.info["calls"] = [n for n in names if n in self.tool_names]
         message = vf.ResponseMessage(finish_reason="tool_calls" if fields.get("tool_calls") else "stop",
                                      is_truncated=False, **fields)
-        response = vf.Response(id=f"agent-tune-{self.num_steps}", created=int(time.time()), model=MODEL,
+        response = vf.Response(id=f"agent-tune-{self.status.num_steps}", created=int(time.time()), model=MODEL,
                                message=message)
         await env.add_model_response(state, self._prompt, response)
         if await env.is_completed(state):
@@ -523,7 +523,7 @@ class VerifiersEnv(BaseToolEnv):
             return
         self._prompt = list(prompt)
         step.messages.extend(chat_message(m) for m in prompt[len(before):])
-        if self.step_limit is not None and self.num_steps >= self.step_limit:
+        if self.step_limit is not None and self.status.num_steps >= self.step_limit:
             step.done = step.info["step_limit"] = True
             await self._finish()
 
@@ -546,7 +546,7 @@ class VerifiersEnv(BaseToolEnv):
         step.done = True
         step.info["verifiers_stop"] = self.state.get("stop_condition")
         if self.state.get("stop_condition") != "has_error":
-            self.turns_completed += 1
+            self.status.turns_completed += 1
         await self._finish()
 
     async def _finish(self) -> None:
@@ -599,7 +599,7 @@ class VerifiersEnv(BaseToolEnv):
             except Exception:  # noqa: BLE001 - closing never raises
                 pass
             self.state = None
-        self.running = False
+        self.status.running = False
 
 
 __all__ = ["VerifiersEnv", "chat_message", "load_environment", "tool_schemas"]

@@ -268,7 +268,7 @@ def _write_outputs(summaries, records, meta, png, json_out, results_dir=None, re
         files = cls.report.write_results(records, str(results_dir), dict(meta or {}),
                                          **dict(results_options or {}))
         if files:
-            print(f"results in {cls.env_name or cls.__name__}'s own format: {', '.join(map(str, files))}")
+            print(f"results in {cls._registered_as or cls.__name__}'s own format: {', '.join(map(str, files))}")
 
 
 def report_main(argv: Sequence[str]) -> int:

@@ -37,7 +37,7 @@ Decisions (documented here because the trainer and the evaluator rely on them):
   one loop iteration (4,096 BFCL episodes: 26 s with the loop held; ``benchmarks/episode_scale.py``). One
   thread keeps them in order, one at a time, as on the loop, while the loop goes on serving the episodes
   already started (it gets the GIL back at least every ``sys.getswitchinterval()``). Envs that declare
-  ``blocking_reset`` (tau2 waits for its simulated user's first message there) reset in the default
+  ``sampler_hints.blocking_reset`` (tau2 waits for its simulated user's first message there) reset in the default
   executor instead, so a slow user never holds the start thread; their prompt is rendered in the start
   thread too.
 * Env steps are awaited (``BaseToolEnv.astep``): concurrency across episodes comes from the event loop
@@ -45,7 +45,7 @@ Decisions (documented here because the trainer and the evaluator rely on them):
   users, ReTool's sandbox pool) is awaited on the loop; a plain one runs in the env thread pool
   (``agent_tune.envs.base.env_executor``), so a blocking env never stalls the other episodes.
 * Training progress: ``run_episode(global_step=...)`` hands the trainer's step to the env
-  (``BaseToolEnv.set_global_step``) before ``reset``; the verl agent loop passes verl's ``global_steps``, the
+  (``env.status.global_step``) before ``reset``; the verl agent loop passes verl's ``global_steps``, the
   standalone eval nothing (``None``).
 * Reward: the sum of the step rewards the env returned (BFCL returns 0 until ``done``). An episode that
   ends before the env said ``done`` (truncated, ``max_generations``, aborted, empty generation) is scored by
@@ -147,15 +147,15 @@ async def run_episode(
     end-of-turn token to ``stop_token_ids`` (unless ``stop_on_end_of_turn=False``); ``max_tokens`` is set
     per generation to the budget left. ``debug_drift`` re-renders the whole conversation at the end and
     stores a :class:`DriftReport` (chat envs only). ``global_step`` is the trainer's step
-    (verl's ``global_steps``; ``None`` outside training), given to the env by ``set_global_step`` before
+    (verl's ``global_steps``; ``None`` outside training), set as ``env.status.global_step`` before
     ``reset``. The env is not closed here: its owner closes it.
     """
     timings = {"prompt": 0.0, "generate": 0.0, "decode": 0.0, "env": 0.0, "delta": 0.0}
     hints = env.sampler_hints
     text_mode = hints.observation_kind == "text"
-    env.set_global_step(global_step)
+    env.status.global_step = None if global_step is None else int(global_step)
     task_kwargs = dict(task or {})
-    if env.blocking_reset:
+    if hints.blocking_reset:
         obs = await asyncio.to_thread(env.reset, **task_kwargs)
         start = await _in_start_thread(_start, env, obs, renderer, limits, text_mode)
     else:  # reset in the start thread too

@@ -24,7 +24,7 @@ import operator
 import random
 from typing import Any, Callable
 
-from agent_tune.envs import BaseToolEnv, Observation, Outcome, Task, TaskCatalogue, ToolResult, register_env
+from agent_tune.envs import CallToolEnv, Observation, Outcome, Task, TaskCatalogue, ToolResult, register_env
 from agent_tune.parsing import ToolCall
 from agent_tune.parsing.response import ResponseParser
 
@@ -74,7 +74,7 @@ def calculator_tasks(split: str, size: int = 64, seed: int = 0) -> list[Task]:
 
 
 @register_env("calculator")
-class CalculatorEnv(BaseToolEnv):
+class CalculatorEnv(CallToolEnv):
     """Arithmetic questions with one ``calculator`` tool; reward 1 if the final answer (a generation without a
     call) contains the expected number. The episode ends there, or after ``max_steps`` generations."""
 
@@ -88,7 +88,7 @@ class CalculatorEnv(BaseToolEnv):
 
     def reset(self, question: str, answer: float) -> Observation:
         self.answer, self.solved = answer, False
-        self.begin_episode()
+        super().reset()
         return Observation(messages=prompt_messages(question), tools=TOOLS)
 
     def call_tool(self, call: ToolCall) -> ToolResult:

@@ -30,13 +30,16 @@ class _EchoEnv(BaseToolEnv):
         self.greeting = greeting
 
     def reset(self, **task):
-        self.begin_episode()
+        super().reset()
         return Observation(messages=[{"role": "user", "content": self.greeting}])
 
     def extract_tool_calls(self, raw_response: str):
         from agent_tune.parsing import ParsedResponse
 
         return ParsedResponse(content=raw_response)
+
+    def act(self, step) -> None:
+        step.end_turn()
 
     def outcome(self) -> Outcome:
         return Outcome(1.0, 1.0)

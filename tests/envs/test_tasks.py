@@ -26,6 +26,9 @@ class NoCatalogueEnv(BaseToolEnv):
     def reset(self, **task) -> Observation:
         raise NotImplementedError
 
+    def act(self, step) -> None:
+        raise NotImplementedError
+
 
 NO_CATALOGUE = f"{__name__}:NoCatalogueEnv"  # a module:Class path, as a plug-in env is named
 

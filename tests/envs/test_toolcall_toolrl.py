@@ -35,7 +35,7 @@ WRONG = {"name": "add", "parameters": {"a": 2, "b": 4}}
 
 def _play(text: str, step: int | None = None, task: dict | None = None, **kwargs):
     env = make_env("toolcall", **kwargs)
-    env.set_global_step(step)
+    env.status.global_step = step
     env.reset(**(task or TASK))
     return env.step(text)
 
@@ -78,7 +78,7 @@ def test_matching_option_reaches_the_reward() -> None:
 
 def test_unfinished_response_scores_the_variant_minimum() -> None:
     env = make_env("toolcall", reward={"scale": "smooth"})
-    env.set_global_step(0)
+    env.status.global_step = 0
     env.reset(**TASK)
     assert env.finalize("truncated").reward == pytest.approx(-4.0)  # format -2 + correctness -2
 

@@ -68,12 +68,15 @@ class ScriptedEnv(BaseToolEnv):
 
     def reset(self, **task: Any) -> Observation:
         self.task = task
-        self.begin_episode()
+        super().reset()
         return self.initial
 
     def outcome(self) -> Outcome:
         """What the inherited ``finalize`` scores an unfinished script: nothing."""
         return Outcome(0.0, 0.0)
+
+    def act(self, step: Any) -> None:  # the scripted step() below replaces the template
+        raise AssertionError("ScriptedEnv plays its script in step()")
 
     def step(self, raw_response: str) -> StepResult:
         self.received.append(raw_response)

@@ -1,4 +1,4 @@
-"""The runner hands the trainer's global step to the env before ``reset`` (``BaseToolEnv.set_global_step``)."""
+"""The runner hands the trainer's global step to the env before ``reset`` (``env.status.global_step``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agent_tune.envs.base import Observation
+from agent_tune.envs.base import Observation, SamplerHints
 from agent_tune.rollout import ChatRenderer, RolloutLimits, run_episode
 from tests.rollout.scripted import ScriptedEnv, ScriptedPolicy, step, user_msg
 
@@ -16,7 +16,7 @@ class StepRecordingEnv(ScriptedEnv):
     """Records the global step it saw at ``reset``."""
 
     def reset(self, **task: Any) -> Observation:
-        self.step_at_reset = self.global_step
+        self.step_at_reset = self.status.global_step
         return super().reset(**task)
 
 
@@ -24,7 +24,7 @@ class StepRecordingEnv(ScriptedEnv):
 async def test_global_step_reaches_the_env_before_reset(qwen_tok, global_step) -> None:
     renderer = ChatRenderer(qwen_tok, "qwen3_instruct")
     env = StepRecordingEnv(Observation(messages=[user_msg("Hi")]), [step(reward=1.0, done=True)])
-    env.global_step = 99  # a reused object: the runner overwrites what an earlier episode left
+    env.status.global_step = 99  # a reused object: the runner overwrites what an earlier episode left
     res = await run_episode(env, ScriptedPolicy(renderer, ["Hello"]), renderer, RolloutLimits(512, 64),
                             global_step=global_step)
     assert env.step_at_reset == global_step and res.reward == 1.0
@@ -44,7 +44,7 @@ async def test_reset_runs_off_the_event_loop(qwen_tok, blocking) -> None:
     a simulated user) in the default executor, so that it never holds the start thread."""
     renderer = ChatRenderer(qwen_tok, "qwen3_instruct")
     env = ThreadRecordingEnv(Observation(messages=[user_msg("Hi")]), [step(reward=1.0, done=True)])
-    env.blocking_reset = blocking
+    env.sampler_hints = SamplerHints(blocking_reset=blocking)
     res = await run_episode(env, ScriptedPolicy(renderer, ["Hello"]), renderer, RolloutLimits(512, 64))
     assert env.reset_thread is not threading.current_thread() and res.reward == 1.0
     assert env.reset_thread.name.startswith("agent_tune_start") != blocking

@@ -39,7 +39,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, ToolResult, undecodable_text
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, ToolResult, undecodable_text
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.mcp.connection import (
     CallResult,
@@ -200,7 +200,7 @@ class MCPToolEnv(BaseToolEnv):
     """The tools of an MCP server; the reward is the task's verifier on the server's final state."""
 
     description = "any MCP server (stdio command or streamable-HTTP URL) as tools; the reward from a verifier"
-    blocking_reset = True  # reset starts a server: the runner calls it off the event loop
+    sampler_hints = SamplerHints(blocking_reset=True)  # reset starts a server (or resets a pooled one)
     catalogue = TaskCatalogue(splits=("train", "test"), tasks=mcp_tasks, row_prompt=mcp_row_prompt)
 
     @classmethod
@@ -262,7 +262,7 @@ class MCPToolEnv(BaseToolEnv):
         self.tool_errors = 0
         self.server_error: str | None = None
         self.transcript = [dict(m) for m in messages]
-        self.begin_episode()
+        super().reset()
         return Observation(messages=messages, tools=self.tools)
 
     def _connect(self) -> MCPConnection:
@@ -303,7 +303,7 @@ class MCPToolEnv(BaseToolEnv):
         """An answer ends the episode; else the step's calls run in order on the MCP loop, where the connection
         lives (awaited from the runner's loop, bounded by ``call_timeout`` per call)."""
         if step.answer:
-            self.on_answer(step)
+            step.end_turn()
         else:
             timeout = self.call_timeout * (len(step.parsed.calls) + 1) + 10.0
             await on_background_loop(self._run_step(step), timeout)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, ToolResult, undecodable_text
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, ToolResult, undecodable_text
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.tau2 import catalogue as tau2_catalogue
@@ -60,7 +60,7 @@ class Tau2ToolEnv(BaseToolEnv):
     """tau2-bench: tools on tau2's environment, a simulated user, tau2's evaluator as the reward."""
 
     description = "tau2-bench customer service (airline, retail, telecom, mock) with a simulated user, tau2's reward"
-    blocking_reset = True  # reset waits for the user's first message: the runner calls it off the event loop
+    sampler_hints = SamplerHints(blocking_reset=True)  # reset waits for the user's first message
     catalogue = TaskCatalogue(splits=tau2_catalogue.SPLITS, tasks=tau2_catalogue.tau2_tasks,
                               eval_default=("test", tau2_catalogue.DEFAULT_DOMAINS),
                               row_prompt=tau2_catalogue.row_prompt)
@@ -145,7 +145,7 @@ class Tau2ToolEnv(BaseToolEnv):
         self.tools = tool_schemas(episode.environment.get_tools())
         self._tool_index = {t["function"]["name"]: t for t in self.tools}
         self.simulation = None
-        self.begin_episode()
+        super().reset()
         messages = [{"role": "system", "content": episode.agent_system_prompt},
                     *history_messages(episode.trajectory)]
         if episode.to_role == USER and not episode.done:
@@ -180,7 +180,7 @@ class Tau2ToolEnv(BaseToolEnv):
                             for r, c, p in zip(results, parsed.calls, problems))
         step.results.extend(ToolResult(undecodable_text(e.index, e.reason), error=True) for e in parsed.errors)
         if not message.is_tool_call() and not parsed.errors and message.has_text_content():
-            self.turns_completed += 1
+            self.status.turns_completed += 1
         step.info["call_problems"] = [p for p in problems if p]
 
     def _user_turn(self) -> bool:
@@ -190,15 +190,13 @@ class Tau2ToolEnv(BaseToolEnv):
         assert self.episode is not None
         return [user_message(m) for m in await self.episode.user_acts(self.user)]
 
-    def on_finalize(self, reason: str) -> None:
-        """Ended from outside (token budget): tau2's ``max_steps`` ending, which scores 0."""
-        assert self.episode is not None
-        self.episode.cut()
-
     # ------------------------------------------------------------------ results
     def outcome(self) -> Outcome:
         """tau2's evaluation of the finished simulation (kept as ``self.simulation``): its reward is the
         accuracy, and the reward unless shaping is on."""
+        if self.status.finalize_reason is not None:  # ended from outside (token budget): tau2's max_steps ending
+            assert self.episode is not None
+            self.episode.cut()
         episode = self.episode
         assert episode is not None
         self.simulation = episode.simulation()
@@ -229,4 +227,4 @@ class Tau2ToolEnv(BaseToolEnv):
     def close(self) -> None:
         """Drop the episode (its environment and database). Safe twice."""
         self.episode = None
-        self.running = False
+        self.status.running = False

@@ -180,7 +180,7 @@ class BFCLToolEnv(BaseToolEnv):
         self._force_terminated = False
         self._forced_turns = 0
         self._end_reason = "completed"
-        self.begin_episode()
+        super().reset()
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
@@ -258,7 +258,7 @@ class BFCLToolEnv(BaseToolEnv):
                 return
             self._end_turn(step, forced=True)
             return
-        if self.max_steps_per_episode is not None and self.num_steps >= self.max_steps_per_episode:
+        if self.max_steps_per_episode is not None and self.status.num_steps >= self.max_steps_per_episode:
             self._finish(step, "max_steps_per_episode")
             return
         info["turn"] = self._turn
@@ -322,7 +322,7 @@ class BFCLToolEnv(BaseToolEnv):
             verdict = None
         self._turn_scores.append(None if verdict is None else float(verdict.passed))
         self._turn_errors.append(None if verdict is None else verdict.error_type)
-        self.turns_completed = len(self._turn_scores)
+        self.status.turns_completed = len(self._turn_scores)
 
         self._turn += 1
         self._steps_in_turn = 0
@@ -330,16 +330,12 @@ class BFCLToolEnv(BaseToolEnv):
         if self._turn >= self.entry.num_turns:
             self._finish(step, "completed")
             return
-        if self.max_steps_per_episode is not None and self.num_steps >= self.max_steps_per_episode:
+        if self.max_steps_per_episode is not None and self.status.num_steps >= self.max_steps_per_episode:
             self._finish(step, "max_steps_per_episode")
             return
         self._decoded.append([])
         step.messages.extend(self._turn_messages(self._turn))  # after the tool messages, with the new tools
         step.info = {"turn": self._turn, "turn_ended": turn, **step.info}
-
-    def on_finalize(self, reason: str) -> None:
-        """Ended from outside (e.g. the token budget ran out): unfinished turns count as failed."""
-        self._end_reason = reason
 
     # ------------------------------------------------------------------ results
     def _finish(self, step: Step, reason: str) -> None:
@@ -348,7 +344,10 @@ class BFCLToolEnv(BaseToolEnv):
 
     def outcome(self) -> Outcome:
         """BFCL's verdict (``accuracy``), ``progress``, and the reward: the accuracy in eval mode, the configured
-        kind (:func:`agent_tune.rewards.bfcl.episode_reward`) in training."""
+        kind (:func:`agent_tune.rewards.bfcl.episode_reward`) in training. Ended from outside (the token budget),
+        unfinished turns count as failed."""
+        if self.status.finalize_reason is not None:
+            self._end_reason = self.status.finalize_reason
         info = self.metrics()
         info["end_reason"] = self._end_reason
         accuracy, progress = info["accuracy"], info["progress"]
@@ -373,11 +372,11 @@ class BFCLToolEnv(BaseToolEnv):
             "turn_errors": list(self._turn_errors),
             "accuracy": rewards.accuracy(self._turn_scores, required, self._force_terminated, self._forced_turns),
             "progress": rewards.progress(self._turn_scores, [r or self.score_empty_turns for r in required]),
-            "format_errors": self.format_errors,
-            "num_steps": self.num_steps,
-            "num_calls": self.num_calls,
+            "format_errors": self.status.format_errors,
+            "num_steps": self.status.num_steps,
+            "num_calls": self.status.num_calls,
             "num_turns": self.entry.num_turns,
-            "turns_completed": self.turns_completed,
+            "turns_completed": self.status.turns_completed,
             "force_terminated": self._force_terminated,
             "forced_turns": self._forced_turns,
             "decoded_calls": [list(map(list, turn)) for turn in self._decoded],
