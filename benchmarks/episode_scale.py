@@ -317,7 +317,7 @@ async def play(test_id: str, renderer: ChatRenderer, replies: Replies, latency: 
     finally:
         env.close()
     t = res.trajectory
-    return Episode(res.termination, res.reward, list(t.prompt_ids), list(t.response_ids), list(t.response_mask),
+    return Episode(res.stop_reason.value, res.reward, list(t.prompt_ids), list(t.response_ids), list(t.response_mask),
                    list(t.response_logprobs))
 
 

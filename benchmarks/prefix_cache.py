@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             server.terminate()
             server.wait(timeout=60)
     records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
-    generations = sum(len(r.get("stop_reasons") or []) for r in records)
+    generations = sum(len(r.get("finish_reasons") or []) for r in records)
     queries = after["vllm:prefix_cache_queries"] - before["vllm:prefix_cache_queries"]
     hits = after["vllm:prefix_cache_hits"] - before["vllm:prefix_cache_hits"]
     print(f"{len(records)} episodes, {generations} generations, {wall:.0f} s; "

@@ -109,7 +109,7 @@ async def measure(renderer: ChatRenderer, context: int, turns: int, repeats: int
         env = StoreEnv(history, turns)
         res = await run_episode(env, InstantPolicy(renderer), renderer, RolloutLimits(context * 2 + 4096, 65536),
                                 debug_drift=True)
-        assert res.termination == "done" and res.num_generations == turns, res.termination
+        assert res.stop_reason.value == "done" and res.num_generations == turns, res.stop_reason
         assert res.drift is not None and res.drift.ok, str(res.drift)  # the trajectory is token-exact
         n = res.num_generations
         shared = (res.timings["decode"] + res.timings["env"]) / n  # decode + parse + env step, both ways

@@ -230,7 +230,7 @@ class AgentTuneLoop(AgentLoopBase):
         if dump_dir:
             record = trajectory_record(traj, self.renderer.decode, result.reward, result.info,
                                        tokens=self.options.dump_rollout_tokens,
-                                       env=name, index=extra.get("index"), termination=result.termination,
+                                       env=name, index=extra.get("index"), stop_reason=result.stop_reason.value,
                                        global_steps=kwargs.get("global_steps"))
             append_jsonl(os.path.join(str(dump_dir), f"rollouts-{os.getpid()}.jsonl"), [record])
         return AgentLoopOutput(

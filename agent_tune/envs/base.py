@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import enum
 import inspect
 import threading
 from abc import ABC, abstractmethod
@@ -55,6 +56,32 @@ from agent_tune.parsing.types import ParsedResponse, ToolCall
 from agent_tune.sync import run_sync
 
 ObservationKind = Literal["messages", "text"]
+
+
+class StopReason(str, enum.Enum):
+    """How an episode ended: one value on every episode record (``EpisodeInfo.stop_reason``, the eval record's and
+    the training sample's ``stop_reason``), logged per training step as the metric family ``stop/<value>`` (the
+    share of the step's episodes). The env sets it in ``self.status.stop_reason`` when it ends an episode for a
+    reason other than ``DONE``; the runner's reasons reach the env through ``finalize``."""
+
+    DONE = "done"  # the env ended it by its own rule: the task answered, its last turn played
+    STEP_LIMIT = "step_limit"  # an env's step limit (max_steps; BFCL's per-turn and per-episode limits; tau2's)
+    TOKEN_BUDGET = "token_budget"  # the runner: the response's token budget ran out (the trajectory is truncated)
+    GENERATION_LIMIT = "generation_limit"  # the runner: the run's max_generations
+    EMPTY_GENERATION = "empty_generation"  # the runner: the policy generated nothing
+    ABORTED = "aborted"  # the runner: the sampler aborted the generation
+    PROMPT_TOO_LONG = "prompt_too_long"  # the eval: the first prompt does not fit; nothing was played
+    SERVER_ERROR = "server_error"  # a backend the env waits on failed or timed out (MCP / OpenEnv server, user)
+    ENV_ERROR = "env_error"  # the env, or the framework it adapts, could not go on (tau2's agent_error, SkyRL)
+
+    @property
+    def by_runner(self) -> bool:
+        """The runner ended the episode before the env did (``finalize`` scored it)."""
+        return self in _RUNNER_REASONS
+
+
+_RUNNER_REASONS = frozenset({StopReason.TOKEN_BUDGET, StopReason.GENERATION_LIMIT, StopReason.EMPTY_GENERATION,
+                             StopReason.ABORTED})
 
 
 @dataclass
@@ -119,9 +146,8 @@ class EpisodeInfo:
     ``format_errors`` malformed or rejected call blocks of the whole episode; ``num_steps`` the env steps
     (generations the env consumed); ``num_calls`` the tool calls decoded (run or rejected);
     ``turns_completed`` the user turns the policy finished (a *turn* is always a user turn: one question and
-    every generation answering it); ``truncated`` / ``finalize_reason`` when the episode was ended from
-    outside (:meth:`BaseToolEnv.finalize`). Reads like a mapping (``info["accuracy"]``) over
-    :meth:`as_dict`.
+    every generation answering it); ``stop_reason`` how it ended (:class:`StopReason`). Reads like a mapping
+    (``info["accuracy"]``) over :meth:`as_dict`.
     """
 
     accuracy: float
@@ -130,8 +156,7 @@ class EpisodeInfo:
     num_steps: int
     num_calls: int
     turns_completed: int
-    truncated: bool = False
-    finalize_reason: str | None = None
+    stop_reason: StopReason = StopReason.DONE
     extras: dict[str, Any] = field(default_factory=dict)
 
     CORE_KEYS: ClassVar[tuple[str, ...]] = (
@@ -139,14 +164,11 @@ class EpisodeInfo:
     )
 
     def as_dict(self) -> dict[str, Any]:
-        """The flat record (extras first, so a core key always holds the core value); ``truncated`` and
-        ``finalize_reason`` appear only for an episode ended from outside."""
+        """The flat record (extras first, so a core key always holds the core value; ``stop_reason`` as its text)."""
         out = dict(self.extras)
         out.update(accuracy=self.accuracy, progress=self.progress, format_errors=self.format_errors,
-                   num_steps=self.num_steps, num_calls=self.num_calls, turns_completed=self.turns_completed)
-        if self.truncated:
-            out["truncated"] = True
-            out["finalize_reason"] = self.finalize_reason
+                   num_steps=self.num_steps, num_calls=self.num_calls, turns_completed=self.turns_completed,
+                   stop_reason=self.stop_reason.value)
         return out
 
     def __getitem__(self, key: str) -> Any:
@@ -211,7 +233,8 @@ class Step:
 class EpisodeStatus:
     """An episode's running status (``env.status``), kept by the template: whether it is running, its counts so
     far (env steps, decoded calls, format errors, user turns finished: :class:`EpisodeInfo` says what each
-    counts), why it was ended from outside (``finalize_reason``, set by ``finalize``) and the trainer's global
+    counts), how it ended (``stop_reason``: set by the env when it ends the episode for a reason other than
+    :attr:`StopReason.DONE`, by the template at its step limit, by ``finalize``) and the trainer's global
     step playing it (``global_step``: verl's ``global_steps``, 0 for the validation before training; ``None``
     outside training, which step-dependent rewards read as step 0). ``reset`` (the base's, which a subclass's
     ``reset`` calls) starts a new status; the runner sets ``global_step`` before ``reset``."""
@@ -221,7 +244,7 @@ class EpisodeStatus:
     num_calls: int = 0
     format_errors: int = 0
     turns_completed: int = 0
-    finalize_reason: str | None = None
+    stop_reason: StopReason | None = None
     global_step: int | None = None
 
 
@@ -337,8 +360,8 @@ class BaseToolEnv(ABC):
         thread (:func:`env_executor`), so it may block."""
 
     def outcome(self) -> Outcome:
-        """What the finished episode earned, called once when it ends (also when ended from outside:
-        ``self.status.finalize_reason`` then says why)."""
+        """What the finished episode earned, called once when it ends; ``self.status.stop_reason`` says how
+        (``.by_runner``: ended from outside, by ``finalize``)."""
         raise NotImplementedError(f"{type(self).__name__} implements no outcome()")
 
     # ------------------------------------------------------------------ hooks with a default
@@ -407,11 +430,11 @@ class BaseToolEnv(ABC):
 
         return run_sync(all_steps())
 
-    def finalize(self, reason: str = "truncated") -> StepResult:
-        """End the episode now (the runner ran out of token budget) and return its final result, scored by
-        :meth:`outcome` on what was done so far (``self.status.finalize_reason`` is ``reason`` there)."""
+    def finalize(self, reason: StopReason = StopReason.TOKEN_BUDGET) -> StepResult:
+        """End the episode now (the runner stopped it: ``reason.by_runner``) and return its final result, scored
+        by :meth:`outcome` on what was done so far (``self.status.stop_reason`` is ``reason`` there)."""
         self._require_running("finalize")
-        self.status.finalize_reason = reason
+        self.status.stop_reason = StopReason(reason)
         return self._end(self.format_tool_response([]), 0.0, {}, 0)
 
     def _require_running(self, method: str) -> None:
@@ -431,7 +454,7 @@ class BaseToolEnv(ABC):
         status.num_steps += 1
         step = Step(raw_response, self.extract_tool_calls(raw_response), self.stop(raw_response), status)
         if not step.answer and self.max_steps is not None and status.num_steps >= self.max_steps:
-            step.done, step.info["step_limit"] = True, True
+            step.done, status.stop_reason = True, StopReason.STEP_LIMIT
         else:
             status.num_calls += len(step.parsed.calls)
         return step
@@ -452,13 +475,14 @@ class BaseToolEnv(ABC):
     def _end(self, observation: Observation, reward: float, info: dict[str, Any], step_errors: int) -> StepResult:
         status = self.status
         status.running = False
+        if status.stop_reason is None:
+            status.stop_reason = StopReason.DONE
         outcome = self.outcome()
         episode = EpisodeInfo(
             accuracy=float(outcome.accuracy),
             progress=float(outcome.accuracy if outcome.progress is None else outcome.progress),
             format_errors=status.format_errors, num_steps=status.num_steps, num_calls=status.num_calls,
-            turns_completed=status.turns_completed, truncated=status.finalize_reason is not None,
-            finalize_reason=status.finalize_reason, extras=dict(outcome.extras),
+            turns_completed=status.turns_completed, stop_reason=status.stop_reason, extras=dict(outcome.extras),
         )
         merged = episode.as_dict()
         merged.update(info)

@@ -15,11 +15,11 @@ What it checks:
 3. a valid step returns a :class:`~agent_tune.envs.base.StepResult` with no format error; if the episode
    goes on, the observation is not empty (the policy must have something to read); a step that ends the
    episode carries its :class:`~agent_tune.envs.base.EpisodeInfo` (``StepResult.episode``), whose fields its
-   ``info`` shows too;
+   ``info`` shows too, its :class:`~agent_tune.envs.base.StopReason` included;
 4. a malformed step does not raise, counts a format error and either ends the episode or answers with an
    observation the policy can read; a step's ``format_errors`` is that step's own, the episode's total is in
    its ``EpisodeInfo``;
-5. ``finalize`` ends a running episode with its ``EpisodeInfo``;
+5. ``finalize(reason)`` ends a running episode with its ``EpisodeInfo``, stopped for ``reason``;
 6. ``step`` after the episode ended raises ``EnvStateError``;
 7. ``batch_step`` steps several episodes and returns one result each, in order;
 8. ``close`` can be called twice.
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from agent_tune.envs.base import BaseToolEnv, EnvStateError, EpisodeInfo, Observation, StepResult
+from agent_tune.envs.base import BaseToolEnv, EnvStateError, EpisodeInfo, Observation, StepResult, StopReason
 
 EPISODE_INFO_KEYS: tuple[str, ...] = EpisodeInfo.CORE_KEYS
 
@@ -69,6 +69,10 @@ def _check_step(result: Any, where: str) -> StepResult:
                  "EpisodeInfo (StepResult.episode)", type(result.episode).__name__)
         missing = [k for k in EPISODE_INFO_KEYS if k not in result.info]
         _require(not missing, f"{where}: the final info must show the EpisodeInfo keys; missing {missing}")
+        _require(isinstance(result.episode.stop_reason, StopReason), f"{where}: the episode's stop_reason must be a "
+                 "StopReason", result.episode.stop_reason)
+        _require(result.info.get("stop_reason") == result.episode.stop_reason.value,
+                 f"{where}: the final info must show the episode's stop_reason", result.info.get("stop_reason"))
     return result
 
 
@@ -103,8 +107,10 @@ def check_env(
              valid.info.get("format_errors"))
     if not valid.done:
         _require(not valid.observation.is_empty, "a step that does not end the episode must answer with an observation")
-        final = _check_step(env.finalize("truncated"), "finalize()")
+        final = _check_step(env.finalize(StopReason.TOKEN_BUDGET), "finalize()")
         _require(final.done, "finalize() must end the episode", final.done)
+        _require(final.episode.stop_reason is StopReason.TOKEN_BUDGET, "finalize(reason) must end the episode "
+                 "with that stop reason", final.episode.stop_reason)
     _expect_state_error(lambda: env.step(valid_response), "step() after the episode ended must raise EnvStateError")
 
     _check_observation(env.reset(**task), "reset() of a second episode")

@@ -43,7 +43,7 @@ Bad input, each a clear counted outcome, never a hung rollout:
   the tool's schema is refused before the server (a format error); a tool that fails on a well-formed call is its
   error text, counted in ``tool_errors``;
 * a server that closes the connection, goes away or does not answer within ``call_timeout``: the episode ends with
-  ``server_error`` naming why in its info (the reward earned so far; accuracy 0);
+  stop reason ``server_error`` and ``error`` naming why in its info (the reward earned so far; accuracy 0);
 * a server that is not there: :meth:`OpenEnvEnv.check_kwargs` (run by ``agent-tune train`` and ``eval`` at
   start-up) fails naming the URL (and checks ``action_field`` against the server's action schema); ``reset`` raises
   :class:`OpenEnvServerError` naming it.
@@ -60,7 +60,16 @@ import contextlib
 import json
 from typing import Any, Literal, Mapping
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, ToolResult, undecodable_text
+from agent_tune.envs.base import (
+    BaseToolEnv,
+    Observation,
+    Outcome,
+    SamplerHints,
+    Step,
+    StopReason,
+    ToolResult,
+    undecodable_text,
+)
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import function_tool, refusal
 from agent_tune.parsing.response import ResponseParser
@@ -359,7 +368,7 @@ class OpenEnvEnv(BaseToolEnv):
                                                                               self.observation_field)})
             self.status.turns_completed += 1
         if not step.done and self.status.num_steps >= self.max_steps:
-            step.done, step.info["step_limit"] = True, True
+            step.done, self.status.stop_reason = True, StopReason.STEP_LIMIT
 
     # ------------------------------------------------------------------ tools mode
     async def _act_tools(self, step: Step) -> None:
@@ -430,7 +439,9 @@ class OpenEnvEnv(BaseToolEnv):
         if self.mode == "tools":
             extras["tool_errors"] = self.tool_errors
         if self.server_error is not None:
-            extras["server_error"] = self.server_error
+            extras["error"] = self.server_error
+            if not self.status.stop_reason.by_runner:
+                self.status.stop_reason = StopReason.SERVER_ERROR
         solved = self.server_error is None and total >= self.success_reward
         return Outcome(total, float(solved), None, extras)
 

@@ -28,9 +28,9 @@ as one call (``num_calls``, ``info["calls"]``); ``turns_completed`` is 1 when th
 
 Bad input: a SkyRL env that raises on the policy's text, or answers with something that is not a step output
 (a mapping with a list of ``{"role", "content"}`` observations), is a format error; the episode ends there (the
-env's state after a failure is unknown), scored on the rewards so far, its error in ``info["skyrl_error"]`` and
-in a user message of the final observation. A task the env cannot be built from (a missing ``reward_spec``) or
-``init`` failing raises at ``reset``, naming the env.
+env's state after a failure is unknown; stop reason ``env_error``), scored on the rewards so far, its error in
+``info["error"]`` and in a user message of the final observation. A task the env cannot be built from (a missing
+``reward_spec``) or ``init`` failing raises at ``reset``, naming the env.
 
 The catalogue (:meth:`SkyRLGymEnv.tasks`) reads SkyRL's dataset files: rows of ``prompt`` (chat messages),
 ``env_class`` (the env's id, which becomes the task's ``env`` constructor kwarg), ``reward_spec``, ``extra_info``
@@ -46,7 +46,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.imports import import_object
@@ -293,7 +293,7 @@ class SkyRLGymEnv(BaseToolEnv):
         except Exception as exc:  # noqa: BLE001 - the env failed on model output: counted, never a crash
             self.error = f"{type(exc).__name__}: {exc}"
             step.format_errors += 1
-            step.info["skyrl_error"] = self.error
+            self.status.stop_reason = StopReason.ENV_ERROR
             step.messages.append({"role": "user", "content": f"Error: the environment could not process the "
                                                              f"response ({self.error})"})
             step.done = True
@@ -311,7 +311,7 @@ class SkyRLGymEnv(BaseToolEnv):
             self.skyrl_done = step.done = True
             self.status.turns_completed += 1
         elif self.step_limit is not None and self.status.num_steps >= self.step_limit:
-            step.done = step.info["step_limit"] = True
+            step.done, self.status.stop_reason = True, StopReason.STEP_LIMIT
 
     def outcome(self) -> Outcome:
         last = self.rewards[-1] if self.rewards else 0.0
@@ -319,7 +319,7 @@ class SkyRLGymEnv(BaseToolEnv):
         extras: dict[str, Any] = {"skyrl_env": self.env_id, "skyrl_rewards": list(self.rewards),
                                   "skyrl_done": self.skyrl_done}
         if self.error is not None:
-            extras["skyrl_error"] = self.error
+            extras["error"] = self.error
         if self.skyrl_env is not None:
             try:
                 metrics = self.skyrl_env.get_metrics()

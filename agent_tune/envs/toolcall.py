@@ -237,9 +237,10 @@ class ToolCallToolEnv(BaseToolEnv):
         that never finished (token budget) scores as the worst answer: no format, no correctness. (Any higher
         value would pay the policy for rambling past a wrong answer.)"""
         step = self._response
-        if self.status.finalize_reason is not None:  # cut off by the token budget: its one step, a format error
+        cut = self.status.stop_reason.by_runner
+        if cut:  # cut off by the token budget: its one step, a format error
             self.status.num_steps, self.status.format_errors = 1, 1
-        if self.status.finalize_reason is not None or step is None:
+        if cut or step is None:
             toolrl = self.reward_scale == "toolrl"
             worst = self.reward_config.reward_range(self.status.global_step)[0] if toolrl else 0.0
             return Outcome(worst, 0.0, 0.0, {"format_ok": 0.0, "decoded_calls": [], "calls": []})

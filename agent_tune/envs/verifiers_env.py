@@ -22,9 +22,9 @@ episode, or ``get_prompt_messages`` (``env_response``) answers and its new messa
 the runner's chat template (the adapter never tokenises). An ``env_response`` that sets ``final_env_response``
 ends the episode with those messages. The runner's transcript and verifiers' are the same messages. ``max_steps``
 (agent-tune's cap, over the env's own ``max_turns``): the generation that reaches it still goes to verifiers, then
-the episode ends (``step_limit``), scored. verifiers' coroutines run on agent-tune's background event loop
+the episode ends (stop reason ``step_limit``), scored. verifiers' coroutines run on agent-tune's background event loop
 (:mod:`agent_tune.sync`: one loop for every episode, so what an env keeps across calls stays on one loop), each wait
-bounded by ``call_timeout``; ``batch_act`` runs a batch's steps there concurrently.
+bounded by ``call_timeout``; the acting hook awaits them, so concurrent episodes' steps run there together.
 
 The assistant message: with tools (the state's ``tool_defs`` not empty) the configured parser (``tool_parser``,
 e.g. hermes) decodes the calls into OpenAI-style ``tool_calls`` (``id``, ``name``, JSON ``arguments``) and the text
@@ -50,9 +50,9 @@ Bad input, each counted, never a crash:
   (not a format error; the adapter wraps the env's ``call_tool`` to see it, the call behaving as before), or, for
   the env's ``stop_errors``, the episode ends with its error;
 * ``env_response`` raising a ``vf.Error``: verifiers' own rule, the episode ends (``has_error``) and is scored;
-  a format error, the error in ``verifiers_error``;
+  a format error, the error in ``error`` (stop reason ``env_error``);
 * ``env_response`` (or anything of verifiers' on the step) raising anything else, which fails a rollout in
-  verifiers' own loop: a format error, the episode ends there unscored (reward 0, ``verifiers_error``), after
+  verifiers' own loop: a format error, the episode ends there unscored (reward 0, ``error``, ``env_error``), after
   verifiers' cleanup; so does an ``env_response`` whose messages do not continue the conversation (a non-linear
   ``get_prompt_messages``: the runner's transcript cannot follow it), or no answer within ``call_timeout``.
 
@@ -78,7 +78,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
 from agent_tune.envs.catalogue import Task, TaskCatalogue, reset_prompt
 from agent_tune.envs.registry import register_env
 from agent_tune.imports import import_object
@@ -524,13 +524,13 @@ class VerifiersEnv(BaseToolEnv):
         self._prompt = list(prompt)
         step.messages.extend(chat_message(m) for m in prompt[len(before):])
         if self.step_limit is not None and self.status.num_steps >= self.step_limit:
-            step.done = step.info["step_limit"] = True
+            step.done, self.status.stop_reason = True, StopReason.STEP_LIMIT
             await self._finish()
 
     def _record_error(self, step: Step, exc: BaseException) -> None:
         self.error = f"{type(exc).__name__}: {exc}"
         step.format_errors += 1
-        step.info["verifiers_error"] = self.error
+        self.status.stop_reason = StopReason.ENV_ERROR
 
     def _fail(self, step: Step, exc: BaseException) -> None:
         """The episode ends on a failure of verifiers' code (or a conversation the runner cannot follow): the
@@ -585,7 +585,7 @@ class VerifiersEnv(BaseToolEnv):
         solved = float(judged or 0.0) >= float(getattr(self.vf_env, "pass_threshold", 0.5))
         extras.update(verifiers_metrics=_json_safe(metrics), verifiers_stop=state.get("stop_condition"))
         if self.error is not None:
-            extras["verifiers_error"] = self.error
+            extras["error"] = self.error
         self._scored = Outcome(reward=reward, accuracy=float(solved), extras=extras)
         return self._scored
 

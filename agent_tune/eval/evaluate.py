@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from agent_tune.envs import get_env_class, make_env
+from agent_tune.envs.base import StopReason
 from agent_tune.envs.tasks import eval_kwargs, select_tasks
 from agent_tune.eval.client import ModelInfo, OpenAIClient, RequestError, RetryPolicy, ServerUnavailableError
 from agent_tune.eval.policies import (
@@ -176,11 +177,11 @@ def build_record(
     rec["category"] = rec["category"] or category
     rec["accuracy"] = float(rec["accuracy"] or 0.0)
     rec["num_turns"] = rec["num_turns"] or 1
-    if rec["end_reason"] is None:  # envs without their own (single-turn): how the runner ended it
-        rec["end_reason"] = "completed" if result.termination == "done" else result.termination
-    rec["termination"] = result.termination
+    if rec["end_reason"] is None:  # BFCL's own word (its result files read it); other envs: none
+        del rec["end_reason"]
+    rec["stop_reason"] = result.stop_reason.value
     rec["reward"] = float(result.reward)
-    rec["stop_reasons"] = list(result.stop_reasons)
+    rec["finish_reasons"] = list(result.finish_reasons)
     rec["prompt_tokens"] = len(result.trajectory.prompt_ids)
     rec["tokens_generated"] = int(
         tokens_generated if tokens_generated is not None else result.trajectory.num_policy_tokens
@@ -190,14 +191,15 @@ def build_record(
     return rec
 
 
-def failed_record(test_id: str, sample: int, reason: str, detail: str, category: str) -> dict[str, Any]:
-    """A record for an entry that could not be played at all (its prompt does not fit the context):
-    BFCL fails such an entry (an inference error). ``category``: the entry's."""
+def failed_record(test_id: str, sample: int, reason: StopReason, detail: str, category: str) -> dict[str, Any]:
+    """A record for an entry that could not be played at all (its prompt does not fit the context:
+    :attr:`StopReason.PROMPT_TOO_LONG`): BFCL fails such an entry (an inference error). ``category``: the
+    entry's."""
     return {
         "test_id": test_id, "sample": sample, "category": category, "accuracy": 0.0,
-        **{k: 0.0 for k in METRIC_KEYS}, "zero_call": 1.0, "truncated": 1.0, "num_turns": 1,
-        "force_terminated": False, "turn_scores": [], "turn_errors": [], "decoded_calls": [],
-        "end_reason": reason, "termination": reason, "reward": 0.0, "stop_reasons": [],
+        **{k: 0.0 for k in METRIC_KEYS}, "zero_call": 1.0, "truncated": 1.0, f"stop/{reason.value}": 1.0,
+        "num_turns": 1, "force_terminated": False, "turn_scores": [], "turn_errors": [], "decoded_calls": [],
+        "end_reason": reason.value, "stop_reason": reason.value, "reward": 0.0, "finish_reasons": [],
         "prompt_tokens": None, "tokens_generated": 0, "responses": [], "error": detail,
     }
 
@@ -269,7 +271,7 @@ class Evaluator:
                 result = await run_episode(env, active, renderer, limits, self._sampling_params(sample),
                                            task=row.task)
             except PromptTooLongError as exc:
-                return failed_record(test_id, sample, "prompt_too_long", str(exc), category), None
+                return failed_record(test_id, sample, StopReason.PROMPT_TOO_LONG, str(exc), category), None
             if s.mode == "chat":
                 tokens = chat.usage.completion_tokens
                 for k in ("requests", "prompt_tokens", "completion_tokens"):

@@ -10,11 +10,15 @@ come from the env's final :class:`~agent_tune.envs.base.EpisodeInfo` and the run
 - ``num_generations``: policy generations in the episode (the runner's count)
 - ``zero_call``: 1.0 if the episode decoded no tool call at all (collapse watch: a policy that stops calling)
 - ``truncated``: 1.0 if the episode ended before the env said done (token budget, generation cap, ...)
+- ``stop/<reason>``: 1.0 for the episode's :class:`~agent_tune.envs.base.StopReason` (one key per reason, so
+  their step means are the shares of the step's episodes that ended each way)
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from agent_tune.envs.base import StopReason
 
 if TYPE_CHECKING:
     from agent_tune.rollout.runner import EpisodeResult
@@ -29,6 +33,7 @@ METRIC_KEYS: tuple[str, ...] = (
     "turns_completed",
     "zero_call",
     "truncated",
+    *(f"stop/{reason.value}" for reason in StopReason),
 )
 
 
@@ -45,5 +50,6 @@ def episode_metrics(result: EpisodeResult) -> dict[str, float]:
         "num_generations": float(result.num_generations),
         "turns_completed": float(info.get("turns_completed", 0) or 0),
         "zero_call": float(num_calls == 0),
-        "truncated": float(result.termination != "done"),
+        "truncated": float(result.stop_reason.by_runner),
+        **{f"stop/{reason.value}": float(reason is result.stop_reason) for reason in StopReason},
     }

@@ -48,11 +48,13 @@ Decisions (documented here because the trainer and the evaluator rely on them):
   (``env.status.global_step``) before ``reset``; the verl agent loop passes verl's ``global_steps``, the
   standalone eval nothing (``None``).
 * Reward: the sum of the step rewards the env returned (BFCL returns 0 until ``done``). An episode that
-  ends before the env said ``done`` (truncated, ``max_generations``, aborted, empty generation) is scored by
+  ends before the env said ``done`` (the token budget, ``max_generations``, an aborted or empty generation:
+  a :class:`~agent_tune.envs.base.StopReason` with ``by_runner``) is scored by
   ``env.finalize(reason)`` (``BaseToolEnv.finalize``: reward 0 by default, BFCL scores the turns played;
   sync, run in the env thread pool since scoring may block, or async), whose reward is added and whose info
-  becomes the episode's info, with
-  ``info["unfinished"] = reason``. An env object without ``finalize`` keeps the rewards so far.
+  becomes the episode's info. An env object without ``finalize`` keeps the rewards so far. The episode's
+  ``info["stop_reason"]`` (and ``EpisodeResult.stop_reason``) says how it ended, the env's own reason when
+  the env ended it.
 * Words: a *generation* is one call of the policy; a *turn* is a user turn (a question and every
   generation answering it), counted by the env (``EpisodeInfo.turns_completed``).
 * Reasoning: the trajectory keeps the ``<think>`` tokens the policy generated; templates that drop earlier
@@ -69,15 +71,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
-from agent_tune.envs.base import BaseToolEnv, EpisodeInfo, Observation, StepResult, env_executor
+from agent_tune.envs.base import BaseToolEnv, EpisodeInfo, Observation, StepResult, StopReason, env_executor
 from agent_tune.rollout.chat_render import ChatRenderer, DriftReport, check_drift
 from agent_tune.rollout.policy import GenerationOutput, Policy
 from agent_tune.rollout.trajectory import Trajectory
 
 _T = TypeVar("_T")
-Termination = Literal["done", "truncated", "max_generations", "aborted", "empty_generation"]
 
 
 class PromptTooLongError(ValueError):
@@ -116,8 +117,8 @@ class EpisodeResult:
     num_generations: int  # policy generations
     messages: list[dict[str, Any]]  # the conversation as the policy saw it (assistant text as generated)
     tools: list[dict[str, Any]] | None  # the latest tool list the env announced
-    stop_reasons: list[str]  # per generation: "stop" | "length" | "abort"
-    termination: Termination
+    finish_reasons: list[str]  # per generation: "stop" | "length" | "abort"
+    stop_reason: StopReason  # how the episode ended (the env's reason when the env ended it)
     step_infos: list[dict[str, Any]] = field(default_factory=list)  # each step's own record
     episode: EpisodeInfo | None = None  # the env's typed record (``info``: it, flat, over the last step's keys)
     final_observation: Observation | None = None  # what the env answered the last step (not in the tokens)
@@ -126,7 +127,7 @@ class EpisodeResult:
 
     @property
     def truncated(self) -> bool:
-        return self.termination == "truncated"
+        return self.stop_reason is StopReason.TOKEN_BUDGET
 
 
 async def run_episode(
@@ -172,19 +173,19 @@ async def run_episode(
     final_info: dict[str, Any] = {}
     episode: EpisodeInfo | None = None
     step_infos: list[dict[str, Any]] = []
-    stop_reasons: list[str] = []
+    finish_reasons: list[str] = []
     num_generations = 0
     final_observation: Observation | None = None
-    termination: Termination | None = None
+    stop: StopReason | None = None
     eot = renderer.end_of_turn_id
 
-    while termination is None:
+    while stop is None:
         remaining = limits.max_response_length - len(traj)
         if remaining <= 0:
-            termination = "truncated"
+            stop = StopReason.TOKEN_BUDGET
             break
         if limits.max_generations is not None and num_generations >= limits.max_generations:
-            termination = "max_generations"
+            stop = StopReason.GENERATION_LIMIT
             break
         max_tokens = remaining if per_turn_cap is None else max(1, min(remaining, int(per_turn_cap)))
         t0 = time.perf_counter()
@@ -198,7 +199,7 @@ async def run_episode(
             ids, lps = ids[:max_tokens], (lps[:max_tokens] if lps is not None else None)
         traj.append_policy(ids, lps)
         reason = _classify(out.stop_reason, ids, max_tokens, eot)
-        stop_reasons.append(reason)
+        finish_reasons.append(reason)
 
         t0 = time.perf_counter()
         closed = bool(ids) and ids[-1] == eot
@@ -210,13 +211,13 @@ async def run_episode(
             else:
                 messages.append({"role": "assistant", "content": text})
         if reason == "abort":
-            termination = "aborted"
+            stop = StopReason.ABORTED
             break
         if not ids:
-            termination = "empty_generation"
+            stop = StopReason.EMPTY_GENERATION
             break
         if len(traj) >= limits.max_response_length and not closed:
-            termination = "truncated"  # the budget ran out mid-turn: the text is unfinished
+            stop = StopReason.TOKEN_BUDGET  # the budget ran out mid-turn: the text is unfinished
             break
 
         t0 = time.perf_counter()
@@ -231,31 +232,31 @@ async def run_episode(
         if step.done:
             final_info, episode = _episode_info(step)
             final_observation = step.observation
-            termination = "done"
+            stop = episode.stop_reason if episode is not None else StopReason.DONE
             break
 
         t0 = time.perf_counter()
         env_ids, new_messages, new_text = _observation_tokens(renderer, step.observation, text_mode, closed)
         timings["delta"] += time.perf_counter() - t0
         if len(traj) + len(env_ids) >= limits.max_response_length:
-            termination = "truncated"  # no room left for the policy after this observation
+            stop = StopReason.TOKEN_BUDGET  # no room left for the policy after this observation
             break
         traj.append_env(env_ids)
         messages.extend(new_messages)
         if new_text is not None:
             _append_assistant_text(messages, new_text)
 
-    if termination != "done":
+    if stop.by_runner:
         t0 = time.perf_counter()
-        fin = await _finalize(env, termination)
+        fin = await _finalize(env, stop)
         timings["env"] += time.perf_counter() - t0
         if fin is None:  # no finalize(): the rewards so far stand, the last step's info is kept
-            final_info = {**(step_infos[-1] if step_infos else {}), "unfinished": termination}
+            final_info = dict(step_infos[-1]) if step_infos else {}
         else:
             reward += float(fin.reward)
             final_info, episode = _episode_info(fin)
-            final_info["unfinished"] = termination
-    if termination == "truncated":
+    final_info["stop_reason"] = stop.value
+    if stop is StopReason.TOKEN_BUDGET:
         traj.truncated = True
 
     drift = None
@@ -271,8 +272,8 @@ async def run_episode(
         num_generations=num_generations,
         messages=messages,
         tools=tools,
-        stop_reasons=stop_reasons,
-        termination=termination,
+        finish_reasons=finish_reasons,
+        stop_reason=stop,
         step_infos=step_infos,
         episode=episode,
         final_observation=final_observation,
@@ -393,7 +394,7 @@ def _episode_info(step: StepResult) -> tuple[dict[str, Any], EpisodeInfo | None]
     return {**step.info, **step.episode.as_dict()}, step.episode
 
 
-async def _finalize(env: BaseToolEnv, reason: str) -> StepResult | None:
+async def _finalize(env: BaseToolEnv, reason: StopReason) -> StepResult | None:
     """Call ``env.finalize(reason)`` if the env has one (sync or async); ``None`` if it has none."""
     fin = getattr(env, "finalize", None)
     if fin is None:

@@ -27,7 +27,8 @@ Bad input, each a clear counted outcome (``info``), never a hung rollout:
 * a tool that fails on a well-formed call (the server's ``is_error``): its error text, counted in ``tool_errors``
   (not a format error);
 * a server that exits, closes the connection or does not answer within ``call_timeout``: the episode ends with
-  ``server_error`` naming why (its reward is the verifier's on what state it can read, else 0);
+  stop reason ``server_error`` and ``error`` naming why (its reward is the verifier's on what state it can read,
+  else 0);
 * a server that never starts: :meth:`MCPToolEnv.check_kwargs` (run by ``agent-tune train`` and ``eval`` at
   start-up) starts it once and fails naming the command and its stderr; at ``reset`` the same error is raised.
 """
@@ -39,7 +40,16 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, ToolResult, undecodable_text
+from agent_tune.envs.base import (
+    BaseToolEnv,
+    Observation,
+    Outcome,
+    SamplerHints,
+    Step,
+    StopReason,
+    ToolResult,
+    undecodable_text,
+)
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.mcp.connection import (
     CallResult,
@@ -320,7 +330,9 @@ class MCPToolEnv(BaseToolEnv):
     def outcome(self) -> Outcome:
         extras: dict[str, Any] = {"tool_errors": self.tool_errors}
         if self.server_error is not None:
-            extras["server_error"] = self.server_error
+            extras["error"] = self.server_error
+            if not self.status.stop_reason.by_runner:
+                self.status.stop_reason = StopReason.SERVER_ERROR
         if self.verifier is None or self.connection is None:
             return Outcome(0.0, 0.0, None, extras)
         try:

@@ -34,7 +34,16 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, ToolResult, undecodable_text
+from agent_tune.envs.base import (
+    BaseToolEnv,
+    Observation,
+    Outcome,
+    SamplerHints,
+    Step,
+    StopReason,
+    ToolResult,
+    undecodable_text,
+)
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.tau2 import catalogue as tau2_catalogue
@@ -53,6 +62,12 @@ from agent_tune.envs.tau2.scoring import progress, reward_summary, score_simulat
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.rewards.tau2_shaping import Tau2ShapingConfig, shape_reward
 from agent_tune.users import LLMUser, User, UserConfig, make_user, run_sync
+
+# tau2's termination reasons in the vocabulary (a failed simulated user is a failed backend; an agent message tau2
+# cannot process, an env that cannot go on)
+TAU2_STOP = {"agent_stop": StopReason.DONE, "user_stop": StopReason.DONE, "max_steps": StopReason.STEP_LIMIT,
+             "too_many_errors": StopReason.STEP_LIMIT, "user_error": StopReason.SERVER_ERROR,
+             "agent_error": StopReason.ENV_ERROR}
 
 
 @register_env("tau2")
@@ -194,9 +209,12 @@ class Tau2ToolEnv(BaseToolEnv):
     def outcome(self) -> Outcome:
         """tau2's evaluation of the finished simulation (kept as ``self.simulation``): its reward is the
         accuracy, and the reward unless shaping is on."""
-        if self.status.finalize_reason is not None:  # ended from outside (token budget): tau2's max_steps ending
+        if self.status.stop_reason.by_runner:  # ended from outside (token budget): tau2's max_steps ending
             assert self.episode is not None
             self.episode.cut()
+        else:
+            assert self.episode is not None
+            self.status.stop_reason = TAU2_STOP[self.episode.termination.value]
         episode = self.episode
         assert episode is not None
         self.simulation = episode.simulation()
@@ -216,7 +234,7 @@ class Tau2ToolEnv(BaseToolEnv):
             **reward_summary(reward_info),
         }
         if episode.error_reason is not None:
-            extras["user_error" if episode.termination.value == "user_error" else "agent_error"] = episode.error_reason
+            extras["error"] = episode.error_reason
         if eval_error is not None:
             extras["evaluator_error"] = eval_error
         if scored.failures:  # the judge's failed tries (retried; the last one decided when all failed)

@@ -55,6 +55,7 @@ from agent_tune.envs.base import (
     Observation,
     Outcome,
     Step,
+    StopReason,
     ToolResult,
     undecodable_text,
 )
@@ -339,15 +340,19 @@ class BFCLToolEnv(BaseToolEnv):
 
     # ------------------------------------------------------------------ results
     def _finish(self, step: Step, reason: str) -> None:
+        """End the episode; ``reason`` is BFCL's own word (its result files read it), the step limits are the
+        vocabulary's :attr:`StopReason.STEP_LIMIT`."""
         self._end_reason = reason
+        if reason != "completed":
+            self.status.stop_reason = StopReason.STEP_LIMIT
         step.done = True
 
     def outcome(self) -> Outcome:
         """BFCL's verdict (``accuracy``), ``progress``, and the reward: the accuracy in eval mode, the configured
         kind (:func:`agent_tune.rewards.bfcl.episode_reward`) in training. Ended from outside (the token budget),
         unfinished turns count as failed."""
-        if self.status.finalize_reason is not None:
-            self._end_reason = self.status.finalize_reason
+        if self.status.stop_reason.by_runner:
+            self._end_reason = self.status.stop_reason.value
         info = self.metrics()
         info["end_reason"] = self._end_reason
         accuracy, progress = info["accuracy"], info["progress"]
