@@ -166,7 +166,8 @@ def sample_record(result: EpisodeResult, kwargs: Mapping[str, Any], extra_fields
         global_steps=sample_step(kwargs, extra_fields), split=str(extra.get("split") or "train"),
         data_source=None if data_source is None else str(data_source), task=task_key(extra),
         reward=float(result.reward), prompt_length=len(traj.prompt_ids), response_length=len(traj),
-        **episode_metrics(result), **collapse_fields(kwargs, result.step_infos),
+        **episode_metrics(result), stop_reason=result.stop_reason.value,
+        **collapse_fields(kwargs, result.step_infos),
     )
 
 

@@ -17,6 +17,7 @@ from agent_tune.envs.base import (
     SamplerHints,
     Step,
     StepResult,
+    StopReason,
     ToolResult,
 )
 from agent_tune.envs.catalogue import Task, TaskCatalogue
@@ -46,6 +47,7 @@ __all__ = [
     "SamplerHints",
     "Step",
     "StepResult",
+    "StopReason",
     "Task",
     "TaskCatalogue",
     "ToolResult",

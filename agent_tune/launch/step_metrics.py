@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from agent_tune.envs.bfcl.multi_turn.data import SCORED_CATEGORIES
-from agent_tune.rollout.episode_metrics import METRIC_KEYS
+from agent_tune.rollout.episode_metrics import METRIC_KEYS, stop_shares
 from verl_ext.sample_records import SampleRecord, read_appended
 
 logger = logging.getLogger(__name__)
@@ -163,6 +163,7 @@ class StepMetricsWriter:
                 values = [m[key] for m in metrics if key in m]
                 if values:
                     row[key] = sum(values) / len(values)
+            row.update(stop_shares([s.stop_reason for s in samples]))
             row.update(collapse_metrics(samples))
             if row.get("groups_with_signal") == 0.0:
                 logger.warning("step %s: no GRPO group carries gradient (all %d groups have equal rewards; "

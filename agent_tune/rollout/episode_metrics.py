@@ -10,13 +10,15 @@ come from the env's final :class:`~agent_tune.envs.base.EpisodeInfo` and the run
 - ``num_generations``: policy generations in the episode (the runner's count)
 - ``zero_call``: 1.0 if the episode decoded no tool call at all (collapse watch: a policy that stops calling)
 - ``truncated``: 1.0 if the episode ended before the env said done (token budget, generation cap, ...)
-- ``stop/<reason>``: 1.0 for the episode's :class:`~agent_tune.envs.base.StopReason` (one key per reason, so
-  their step means are the shares of the step's episodes that ended each way)
+
+How the episode ended is its :class:`~agent_tune.envs.base.StopReason` (``EpisodeResult.stop_reason``), a word
+rather than a number: the training sample record and the eval record carry it as ``stop_reason``, and the step
+metrics count it per step (``stop/<reason>``, :func:`stop_shares`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from agent_tune.envs.base import StopReason
 
@@ -33,7 +35,6 @@ METRIC_KEYS: tuple[str, ...] = (
     "turns_completed",
     "zero_call",
     "truncated",
-    *(f"stop/{reason.value}" for reason in StopReason),
 )
 
 
@@ -51,5 +52,14 @@ def episode_metrics(result: EpisodeResult) -> dict[str, float]:
         "turns_completed": float(info.get("turns_completed", 0) or 0),
         "zero_call": float(num_calls == 0),
         "truncated": float(result.stop_reason.by_runner),
-        **{f"stop/{reason.value}": float(reason is result.stop_reason) for reason in StopReason},
     }
+
+
+def stop_shares(reasons: Sequence[str | None]) -> dict[str, float]:
+    """The metric family ``stop/<reason>``: the share of ``reasons`` (episodes' ``stop_reason`` values; ``None``:
+    unknown, left out) per :class:`~agent_tune.envs.base.StopReason`, every reason present (0.0 when none ended
+    so), so a plot's curve never has holes. Nothing when no reason is known."""
+    known = [r for r in reasons if r is not None]
+    if not known:
+        return {}
+    return {f"stop/{reason.value}": sum(r == reason.value for r in known) / len(known) for reason in StopReason}

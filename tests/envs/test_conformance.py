@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import pytest
 
 import examples.envs.calculator  # noqa: F401  (registers the one-file plug-in "calculator")
+import examples.envs.guess  # noqa: F401  (registers the one-file plug-in "guess")
 from agent_tune.envs import (
     BaseToolEnv,
     EnvCheckError,
@@ -41,6 +42,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {
     "calculator": (
         {}, {"question": "What is 2 + 3?", "answer": 5},
         '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2 + 3"}}\n</tool_call>', BAD_HERMES),
+    "guess": ({}, {"secret": 42}, "50", "no idea"),
     "mcp": ({"server": {"command": ["python", "-m", "examples.mcp.notes_server"], "cwd": str(ROOT)},
              "verifier": "examples.mcp.verify:verify"},
             {"question": "Save a note titled 'a' with the text 'b'.", "kind": "add", "title": "a", "text": "b"},

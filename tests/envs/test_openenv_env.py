@@ -278,7 +278,7 @@ async def test_an_episode_is_token_exact_through_the_runner(qwen_tok, guess_url:
     finally:
         env.close()
     traj = result.trajectory
-    assert result.termination == "done" and result.drift.ok, str(result.drift)
+    assert result.stop_reason == "done" and result.drift.ok, str(result.drift)
     assert result.reward == pytest.approx(expected) == pytest.approx(sum(SERVED_REWARDS[task["episode_id"]]))
     assert len(traj.response_ids) == len(traj.response_mask) == len(traj.response_logprobs)
     assert sum(traj.response_mask) == traj.num_policy_tokens and 0 < traj.num_policy_tokens < len(traj)
@@ -331,7 +331,7 @@ def test_the_step_limit_ends_a_text_episode(guess_url: str) -> None:
         end = env.step("2")
     finally:
         env.close()
-    assert end.done and end.info["step_limit"] is True and end.info["openenv_done"] is False
+    assert end.done and end.info["stop_reason"] == "step_limit" and end.info["openenv_done"] is False
     assert SERVED_REWARDS["limit"] == [-0.1, -0.1] and end.reward == pytest.approx(-0.2)
 
 
@@ -343,7 +343,7 @@ def test_a_server_that_hangs_ends_the_episode_within_the_timeout(guess_url: str)
         t0 = time.monotonic()
         hung = env.step("hang")
         elapsed = time.monotonic() - t0
-        assert hung.done and hung.info["server_error"] == "no answer in 1 s" and hung.info["accuracy"] == 0.0
+        assert hung.done and hung.info["error"] == "no answer in 1 s" and hung.info["accuracy"] == 0.0
         assert hung.reward == pytest.approx(-0.1) and elapsed < 6.0
         env.reset(target=5, episode_id="after-hang")  # a new session, on a new connection
         assert env.step("5").reward == 1.0
@@ -362,7 +362,7 @@ def test_a_server_that_goes_away_ends_the_episode_and_fails_the_start_up_check()
         t0 = time.monotonic()
         gone = env.step("8")
         assert time.monotonic() - t0 < 8.0
-    assert gone.done and gone.info["server_error"].startswith("connection lost") and gone.reward == pytest.approx(-0.1)
+    assert gone.done and gone.info["error"].startswith("connection lost") and gone.reward == pytest.approx(-0.1)
     assert gone.info["accuracy"] == 0.0 and "the environment server stopped" in gone.observation.messages[0]["content"]
     with pytest.raises(OpenEnvServerError, match=f"OpenEnv server at {url} did not start an episode"):
         env.reset(target=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent_tune.envs import BaseToolEnv, get_env_class, make_env
-from agent_tune.envs.base import EnvStateError
+from agent_tune.envs.base import EnvStateError, StopReason
 from agent_tune.envs.retool import ReToolToolEnv
 from agent_tune.tools import ExecutionLimits, ExecutionResult, LocalSandbox
 
@@ -215,5 +215,5 @@ def test_unfinished_episode_scores_no_better_than_no_answer() -> None:
 
     env = make_env("retool", no_answer_penalty=0.5)
     env.reset(question="What is 2+2?", ground_truth="4")
-    r = env.finalize("truncated")
-    assert r.done and r.reward == -0.5 and r.info["truncated"] and r.info["accuracy"] == 0.0
+    r = env.finalize(StopReason.TOKEN_BUDGET)
+    assert r.done and r.reward == -0.5 and r.info["stop_reason"] == "token_budget" and r.info["accuracy"] == 0.0

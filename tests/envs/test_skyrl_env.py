@@ -160,7 +160,7 @@ def test_step_limit_ends_an_episode_the_skyrl_env_would_go_on_with() -> None:
     assert env.skyrl_env.max_turns == 5
     assert not env.step("#### 41").done
     end = env.step("#### 40")
-    assert end.done and end.info["step_limit"] and end.info["skyrl_done"] is False
+    assert end.done and end.info["stop_reason"] == "step_limit" and end.info["skyrl_done"] is False
     assert end.episode.accuracy == 0.0 and end.reward == pytest.approx(2 * 0.2 / 5)
     env.reset(prompt="What is 6 * 7?", reward_spec={"ground_truth": "42"}, extra_info={})
     assert env.skyrl_env.max_turns == 2  # max_steps reaches the skyrl env as max_turns, as SkyRL's generator does
@@ -179,7 +179,7 @@ async def test_an_episode_is_token_exact_through_the_runner(qwen_tok, db_root: s
     finally:
         env.close()
     traj = result.trajectory
-    assert result.reward == 1.0 and result.termination == "done" and result.drift.ok, str(result.drift)
+    assert result.reward == 1.0 and result.stop_reason == "done" and result.drift.ok, str(result.drift)
     own = skyrl_plays("text2sql", {"db_path": db_root}, SQL_TASK, [QUERY, RIGHT])
     assert result.messages[3] == own[0]["observations"][0] and own[0]["observations"][0]["content"] in policy.prompts[1]
     assert len(traj.response_ids) == len(traj.response_mask) == len(traj.response_logprobs)
@@ -251,7 +251,7 @@ def test_an_env_failing_on_the_policys_text_is_a_counted_format_error(db_root: s
     env.reset(**copy.deepcopy(SQL_TASK))
     end = env.step("Sure! The answer is Ann and Cy.")
     assert end.done and end.info["format_errors"] == 1 and end.episode.format_errors == 1
-    assert end.info["skyrl_error"].startswith(error) and end.reward == 0.0 and end.episode.accuracy == 0.0
+    assert end.info["error"].startswith(error) and end.reward == 0.0 and end.episode.accuracy == 0.0
     assert end.observation.messages[-1]["role"] == "user" and error in end.observation.messages[-1]["content"]
 
 
@@ -263,7 +263,7 @@ async def test_a_failing_env_does_not_break_the_runner(qwen_tok, db_root: str) -
     result = await run_episode(env, ScriptedPolicy(renderer, [QUERY, "no idea"]), renderer, RolloutLimits(8192, 2048),
                                task=SQL_TASK, debug_drift=True)
     env.close()
-    assert result.termination == "done" and result.num_generations == 2 and result.drift.ok
+    assert result.stop_reason == "env_error" and result.num_generations == 2 and result.drift.ok
     assert result.info["format_errors"] == 1 and result.episode.format_errors == 1 and result.reward == 0.0
 
 

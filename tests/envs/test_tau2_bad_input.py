@@ -56,7 +56,7 @@ def test_empty_message_ends_as_agent_error() -> None:
     env = _env()
     r = env.step("   ")
     assert r.done and r.reward == 0.0 and r.info["termination_reason"] == "agent_error"
-    assert r.info["agent_error"] == "empty agent message"
+    assert r.info["error"] == "empty agent message"
 
 
 def test_user_server_garbage_mid_run_ends_the_episode_with_the_reason() -> None:
@@ -67,7 +67,7 @@ def test_user_server_garbage_mid_run_ends_the_episode_with_the_reason() -> None:
         server.default = "<<garbage>>"
         r = env.step("What is your user id?")
         assert r.done and r.reward == 0.0 and r.info["termination_reason"] == "user_error"
-        assert "failed 2 times" in r.info["user_error"] and server.base_url in r.info["user_error"]
+        assert "failed 2 times" in r.info["error"] and server.base_url in r.info["error"]
 
 
 def test_user_server_gone_mid_run_ends_the_episode_with_the_reason() -> None:
@@ -76,7 +76,7 @@ def test_user_server_gone_mid_run_ends_the_episode_with_the_reason() -> None:
         env.reset()
     r = env.step("What is your user id?")  # the server has stopped: connection refused on every try
     assert r.done and r.reward == 0.0 and r.info["termination_reason"] == "user_error"
-    assert "failed 2 times" in r.info["user_error"] and "ConnectError" in r.info["user_error"]
+    assert "failed 2 times" in r.info["error"] and "ConnectError" in r.info["error"]
 
 
 def test_user_failing_on_the_first_message_ends_at_the_first_step() -> None:
@@ -85,7 +85,7 @@ def test_user_failing_on_the_first_message_ends_at_the_first_step() -> None:
         obs = env.reset()  # no exception: the episode is already over
         assert [m["role"] for m in obs.messages] == ["system", "assistant"]
         r = env.step("Hello?")
-        assert r.done and r.info["termination_reason"] == "user_error" and "HTTP 500" in r.info["user_error"]
+        assert r.done and r.info["termination_reason"] == "user_error" and "HTTP 500" in r.info["error"]
 
 
 def test_user_tool_calls_from_the_server_reach_the_environment() -> None:

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from agent_tune.envs import check_env, make_env
+from agent_tune.envs.base import StopReason
 from agent_tune.envs.tau2 import loader
 from agent_tune.users import UserReply
 from tests.envs.tau2_helpers import FIRST_USER_TURN, comparable, hermes, reference_run, replay_env
@@ -68,8 +69,9 @@ def test_agent_stop_and_finalize() -> None:
     r = env.step("Done. ###STOP###")
     assert r.done and r.info["termination_reason"] == "agent_stop" and r.reward == 1.0
     env.reset()
-    r = env.finalize("truncated")
-    assert r.done and r.reward == 0.0 and r.info["termination_reason"] == "max_steps" and r.info["truncated"]
+    r = env.finalize(StopReason.TOKEN_BUDGET)
+    assert r.done and r.reward == 0.0 and r.info["termination_reason"] == "max_steps"
+    assert r.info["stop_reason"] == "token_budget"
 
 
 def test_max_steps_and_max_errors_end_like_tau2() -> None:

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from agent_tune.envs import make_env
+from agent_tune.envs.base import StopReason
 
 TOOLS = [{"name": "add", "description": "Add two integers.",
           "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
@@ -63,7 +64,7 @@ def test_unit_scale_and_reasoning_requirement() -> None:
 def test_unfinished_response_scores_below_any_answer() -> None:
     env = make_env("toolcall")
     env.reset(**TASK)
-    unfinished = env.finalize("truncated").reward
+    unfinished = env.finalize(StopReason.TOKEN_BUDGET).reward
     env.reset(**TASK)
     plain = env.step("I do not know.").reward
     env.reset(**TASK)

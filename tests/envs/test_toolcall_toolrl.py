@@ -7,6 +7,7 @@ import json
 import pytest
 
 from agent_tune.envs import make_env
+from agent_tune.envs.base import StopReason
 
 TOOLS = [{"name": "add", "description": "Add two integers.",
           "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
@@ -80,7 +81,7 @@ def test_unfinished_response_scores_the_variant_minimum() -> None:
     env = make_env("toolcall", reward={"scale": "smooth"})
     env.status.global_step = 0
     env.reset(**TASK)
-    assert env.finalize("truncated").reward == pytest.approx(-4.0)  # format -2 + correctness -2
+    assert env.finalize(StopReason.TOKEN_BUDGET).reward == pytest.approx(-4.0)  # format -2 + correctness -2
 
 
 def test_bad_reward_option_fails_at_construction() -> None:

@@ -26,6 +26,7 @@ from datasets import Dataset  # noqa: E402
 
 import agent_tune.envs.verifiers_env as verifiers_env  # noqa: E402
 from agent_tune.envs import check_env, make_env  # noqa: E402
+from agent_tune.envs.base import StopReason  # noqa: E402
 from agent_tune.envs.tasks import catalogue_rows, row_env, row_task  # noqa: E402
 from agent_tune.envs.verifiers_env import VerifiersEnv  # noqa: E402
 
@@ -254,7 +255,8 @@ def test_max_turns_and_max_steps_end_the_episode() -> None:
     env.reset(prompt="Guess.", answer="7")
     assert not env.step("GUESS: 1").done
     end = env.step("GUESS: 2")
-    assert end.done and end.info["step_limit"] and end.reward == pytest.approx(0.25)  # scored on both guesses
+    # scored on both guesses
+    assert end.done and end.info["stop_reason"] == "step_limit" and end.reward == pytest.approx(0.25)
 
 
 def test_accuracy_reads_a_named_metric() -> None:
@@ -272,8 +274,8 @@ def test_an_episode_ended_from_outside_is_scored_on_what_was_done() -> None:
     env = VerifiersEnv(environment=TOOLS)
     env.reset(**TASK)
     env.step(ADD)
-    end = env.finalize("truncated")
-    assert end.done and end.info["truncated"] and end.reward == 0.5  # used a tool, never answered
+    end = env.finalize(StopReason.TOKEN_BUDGET)
+    assert end.done and end.info["stop_reason"] == "token_budget" and end.reward == 0.5  # used a tool, never answered
 
 
 # ---------------------------------------------------------------- through the runner, token-exact
@@ -293,7 +295,7 @@ async def test_an_episode_is_token_exact_through_the_runner(qwen_tok, environmen
     finally:
         env.close()
     traj = result.trajectory
-    assert result.reward == pytest.approx(reward) and result.termination == "done", result.info
+    assert result.reward == pytest.approx(reward) and result.stop_reason == "done", result.info
     assert result.drift.ok, str(result.drift)
     answer = "<tool_response>\n5\n</tool_response>" if environment == TOOLS else "higher"
     assert answer in policy.prompts[1]  # the policy read verifiers' env_response, rendered by the template
@@ -309,8 +311,8 @@ async def test_a_failing_env_does_not_break_the_runner(qwen_tok) -> None:
     result = await run_episode(env, ScriptedPolicy(renderer, ["GUESS: 3", "no idea"]), renderer,
                                RolloutLimits(8192, 2048), task={"prompt": "Guess.", "answer": "7"}, debug_drift=True)
     env.close()
-    assert result.termination == "done" and result.num_generations == 2 and result.drift.ok
-    assert result.episode.format_errors == 1 and result.info["verifiers_error"] == "ValueError: no 'GUESS: N' line"
+    assert result.stop_reason == "env_error" and result.num_generations == 2 and result.drift.ok
+    assert result.episode.format_errors == 1 and result.info["error"] == "ValueError: no 'GUESS: N' line"
     assert result.reward == 0.0  # the failed rollout is not scored
 
 
@@ -367,7 +369,7 @@ def test_a_tool_error_in_stop_errors_ends_the_episode_as_verifiers_does() -> Non
     env.reset(**TASK)
     end = env.step(call("divide", a=1, b=0))
     assert end.done and end.info["verifiers_stop"] == "has_error" and end.info["format_errors"] == 1
-    assert end.info["verifiers_error"].startswith("ToolCallError") and end.episode.turns_completed == 0
+    assert end.info["error"].startswith("ToolCallError") and end.episode.turns_completed == 0
     assert end.reward == 0.5  # scored as verifiers scores an errored rollout
 
 
@@ -380,7 +382,7 @@ def test_an_env_response_that_fails_is_a_counted_format_error(environment: str, 
     env.reset(prompt="Guess.", answer="7")
     end = env.step("I have no idea" if environment == GUESS else "GUESS: 3")
     assert end.done and end.info["format_errors"] == 1 and end.episode.format_errors == 1
-    assert end.info["verifiers_error"].startswith(error) and end.reward == 0.0 and end.episode.accuracy == 0.0
+    assert end.info["error"].startswith(error) and end.reward == 0.0 and end.episode.accuracy == 0.0
     assert end.info["verifiers_metrics"] == {}  # a failed rollout is not scored, as in verifiers' own loop
     assert end.observation.messages[-1]["role"] == "user" and error in end.observation.messages[-1]["content"]
 
@@ -400,7 +402,7 @@ def test_batch_step_steps_each_env_with_its_own_text() -> None:
         env.reset(prompt="Guess.", answer="7")
     ok, failed = VerifiersEnv.batch_step(guessing, ["GUESS: 3", "no idea"])  # one env failing fails no other
     assert not ok.done and ok.observation.messages == [{"role": "user", "content": "higher"}]
-    assert failed.done and failed.info["verifiers_error"] == "ValueError: no 'GUESS: N' line"
+    assert failed.done and failed.info["error"] == "ValueError: no 'GUESS: N' line"
 
 
 def test_an_env_built_off_the_main_thread_leaves_the_signal_handlers_alone() -> None:

@@ -56,7 +56,7 @@ async def test_right_answers_score_100(qwen_tok, tmp_path, mode):
     assert out.ran == len(IDS) and not out.failed
     for r in out.records:
         assert r["accuracy"] == 1.0, (r["test_id"], r["responses"])
-        assert r["end_reason"] == "completed" and r["num_turns"] == 1
+        assert r["stop_reason"] == "done" and r["num_turns"] == 1
     s = summarize(out.records, env="toolcall")
     assert all(c["accuracy"] == 1.0 for c in s["categories"].values())
     for name in ("simple", "non_live", "live", "irrelevance", "relevance", "overall"):

@@ -32,7 +32,7 @@ async def test_bfcl_ground_truth_episode_is_token_exact(test_id, template, qwen_
         res = await run_episode(env, policy, renderer, RolloutLimits(16384, 16384), debug_drift=True)
     finally:
         env.close()
-    assert res.termination == "done" and res.reward == 1.0 and res.info["accuracy"] == 1.0
+    assert res.stop_reason == "done" and res.reward == 1.0 and res.info["accuracy"] == 1.0
     assert res.num_generations == len(replies)
     assert res.drift.ok, str(res.drift)
     traj = res.trajectory

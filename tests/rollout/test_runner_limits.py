@@ -41,16 +41,16 @@ async def test_generation_reaching_the_budget_ends_the_episode(renderer, honor):
     limit = 120
     res = await run_episode(env, policy, renderer, RolloutLimits(4096, limit), debug_drift=True)
     traj = res.trajectory
-    assert res.termination == "truncated" and res.truncated and traj.truncated
+    assert res.stop_reason == "token_budget" and res.truncated and traj.truncated
     # the transcript holds the unfinished text; the trajectory is a prefix of its re-render
     assert res.messages[-1]["role"] == "assistant" and LONG.startswith(res.messages[-1]["content"])
     assert res.drift.ok, str(res.drift)
     assert len(traj) == limit  # cut exactly at the limit
     _aligned(traj, limit)
     assert traj.response_mask[-1] == 1 and traj.response_ids[-1] != renderer.end_of_turn_id
-    assert res.stop_reasons[-1] == "length"
+    assert res.finish_reasons[-1] == "length"
     assert env.received == [CALL]  # the unfinished text never reached the env
-    assert env.finalized == ["truncated"] and res.reward == 0.25 and res.info["unfinished"] == "truncated"
+    assert env.finalized == ["token_budget"] and res.reward == 0.25 and res.info["stop_reason"] == "token_budget"
     # the last generation was asked for exactly the budget left
     assert policy.calls[1][1]["max_tokens"] == limit - (len(policy.calls[1][0]) - len(traj.prompt_ids))
     # policy tokens up to the cut are kept with their log-probs
@@ -64,19 +64,19 @@ async def test_observation_that_does_not_fit_is_not_appended(renderer):
     res = await run_episode(env, policy, renderer, RolloutLimits(4096, 200), debug_drift=True)
     traj = res.trajectory
     assert res.drift.ok, str(res.drift)
-    assert res.termination == "truncated" and len(policy.calls) == 1
+    assert res.stop_reason == "token_budget" and len(policy.calls) == 1
     assert traj.response_ids == policy.outputs[0].token_ids  # ends on the policy's end-of-turn token
     assert all(traj.response_mask)
-    assert env.finalized == ["truncated"]
+    assert env.finalized == ["token_budget"]
 
 
 async def test_max_generations_with_the_default_finalize(renderer):
     policy = ScriptedPolicy(renderer, [CALL, CALL, CALL])
     env = ScriptedEnv(_initial(), [step(tool_msgs("a"), reward=0.1, turn=0), step(tool_msgs("b"), reward=0.2, turn=1)])
     res = await run_episode(env, policy, renderer, RolloutLimits(4096, 4096, max_generations=2))
-    assert res.termination == "max_generations" and res.num_generations == 2
+    assert res.stop_reason == "generation_limit" and res.num_generations == 2
     assert res.reward == pytest.approx(0.3)  # step rewards summed; BaseToolEnv.finalize adds 0
-    assert res.info["finalize_reason"] == "max_generations" and res.info["unfinished"] == "max_generations"
+    assert res.info["stop_reason"] == "generation_limit"
     # the trajectory ends with the env's last observation and the next generation prompt
     assert renderer.decode(res.trajectory.response_ids).endswith("<|im_start|>assistant\n")
 
@@ -85,7 +85,7 @@ async def test_abort_finalizes(renderer):
     policy = ScriptedPolicy(renderer, [Reply("partial", end_of_turn=False, stop_reason="aborted")])
     env = FinalizingEnv(_initial(), [], finalize_reward=0.5)
     res = await run_episode(env, policy, renderer, RolloutLimits(4096, 4096))
-    assert res.termination == "aborted" and res.stop_reasons == ["abort"]
+    assert res.stop_reason == "aborted" and res.finish_reasons == ["abort"]
     assert env.received == [] and env.finalized == ["aborted"] and res.reward == 0.5
 
 
@@ -100,8 +100,8 @@ async def test_verl_completed_at_max_tokens_counts_as_length(renderer):
     policy = ScriptedPolicy(renderer, [Reply(LONG, stop_reason="completed", honor_max_tokens=False)])
     env = ScriptedEnv(_initial(), [step(reward=1.0, done=True)])
     res = await run_episode(env, policy, renderer, RolloutLimits(4096, 4096), {"max_tokens": 30})
-    assert res.stop_reasons == ["length"] and len(res.trajectory) == 30  # overshoot cut to max_tokens
-    assert res.termination == "done" and env.received == [renderer.decode(res.trajectory.response_ids)]
+    assert res.finish_reasons == ["length"] and len(res.trajectory) == 30  # overshoot cut to max_tokens
+    assert res.stop_reason == "done" and env.received == [renderer.decode(res.trajectory.response_ids)]
 
 
 async def test_per_turn_cap_closes_the_turn_and_steps_the_env(renderer):
@@ -109,7 +109,7 @@ async def test_per_turn_cap_closes_the_turn_and_steps_the_env(renderer):
     env = ScriptedEnv(_initial(), [step([user_msg("go on")]), step(reward=1.0, done=True)])
     res = await run_episode(env, policy, renderer, RolloutLimits(4096, 4096), {"max_tokens": 30}, debug_drift=True)
     traj = res.trajectory
-    assert res.stop_reasons == ["length", "stop"] and res.termination == "done"
+    assert res.finish_reasons == ["length", "stop"] and res.stop_reason == "done"
     assert traj.response_mask[30] == 0 and traj.response_ids[30] == renderer.end_of_turn_id
     assert len(env.received[0]) < len(LONG)
     assert res.drift.ok, str(res.drift)
@@ -141,4 +141,4 @@ async def test_empty_observation_gives_the_policy_another_turn(renderer):
     policy = ScriptedPolicy(renderer, ["thinking aloud", "final"])
     env = ScriptedEnv(_initial(), [step([]), step(reward=1.0, done=True)])
     res = await run_episode(env, policy, renderer, RolloutLimits(4096, 4096), debug_drift=True)
-    assert res.termination == "done" and res.drift.ok, str(res.drift)
+    assert res.stop_reason == "done" and res.drift.ok, str(res.drift)

@@ -55,8 +55,8 @@ async def test_trajectory_equals_full_rerender(renderer):
     policy = ScriptedPolicy(renderer, replies)
     res = await run_episode(env, policy, renderer, LIMITS, {"temperature": 1.0}, debug_drift=True)
 
-    assert res.termination == "done" and res.reward == 1.0 and res.info == {"accuracy": 1.0}
-    assert res.num_generations == 5 and res.stop_reasons == ["stop"] * 5
+    assert res.stop_reason == "done" and res.reward == 1.0 and res.info == {"accuracy": 1.0, "stop_reason": "done"}
+    assert res.num_generations == 5 and res.finish_reasons == ["stop"] * 5
     assert env.received == replies  # the env got exactly the policy's text, no end-of-turn token
     assert res.tools == TOOLS + [NEW_TOOL]
 

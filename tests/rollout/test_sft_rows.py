@@ -87,7 +87,7 @@ async def test_sft_row_equals_runner_trajectory(renderer, name):
     messages = CONVERSATIONS[name]
     env, policy = _episode(renderer, messages, TOOLS)
     res = await run_episode(env, policy, renderer, LIMITS)
-    assert res.termination == "done"
+    assert res.stop_reason == "done"
     traj = res.trajectory
 
     ids, mask = render_conversation(renderer, messages, TOOLS)

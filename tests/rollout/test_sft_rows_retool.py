@@ -54,7 +54,7 @@ async def test_retool_sft_row_equals_runner_trajectory(renderer, sandbox, index)
     policy = ScriptedPolicy(renderer, _replies(messages[-1]["content"]))
 
     res = await run_episode(env, policy, renderer, LIMITS, task={"question": question, "ground_truth": answer})
-    assert res.termination == "done" and res.reward == 1.0
+    assert res.stop_reason == "done" and res.reward == 1.0
     assert res.messages == messages  # the synthetic conversation is the runner's transcript of the episode
     traj = res.trajectory
     ids, mask = render_conversation(renderer, messages, None, observation_pattern=PATTERN)

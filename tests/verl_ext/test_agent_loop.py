@@ -9,6 +9,7 @@ pytest.importorskip("verl")
 from omegaconf import OmegaConf  # noqa: E402
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry  # noqa: E402
 
+from agent_tune.envs.base import StopReason
 from agent_tune.envs.bfcl.multi_turn.data import load_entry  # noqa: E402
 from agent_tune.envs.bfcl.multi_turn.replay import ground_truth_responses  # noqa: E402
 from agent_tune.parsing import get_tool_parser  # noqa: E402
@@ -167,7 +168,7 @@ def test_collapse_fields_group_and_format_error_generations() -> None:
 
 
 def episode_result(acc: float, reward: float | None = None, calls: int = 1, generations: int = 2,
-                   termination: str = "done") -> EpisodeResult:
+                   stop_reason: StopReason = StopReason.DONE) -> EpisodeResult:
     """A finished episode without a server: 3 prompt tokens, ``generations`` policy tokens, ``calls`` calls
     (one valid call per step, the last step with a format error)."""
     traj = Trajectory(prompt_ids=[1, 2, 3])
@@ -176,8 +177,8 @@ def episode_result(acc: float, reward: float | None = None, calls: int = 1, gene
     info = {"accuracy": acc, "progress": acc, "num_calls": calls, "num_steps": calls + 1, "format_errors": 1,
             "turns_completed": 1}
     return EpisodeResult(trajectory=traj, reward=acc if reward is None else reward, info=info,
-                         num_generations=generations, messages=[], tools=None, stop_reasons=["stop"] * generations,
-                         termination=termination, step_infos=steps)
+                         num_generations=generations, messages=[], tools=None, finish_reasons=["stop"] * generations,
+                         stop_reason=stop_reason, step_infos=steps)
 
 
 def test_sample_record_is_the_episode_record() -> None:
@@ -190,10 +191,10 @@ def test_sample_record_is_the_episode_record() -> None:
         "global_steps": 2, "split": "train", "data_source": "bfcl", "task": 'bfcl:{"test_id": "t"}', "reward": 0.75,
         "prompt_length": 3, "response_length": 3, "acc": 0.5, "progress": 0.5, "format_errors": 1.0,
         "num_calls": 2.0, "num_steps": 3.0, "num_generations": 3.0, "turns_completed": 1.0, "zero_call": 0.0,
-        "truncated": 0.0, "group": "u7", "valid_calls": 2, "format_error_generations": 1}
+        "truncated": 0.0, "stop_reason": "done", "group": "u7", "valid_calls": 2, "format_error_generations": 1}
     assert SampleRecord.from_dict(record.as_dict()) == record
     # no global_steps kwarg (verl's async trainers): one past the server's newest weight version; no split: train
     async_row = {"extra_info": {"index": 4, "env": extra["env"]}}
-    later = sample_record(episode_result(0.0, termination="truncated"), async_row, {"max_global_steps": 6})
+    later = sample_record(episode_result(0.0, stop_reason=StopReason.TOKEN_BUDGET), async_row, {"max_global_steps": 6})
     assert later.global_steps == 7 and later.split == "train" and later.is_training and later.truncated == 1.0
     assert later.data_source is None and later.group == "None:4"

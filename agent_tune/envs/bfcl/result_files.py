@@ -72,7 +72,12 @@ def _blocks(step: Iterable[str]) -> list[str]:
 
 
 def _finished(record: Mapping[str, Any]) -> bool:
-    return record.get("end_reason") in ("completed", "force_terminated")
+    """Whether the episode ended on its own: BFCL multi-turn's own word (``end_reason``: force termination is an
+    ending), else the episode's stop reason."""
+    end = record.get("end_reason")
+    if end is not None:
+        return end in ("completed", "force_terminated")
+    return record.get("stop_reason") == "done"
 
 
 def _strip_reasoning(text: str, reasoning_parser: Any) -> str:
