@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         from agent_tune.eval.cli import main as eval_main
 
         return int(eval_main(argv[1:]) or 0)
-    from agent_tune.logs import setup_logging
+    from agent_tune.utils.logs import setup_logging
 
     setup_logging()  # train and eval configure it themselves
     parser = argparse.ArgumentParser(prog="agent-tune", description=__doc__)

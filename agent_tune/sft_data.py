@@ -41,8 +41,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from agent_tune.cli_args import json_object
-from agent_tune.jsonl import jsonl_lines
+from agent_tune.utils.cli_args import json_object
+from agent_tune.utils.jsonl import jsonl_lines
 
 FORMATS = ("rlla_sft", "tau2_seed")
 RLLA_SYSTEMS = ("instruction", "generated")

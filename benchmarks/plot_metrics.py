@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from agent_tune.jsonl import read_jsonl  # noqa: E402
+from agent_tune.utils.jsonl import read_jsonl  # noqa: E402
 
 
 def read_rows(path: Path) -> list[dict]:

@@ -149,7 +149,7 @@ async def test_two_airline_tasks_through_the_agent_loop_with_an_llm_user(smollm2
 def test_grpo_two_steps_on_mock_with_an_llm_user(smollm2_server, tmp_path) -> None:
     pytest.importorskip("verl")
     from agent_tune.envs.tasks import catalogue_rows, select_tasks
-    from agent_tune.rows import write_rows
+    from agent_tune.utils.rows import write_rows
 
     # mock has no train/test split (its tasks are in split "all"): these two, labelled as training rows
     rows = catalogue_rows("tau2", "train", tasks=select_tasks("tau2", ids=[f"tau2/mock/{t}" for t in MOCK_TASKS]))
