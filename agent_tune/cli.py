@@ -1,4 +1,5 @@
-"""The ``agent-tune`` command line: ``envs``, ``data``, ``train``, ``sft``, ``sft-data``, ``curriculum``, ``eval``."""
+"""The ``agent-tune`` command line: ``envs``, ``data``, ``train``, ``sft``, ``sft-data``, ``curriculum``, ``eval``,
+``plot``."""
 
 from __future__ import annotations
 
@@ -44,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         from agent_tune.eval.cli import main as eval_main
 
         return int(eval_main(argv[1:]) or 0)
+    if argv and argv[0] == "plot":
+        from agent_tune.view.plot import main as plot_main
+
+        return int(plot_main(argv[1:]) or 0)
     from agent_tune.utils.logs import setup_logging
 
     setup_logging()  # train and eval configure it themselves
@@ -61,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
                    "agent-tune curriculum --curriculum NAME --run-dir DIR (see agent-tune curriculum -h)")
     sub.add_parser("eval", help="evaluation on BFCL (multi-turn and single-turn) and tau2-bench tasks, any env's "
                    "catalogue (--env NAME) or rows, against an OpenAI-compatible server (see agent-tune eval -h)")
+    sub.add_parser("plot", help="a run's per-step metrics as a PNG, first steps against last: agent-tune plot "
+                   "RUN/checkpoints/metrics.jsonl --out F.png; --table: keys of verl's step log, a line a step "
+                   "(see agent-tune plot -h)")
     args = parser.parse_args(argv)
     return int(args.func(args))
 

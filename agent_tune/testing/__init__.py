@@ -10,4 +10,7 @@ Nothing else in the package imports them; they live here so that ``benchmarks/``
 ``bfcl_multi_turn_perturb``: perturbed BFCL multi-turn ground truths (the fidelity test's).
 ``bfcl_identity``: ``python -m agent_tune.testing.bfcl_identity --write F`` / ``--compare F``, a digest of every
 scripted BFCL episode, to show a change to the env keeps every output.
+``lora_sync_check``: ``python -m agent_tune.testing.lora_sync_check --dump DIR --model M --checkpoint N=DIR``, did
+vLLM sample with the trained LoRA weights (a LoRA GRPO run's dumped tokens scored with the base and merged models;
+docs/lora.md).
 """
