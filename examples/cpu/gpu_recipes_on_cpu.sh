@@ -2,7 +2,7 @@
 # The GPU recipes exercised on CPU (not run in CI): one training step of each shipped GPU recipe (agent_tune_bfcl,
 # agent_tune_toolrl, agent_tune_tau2, agent_tune_retool) with config/device/cpu_probe.yaml appended, which changes
 # only the device, the model (SmolLM2-135M) and the sizes: each recipe's algorithm keys (rollout correction,
-# dynamic sampling, group size, loss, curriculum) run for real. What cannot run on CPU is listed in docs/gpu.md.
+# dynamic sampling, group size, loss, task weighting) run for real. What cannot run on CPU is listed in docs/gpu.md.
 #   bash examples/cpu/gpu_recipes_on_cpu.sh [hydra overrides for every run...]
 # Runs every recipe even when one fails, each under TIMEOUT_S (default 3600: dynamic sampling regenerates until
 # it has groups whose rewards differ), and ends with one line per recipe (exit code, wall time, log);

