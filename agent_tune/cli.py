@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return int(sft_main(argv[1:]) or 0)
     if argv and argv[0] == "sft-data":
-        from agent_tune.sft_data import main as sft_data_main
+        from agent_tune.sft.convert import main as sft_data_main
 
         return int(sft_data_main(argv[1:]) or 0)
     if argv and argv[0] == "curriculum":
