@@ -1,4 +1,5 @@
-"""The ``agent-tune`` command line: ``envs``, ``data``, ``train``, ``sft``, ``sft-data``, ``curriculum``, ``eval``."""
+"""The ``agent-tune`` command line: ``envs``, ``data``, ``train``, ``sft``, ``sft-data``, ``curriculum``, ``eval``,
+``plot``."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return int(sft_main(argv[1:]) or 0)
     if argv and argv[0] == "sft-data":
-        from agent_tune.sft_data import main as sft_data_main
+        from agent_tune.sft.convert import main as sft_data_main
 
         return int(sft_data_main(argv[1:]) or 0)
     if argv and argv[0] == "curriculum":
@@ -44,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         from agent_tune.eval.cli import main as eval_main
 
         return int(eval_main(argv[1:]) or 0)
-    from agent_tune.logs import setup_logging
+    if argv and argv[0] == "plot":
+        from agent_tune.view.plot import main as plot_main
+
+        return int(plot_main(argv[1:]) or 0)
+    from agent_tune.utils.logs import setup_logging
 
     setup_logging()  # train and eval configure it themselves
     parser = argparse.ArgumentParser(prog="agent-tune", description=__doc__)
@@ -61,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
                    "agent-tune curriculum --curriculum NAME --run-dir DIR (see agent-tune curriculum -h)")
     sub.add_parser("eval", help="evaluation on BFCL (multi-turn and single-turn) and tau2-bench tasks, any env's "
                    "catalogue (--env NAME) or rows, against an OpenAI-compatible server (see agent-tune eval -h)")
+    sub.add_parser("plot", help="a run's per-step metrics as a PNG, first steps against last: agent-tune plot "
+                   "RUN/checkpoints/metrics.jsonl --out F.png; --table: keys of verl's step log, a line a step "
+                   "(see agent-tune plot -h)")
     args = parser.parse_args(argv)
     return int(args.func(args))
 

@@ -14,8 +14,8 @@ import argparse
 import sys
 from typing import Sequence
 
-from agent_tune.cli_args import json_object
 from agent_tune.envs.registry import UnknownEnvError
+from agent_tune.utils.cli_args import json_object
 
 
 def parser() -> argparse.ArgumentParser:
@@ -37,7 +37,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """``agent-tune data ...`` (``argv`` excludes ``data``)."""
     from agent_tune.envs.tasks import catalogue_rows, select_tasks
-    from agent_tune.rows import write_rows
+    from agent_tune.utils.rows import write_rows
 
     args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     counts = {}

@@ -10,7 +10,7 @@ and the start-up check of tau2's NL-assertion judge (:mod:`agent_tune.envs.tau2.
   ``skip_special_tokens``, ...) reach the server exactly; more can ride in ``extra_body`` (merged into the
   body). No SDK: the ``openai`` SDK's async client made fewer requests/s and spent more CPU per request at the
   eval's concurrency, and its typed ``completions.create`` walks every token id of a prompt through its
-  parameter transform (``benchmarks/openai_client.py``).
+  parameter transform (measured: docs/results.md, "The eval's HTTP client").
 * :class:`RetryPolicy`: one retry loop for every caller (one budget counts transport errors, retried HTTP
   statuses and, where the caller asks, unusable answers), exponential backoff with jitter.
 * :meth:`AsyncClient.check_model` / :func:`check_model`: the start-up health check (async / sync): the

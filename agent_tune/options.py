@@ -16,7 +16,7 @@ expected. The same checker types the environments' options: :func:`check_argumen
 kwargs against the constructor's annotations (``BaseToolEnv.check_kwargs``).
 
 A leaf module: at module level it imports nothing from ``agent_tune`` but :mod:`agent_tune.errors` (the rollout
-worker's gc settings, :mod:`agent_tune.rollout.worker_gc`, and the task curriculum, :mod:`verl_ext.task_curriculum`,
+worker's gc settings, :mod:`agent_tune.rollout.worker_gc`, and the task weighting, :mod:`verl_ext.task_weighting`,
 import their dataclasses from here); checking ``reasoning_tags`` imports the tag rule of
 :mod:`agent_tune.parsing.reasoning` when it runs.
 """
@@ -36,12 +36,12 @@ PREFIX = "agent_tune"
 
 # Choices of the block's string options (one Literal each; tests/test_options.py ties each to the table of the
 # module that acts on it: agent_tune.launch.launcher, agent_tune.launch.attention, verl_ext.cpu.precision,
-# verl_ext.trainers, verl_ext.task_curriculum).
+# verl_ext.trainers, verl_ext.task_weighting).
 ConsoleMode = Literal["quiet", "verbose"]
 AttentionFallback = Literal["error", "sdpa"]
 CpuPrecision = Literal["auto", "bf16", "fp32"]
 TrainerName = Literal["main_ppo", "one_step_off_policy", "fully_async_policy"]
-CurriculumMode = Literal["sample", "advantage"]
+TaskWeightingMode = Literal["sample", "advantage"]
 
 
 class OptionError(ConfigError):
@@ -277,18 +277,18 @@ class WorkerGC:
                                                 f"{self.gen2_threshold!r}")
 
 
-TASK_CURRICULUM_KEY = f"{PREFIX}.task_curriculum"
+TASK_WEIGHTING_KEY = f"{PREFIX}.task_weighting"
 
 
 @dataclass(frozen=True)
-class TaskCurriculumConfig:
-    """``agent_tune.task_curriculum`` (:mod:`verl_ext.task_curriculum`): per-task weights from running success
+class TaskWeightingConfig:
+    """``agent_tune.task_weighting`` (:mod:`verl_ext.task_weighting`): per-task weights from running success
     rates (defaults: Tau2-RL-Pipeline's). ``mode``: ``sample`` draws tasks with them; ``advantage`` draws
     uniformly and multiplies each sample's GRPO advantage by its task's weight (the pipeline's way,
-    :mod:`verl_ext.advantage_curriculum`). A bad value raises :class:`OptionError` naming the field."""
+    :mod:`verl_ext.advantage_weighting`). A bad value raises :class:`OptionError` naming the field."""
 
     enable: bool = False
-    mode: CurriculumMode = "sample"
+    mode: TaskWeightingMode = "sample"
     min_attempts: int = 5  # attempts before a task's weight moves from 1
     solved_threshold: float = 0.75  # success rate above this: solved_weight
     hard_threshold: float = 0.25  # success rate below this: hard_weight
@@ -312,9 +312,9 @@ class TaskCurriculumConfig:
                 raise OptionError(key, f"{getattr(self, key)!r} must be a number in (0, 1]")
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any] | None) -> TaskCurriculumConfig:
-        """From the config's ``agent_tune.task_curriculum`` mapping (``None``: disabled)."""
-        return cls() if raw is None else check_value(TASK_CURRICULUM_KEY, raw, cls)
+    def from_mapping(cls, raw: Mapping[str, Any] | None) -> TaskWeightingConfig:
+        """From the config's ``agent_tune.task_weighting`` mapping (``None``: disabled)."""
+        return cls() if raw is None else check_value(TASK_WEIGHTING_KEY, raw, cls)
 
 
 @dataclass(frozen=True)
@@ -376,7 +376,7 @@ class DebugModes:
 class AgentTuneOptions:
     """The ``agent_tune:`` block; what each key does: ``config/base/agent_tune.yaml``. Defaults are what a
     missing key means (not the shipped values). ``null`` for ``chat_template_kwargs`` / ``env_kwargs`` is
-    ``{}``; for ``worker_gc`` / ``task_curriculum`` / ``debug`` their defaults (collector untouched, curriculum
+    ``{}``; for ``worker_gc`` / ``task_weighting`` / ``debug`` their defaults (collector untouched, task weighting
     off, no debugging mode)."""
 
     # the launchers
@@ -400,7 +400,7 @@ class AgentTuneOptions:
     dump_rollout_tokens: bool = False
     metrics_file: str | None = None
     sample_metrics_dir: str | None = None
-    task_curriculum: TaskCurriculumConfig | None = field(default_factory=TaskCurriculumConfig)
+    task_weighting: TaskWeightingConfig | None = field(default_factory=TaskWeightingConfig)
     debug: DebugModes | None = field(default_factory=DebugModes)  # None: no debugging mode
 
     def __post_init__(self) -> None:
@@ -411,7 +411,7 @@ class AgentTuneOptions:
             raise OptionError("reasoning_tags", f"set together with reasoning_parser={self.reasoning_parser!r}: "
                                                 f"give one of the two (reasoning_parser: none with reasoning_tags)")
         for name, empty in (("chat_template_kwargs", dict), ("env_kwargs", dict), ("worker_gc", WorkerGC),
-                            ("task_curriculum", TaskCurriculumConfig), ("debug", DebugModes)):
+                            ("task_weighting", TaskWeightingConfig), ("debug", DebugModes)):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, empty())
 

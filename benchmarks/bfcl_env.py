@@ -45,7 +45,7 @@ throwaway Observation; answers without a tag are parsed at once and block spans 
 Wall, this script, 2 shared cores at load avg 3-7, old and new code run alternately, ``all``: old
 3.72/4.24/4.81/4.48/4.80/4.73/4.65x, new 5.19/5.10/4.84/4.73/5.04/4.97/5.01/5.25/4.88x (median ~5.0x,
 not reliably >= 5x under this load). Verdicts, observations, rewards and infos are unchanged on
-68,420 scripted episodes (``benchmarks/bfcl_env_identity.py``, same ``PYTHONHASHSEED``). Still left
+68,420 scripted episodes (``python -m agent_tune.testing.bfcl_identity``, same ``PYTHONHASHSEED``). Still left
 (long_context): pickling ~220 objects per copy (the C unpickler's floor), bfcl-eval's ``Directory.__eq__``
 (a walk in Python and a bulk ``attrgetter`` compare were both measured slower), hashing long result texts.
 
@@ -71,7 +71,7 @@ every run >= 5x). Per category, new (old): base 5.7-6.4x (5.0-5.6x), miss_func 5
 miss_param 5.9-7.0x (4.9-5.6x), long_context 4.8-5.3x (4.1-4.9x): long_context is not reliably >= 5x
 (copying its ~40 files per entry and comparing them with bfcl-eval's ``__eq__`` are most of what is left).
 Verdicts, observations, rewards and infos are unchanged on the 68,420 scripted episodes
-(``benchmarks/bfcl_env_identity.py``, ``PYTHONHASHSEED=0``, digests written with 177b25c).
+(``python -m agent_tune.testing.bfcl_identity``, ``PYTHONHASHSEED=0``, digests written with 177b25c).
 
 The step template (issue 21: the env's ``step`` is ``BaseToolEnv``'s, with the env's ``act`` and ``outcome``
 hooks) costs about 9% per step: ``--per-category 30 --repeats 3`` on a quiet machine, the tree before it

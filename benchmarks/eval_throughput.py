@@ -1,6 +1,6 @@
 """Entries/s of the async evaluator against a sequential loop, on the same scripted server.
 
-The server (tests/eval/scripted_server.py) answers every generation with the ground truth after a fixed
+The server (agent_tune/testing/scripted_server.py) answers every generation with the ground truth after a fixed
 latency, like an inference server whose per-request time does not depend on load. The sequential loop is
 what an evaluator without concurrency does (bfcl-eval's ``generate`` with one thread): the same runner,
 one episode after the other. The official ``bfcl generate`` cannot run in this venv (FACTS.md).
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from agent_tune.envs.bfcl.multi_turn.data import SCORED_CATEGORIES, category_test_ids  # noqa: E402
 from agent_tune.eval.evaluate import EvalSettings, Evaluator  # noqa: E402
 from agent_tune.models.qwen_vocab import load_qwen3_tokenizer  # noqa: E402
-from tests.eval.scripted_server import ScriptedServer, oracle_script  # noqa: E402
+from agent_tune.testing.scripted_server import ScriptedServer, oracle_script  # noqa: E402
 
 
 def pick_ids(n: int) -> list[str]:

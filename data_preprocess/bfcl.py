@@ -31,7 +31,7 @@ from typing import Any
 
 from agent_tune.envs.bfcl.multi_turn.splits import SPLITS, scenario_split
 from agent_tune.envs.tasks import catalogue_rows
-from agent_tune.rows import write_rows
+from agent_tune.utils.rows import write_rows
 
 
 def build_splits(seed: int, shots: int = 0) -> dict[str, list[dict[str, Any]]]:

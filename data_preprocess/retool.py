@@ -22,7 +22,7 @@ import argparse
 import sys
 
 from agent_tune.envs.tasks import catalogue_rows
-from agent_tune.rows import write_rows
+from agent_tune.utils.rows import write_rows
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,7 @@ if __name__ == "__main__":  # run as a file, this folder is sys.path[0]: this ta
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from agent_tune.envs.tasks import catalogue_rows, select_tasks  # noqa: E402
-from agent_tune.rows import write_rows  # noqa: E402
+from agent_tune.utils.rows import write_rows  # noqa: E402
 
 DEFAULT_DOMAINS = ("airline", "retail", "telecom")
 DEFAULT_SPLITS = ("train", "test")

@@ -29,7 +29,7 @@ from typing import Any
 
 from agent_tune.envs.tasks import catalogue_rows
 from agent_tune.envs.toolcall_tasks import FILE_SPLITS
-from agent_tune.rows import write_rows
+from agent_tune.utils.rows import write_rows
 
 BFCL_SPLITS = ("train", "val", "test")
 

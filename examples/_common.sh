@@ -1,4 +1,4 @@
-# Sourced by the launch scripts (examples/*.sh, benchmarks/*.sh); not run on its own.
+# Sourced by the launch scripts (examples/*.sh, examples/cpu/*.sh); not run on its own.
 #   REPO_DIR    the checkout
 #   PYTHON      the interpreter every script runs (default: the checkout's .venv, as scripts/install.sh makes it)
 #   OVERRIDES   Hydra overrides the script passes: paths, and only the variables the user set

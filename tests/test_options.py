@@ -15,7 +15,7 @@ from agent_tune.errors import ConfigError
 from agent_tune.options import (
     AgentTuneOptions,
     OptionError,
-    TaskCurriculumConfig,
+    TaskWeightingConfig,
     WorkerGC,
     check_arguments,
     check_value,
@@ -52,8 +52,8 @@ def test_shipped_config_blocks_parse(name: str) -> None:
         parsed = getattr(options, key)
         if key == "worker_gc" and value is not None:
             assert parsed == WorkerGC(**value)
-        elif key == "task_curriculum" and value is not None:
-            assert parsed == TaskCurriculumConfig(**value)
+        elif key == "task_weighting" and value is not None:
+            assert parsed == TaskWeightingConfig(**value)
         elif value is not None:
             assert parsed == value, key
 
@@ -65,7 +65,7 @@ def test_shipped_values_reach_the_fields() -> None:
 
     tau2 = parse_options(compose_config("agent_tune_tau2_cpu").agent_tune)
     assert tau2.max_generations == 2 and tau2.template == "smollm2_tools"
-    assert tau2.task_curriculum.enable and tau2.task_curriculum.min_attempts == 2
+    assert tau2.task_weighting.enable and tau2.task_weighting.min_attempts == 2
     assert tau2.worker_gc == WorkerGC(freeze=True, gen2_threshold=100)
     assert tau2.env_kwargs["tau2"]["max_steps"] == 12
     assert parse_options(compose_config("agent_tune_grpo_cpu").agent_tune).cpu_precision == "auto"
@@ -75,9 +75,9 @@ def test_defaults_are_what_a_missing_key_means() -> None:
     options = parse_options({})
     assert options == parse_options(None) == AgentTuneOptions()
     assert options.max_generations is None and options.template is None and options.tool_parser is None
-    assert options.worker_gc == WorkerGC() and not options.task_curriculum.enable
+    assert options.worker_gc == WorkerGC() and not options.task_weighting.enable
     assert options.env_kwargs == {} and options.chat_template_kwargs == {}
-    nulls = parse_options({"worker_gc": None, "task_curriculum": None, "env_kwargs": None,
+    nulls = parse_options({"worker_gc": None, "task_weighting": None, "env_kwargs": None,
                            "chat_template_kwargs": None})
     assert nulls == options
 
@@ -110,9 +110,9 @@ def test_custom_prefix() -> None:
     ({"worker_gc": "freeze"}, "agent_tune.worker_gc", "expected a mapping {freeze, gen2_threshold} | null"),
     ({"worker_gc": {"freeze": "yes"}}, "agent_tune.worker_gc.freeze", "expected bool"),
     ({"worker_gc": {"gen2_threshold": "100"}}, "agent_tune.worker_gc.gen2_threshold", "expected int | null"),
-    ({"task_curriculum": {"seed": 1.5}}, "agent_tune.task_curriculum.seed", "expected int | null"),
-    ({"task_curriculum": {"enable": "true"}}, "agent_tune.task_curriculum.enable", "expected bool"),
-    ({"task_curriculum": {"hard_weight": "half"}}, "agent_tune.task_curriculum.hard_weight", "expected float"),
+    ({"task_weighting": {"seed": 1.5}}, "agent_tune.task_weighting.seed", "expected int | null"),
+    ({"task_weighting": {"enable": "true"}}, "agent_tune.task_weighting.enable", "expected bool"),
+    ({"task_weighting": {"hard_weight": "half"}}, "agent_tune.task_weighting.hard_weight", "expected float"),
 ])
 def test_wrong_type_is_named_with_value_and_expected_type(mapping: dict, key: str, expected: str) -> None:
     exc = _error(mapping)
@@ -124,8 +124,8 @@ def test_wrong_type_is_named_with_value_and_expected_type(mapping: dict, key: st
 
 
 def test_int_is_widened_where_a_float_is_expected() -> None:
-    options = parse_options({"task_curriculum": {"solved_weight": 1, "success_threshold": 1}})
-    assert options.task_curriculum.solved_weight == 1.0 and isinstance(options.task_curriculum.solved_weight, float)
+    options = parse_options({"task_weighting": {"solved_weight": 1, "success_threshold": 1}})
+    assert options.task_weighting.solved_weight == 1.0 and isinstance(options.task_weighting.solved_weight, float)
 
 
 @pytest.mark.parametrize(("key", "value", "allowed"), [
@@ -150,10 +150,10 @@ def test_optional_literal_names_its_choices_and_null() -> None:
     ({"max_generations": -2}, "agent_tune.max_generations", ">= 1"),
     ({"worker_gc": {"gen2_threshold": 0}}, "agent_tune.worker_gc.gen2_threshold", "a positive integer"),
     ({"worker_gc": {"frozen": True}}, "agent_tune.worker_gc.frozen", "unknown key (known: freeze, gen2_threshold)"),
-    ({"task_curriculum": {"min_attempts": 0}}, "agent_tune.task_curriculum.min_attempts", ">= 1"),
-    ({"task_curriculum": {"minattempts": 3}}, "agent_tune.task_curriculum.minattempts", "unknown key"),
-    ({"task_curriculum": {"hard_weight": 2}}, "agent_tune.task_curriculum.hard_weight", "(0, 1]"),
-    ({"task_curriculum": {"hard_threshold": 0.9}}, "agent_tune.task_curriculum.hard_threshold", "solved_threshold"),
+    ({"task_weighting": {"min_attempts": 0}}, "agent_tune.task_weighting.min_attempts", ">= 1"),
+    ({"task_weighting": {"minattempts": 3}}, "agent_tune.task_weighting.minattempts", "unknown key"),
+    ({"task_weighting": {"hard_weight": 2}}, "agent_tune.task_weighting.hard_weight", "(0, 1]"),
+    ({"task_weighting": {"hard_threshold": 0.9}}, "agent_tune.task_weighting.hard_threshold", "solved_threshold"),
 ])
 def test_out_of_range_and_nested_errors_name_the_full_key(mapping: dict, key: str, problem: str) -> None:
     exc = _error(mapping)
@@ -282,19 +282,19 @@ def test_launch_fails_at_start_up_naming_the_key() -> None:
     pytest.importorskip("hydra")
     pytest.importorskip("verl")
     from agent_tune.launch.compose import compose_config
-    from agent_tune.launch.train import check_options, check_task_curriculum, validate
+    from agent_tune.launch.train import check_options, check_task_weighting, validate
 
     for override, key in (("+agent_tune.max_generation=3", "agent_tune.max_generation"),
                           ("agent_tune.max_generations=0", "agent_tune.max_generations"),
                           ("agent_tune.worker_gc.gen2_threshold=x", "agent_tune.worker_gc.gen2_threshold"),
-                          ("agent_tune.task_curriculum.hard_weight=2", "agent_tune.task_curriculum.hard_weight")):
+                          ("agent_tune.task_weighting.hard_weight=2", "agent_tune.task_weighting.hard_weight")):
         config = compose_config("agent_tune_grpo_cpu", [override])
         with pytest.raises(ConfigError, match=rf"^config key '{key}'"):
             check_options(config)
         with pytest.raises(ConfigError, match=rf"^config key '{key}'"):
             validate(config)
-    config = compose_config("agent_tune_grpo_cpu", ["agent_tune.task_curriculum.enable=true"])
-    assert check_task_curriculum(config).enable
+    config = compose_config("agent_tune_grpo_cpu", ["agent_tune.task_weighting.enable=true"])
+    assert check_task_weighting(config).enable
 
 
 def test_the_agent_loop_reads_typed_options() -> None:

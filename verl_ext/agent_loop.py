@@ -19,7 +19,7 @@ its start-up heap frozen, full collections rarer; a missing key leaves the colle
 ``sample_metrics_dir`` (set by the launcher): every episode's metrics, with the trainer step that
 trains it (:func:`sample_step`), the row's ``extra_info.split`` and its task key, appended to
 ``<dir>/samples-<pid>.jsonl``; the launcher turns them into per-step metrics (verl's own step metrics do not
-carry them), and the task curriculum (:mod:`verl_ext.task_curriculum`) into per-task sampling weights.
+carry them), and the task weighting (:mod:`verl_ext.task_weighting`) into per-task sampling weights.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from agent_tune.rollout.dump import append_jsonl, trajectory_record
 from agent_tune.rollout.episode_metrics import episode_metrics
 from agent_tune.rollout.worker_gc import apply_worker_gc
 from verl_ext.sample_records import SampleRecord
-from verl_ext.task_curriculum import task_key
+from verl_ext.task_weighting import task_key
 
 LOOP_NAME = "agent_tune"
 

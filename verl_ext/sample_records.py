@@ -3,8 +3,8 @@
 The agent loop (:mod:`verl_ext.agent_loop`) appends one JSON record per episode, with the trainer step that
 trains it (``global_steps``), the split of its row (``split``: ``val`` / ``test`` for validation rows) and
 its metrics, to ``<agent_tune.sample_metrics_dir>/samples-<pid>.jsonl`` (one file per rollout worker
-process). Two readers follow those files as they grow: the task curriculum's sampler, inside verl's trainer
-(:mod:`verl_ext.task_curriculum`), and the per-step metrics writer of the training child
+process). Two readers follow those files as they grow: the task weighting's sampler, inside verl's trainer
+(:mod:`verl_ext.task_weighting`), and the per-step metrics writer of the training child
 (:mod:`agent_tune.launch.step_metrics`).
 
 One type for all three: :class:`SampleRecord`. The writer builds one (``verl_ext.agent_loop.sample_record``)
@@ -48,7 +48,7 @@ class SampleRecord:
     global_steps: int | None  # the trainer step that trains the episode (verl_ext.agent_loop.sample_step)
     split: str  # the row's extra_info.split; EVAL_SPLITS: a validation episode
     data_source: str | None
-    task: str | None  # verl_ext.task_curriculum.task_key of the row
+    task: str | None  # verl_ext.task_weighting.task_key of the row
     # the episode
     reward: float | None
     prompt_length: int | None

@@ -3,7 +3,7 @@
 verl's ``create_sft_dataset`` builds ``cls(parquet_files=..., tokenizer=..., config=data, processor=...,
 max_samples=...)``; :class:`AgentTuneSFTDataset` renders every conversation of the files (``.parquet`` or
 ``.jsonl``: ``messages`` + ``tools``) with agent-tune's :class:`~agent_tune.rollout.ChatRenderer` and
-:func:`~agent_tune.rollout.sft_rows.render_conversation`, so the ids and loss mask are exactly what the RL
+:func:`~agent_tune.sft.rows.render_conversation`, so the ids and loss mask are exactly what the RL
 rollout's trajectory holds for the same conversation. Its options live in the ``data`` section:
 
 - ``chat_template``: template name (:mod:`agent_tune.rollout.templates`; ``tokenizer`` = the model's own),
@@ -36,7 +36,7 @@ import torch
 from torch.utils.data import Dataset
 
 from agent_tune.rollout.chat_render import ChatRenderer
-from agent_tune.rollout.sft_rows import RenderReport, SFTRow, read_sft_rows, render_rows
+from agent_tune.sft.rows import RenderReport, SFTRow, read_sft_rows, render_rows
 
 logger = logging.getLogger(__name__)
 

@@ -110,7 +110,7 @@ def prepare_config(config: DictConfig, name: str) -> DictConfig:
 def run_trainer(config: DictConfig, name: str, wrap_runner: Callable[[type], type] | None = None) -> None:
     """Run trainer ``name`` (checked by :func:`check_trainer`) on ``config`` (prepared by
     :func:`prepare_config`): what ``python -m <verl main>`` does after Hydra. verl's ``run_ppo`` starts or
-    joins Ray. ``wrap_runner`` subclasses the synchronous trainers' task runner (the task curriculum's
+    joins Ray. ``wrap_runner`` subclasses the synchronous trainers' task runner (the task weighting's
     sampler; :func:`agent_tune.launch.train.validate` refuses it for the asynchronous ones)."""
     from verl.trainer import main_ppo
 

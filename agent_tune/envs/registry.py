@@ -12,7 +12,7 @@ from importlib.metadata import entry_points
 from typing import Any, Callable, TypeVar
 
 from agent_tune.envs.base import BaseToolEnv
-from agent_tune.imports import import_object
+from agent_tune.utils.imports import import_object
 
 ENTRY_POINT_GROUP = "agent_tune.envs"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from agent_tune.envs.catalogue import Task
-from agent_tune.jsonl import read_jsonl
 from agent_tune.rewards.math_answer import extract_boxed
+from agent_tune.utils.jsonl import read_jsonl
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from agent_tune.jsonl import jsonl_lines
+from agent_tune.utils.jsonl import jsonl_lines
 
 FIELDS = ("instruction", "input", "output")
 PARQUET_COLUMNS = ("prompt", "reward_model")

@@ -49,9 +49,9 @@ from typing import Any, Mapping, Sequence
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import register_env
-from agent_tune.imports import import_object
-from agent_tune.jsonl import jsonl_lines
 from agent_tune.parsing import ParsedResponse
+from agent_tune.utils.imports import import_object
+from agent_tune.utils.jsonl import jsonl_lines
 
 # Keys of a step's metadata that say the answer is correct (true, or a number >= 1).
 CORRECT_KEYS = ("acc", "accuracy", "correct", "is_correct", "success")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from agent_tune.envs.catalogue import Task
-from agent_tune.jsonl import jsonl_lines
+from agent_tune.utils.jsonl import jsonl_lines
 
 SOURCES = ("bfcl", "rlla", "jsonl", "arith")
 SPLITS = ("train", "val", "test", "all")

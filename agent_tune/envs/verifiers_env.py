@@ -81,10 +81,10 @@ from typing import Any, Iterator, Mapping, Sequence
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
 from agent_tune.envs.catalogue import Task, TaskCatalogue, reset_prompt
 from agent_tune.envs.registry import register_env
-from agent_tune.imports import import_object
 from agent_tune.parsing import ParsedResponse
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.sync import on_background_loop, wait
+from agent_tune.utils.imports import import_object
 
 MODEL = "agent-tune"  # the model name verifiers' state records
 SPLITS = {"train": "dataset", "test": "eval_dataset"}

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from agent_tune.cli_args import json_object
+from agent_tune.utils.cli_args import json_object
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -389,7 +389,7 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``agent-tune eval ...`` (``argv`` excludes ``eval``)."""
-    from agent_tune.logs import setup_logging
+    from agent_tune.utils.logs import setup_logging
 
     setup_logging()
     argv = list(sys.argv[1:] if argv is None else argv)

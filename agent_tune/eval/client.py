@@ -46,8 +46,8 @@ class OpenAIClient(AsyncClient):
 
     Use as an async context manager, or call :meth:`close`. ``timeout`` bounds one request (seconds);
     ``connect_timeout`` bounds connecting, so a dead server is reported at once. ``max_connections``: the
-    session's pool (the evaluator gives it twice its concurrency). Its requests/s and CPU per request against
-    the eval's old aiohttp client: ``benchmarks/openai_client.py``.
+    session's pool (the evaluator gives it twice its concurrency). Why aiohttp and not the ``openai`` SDK: the
+    measurement in docs/results.md ("The eval's HTTP client").
     """
 
     async def list_models(self, retries: int = 0) -> list[ModelInfo]:

@@ -590,7 +590,7 @@ def split_overrides(overrides: Iterable[str]) -> tuple[list[str], list[str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``agent-tune curriculum``; returns the process exit code."""
-    from agent_tune.logs import setup_logging
+    from agent_tune.utils.logs import setup_logging
 
     args = parse_args(sys.argv[1:] if argv is None else argv)
     setup_logging()

@@ -56,7 +56,7 @@ def mode(debug: DebugModes) -> str | None:
 
 def check_debug(config: DictConfig, debug: DebugModes) -> None:
     """The checks of :func:`prepare_debug`, without changing ``config``. Raises :class:`ConfigError` naming the key:
-    a trainer other than verl's v1 ``sync`` one, the task curriculum or validation on, another agent loop file or
+    a trainer other than verl's v1 ``sync`` one, the task weighting or validation on, another agent loop file or
     manager, rollout-only with a critic or into a folder holding a dump, replay of a folder with no step dump or
     of more steps than it holds."""
     from verl.trainer.ppo.utils import need_critic
@@ -75,8 +75,8 @@ def check_debug(config: DictConfig, debug: DebugModes) -> None:
                           f"number the dump is keyed by); got agent_tune.trainer={trainer_name(config)}, "
                           f"use_v1={OmegaConf.select(config, 'trainer.use_v1', default=None)}, "
                           f"trainer_mode={trainer_mode}")
-    if OmegaConf.select(config, "agent_tune.task_curriculum.enable", default=False):
-        raise ConfigError(f"config key 'agent_tune.task_curriculum.enable': not with {key} (the curriculum may draw "
+    if OmegaConf.select(config, "agent_tune.task_weighting.enable", default=False):
+        raise ConfigError(f"config key 'agent_tune.task_weighting.enable': not with {key} (the task weighting may draw "
                           "a row twice in a step, and a replay's draws would not follow the dump)")
     # validation rows would play through the mode's loop too: dumped among a step's samples, or never dumped
     if OmegaConf.select(config, "trainer.val_before_train", default=True):

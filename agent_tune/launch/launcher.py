@@ -180,7 +180,7 @@ class Launcher:
 
     def main(self, argv: Sequence[str] | None = None) -> int:
         """Entry point of ``agent-tune <command>`` (and of its training child); returns the exit code."""
-        from agent_tune.logs import setup_logging
+        from agent_tune.utils.logs import setup_logging
 
         args = self.parse_args(sys.argv[1:] if argv is None else argv)
         setup_logging()

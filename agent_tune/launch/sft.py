@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from agent_tune.errors import ConfigError
 from agent_tune.launch.launcher import Child, Launcher
-from agent_tune.logs import PREFIX
+from agent_tune.utils.logs import PREFIX
 
 logger = logging.getLogger("agent_tune.launch.sft")
 

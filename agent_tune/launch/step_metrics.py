@@ -43,7 +43,7 @@ VERL_KEYS = {
     "timing_s/gen": "generate_time_s",
     "actor/pg_loss": "pg_loss",
     "actor/entropy": "entropy",
-    "curriculum/adv_weight_mean": "curriculum_adv_weight",  # the task curriculum's advantage mode
+    "task_weighting/adv_weight_mean": "task_weighting_adv_weight",  # the task weighting's advantage mode
 }
 # per-sample keys of the agent loop averaged per step
 SAMPLE_KEYS = METRIC_KEYS

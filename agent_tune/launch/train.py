@@ -36,7 +36,7 @@ from agent_tune.launch.attention import check_attention
 from agent_tune.launch.batch_split import check_batch_split
 from agent_tune.launch.compose import describe_config_error
 from agent_tune.launch.launcher import Child, Launcher, run_dir
-from agent_tune.options import AgentTuneOptions, OptionError, TaskCurriculumConfig, check_arguments, parse_options
+from agent_tune.options import AgentTuneOptions, OptionError, TaskWeightingConfig, check_arguments, parse_options
 
 logger = logging.getLogger("agent_tune.launch.train")  # also when run as __main__
 
@@ -91,9 +91,9 @@ def validate(config: DictConfig) -> None:
         trainer = check_trainer(config)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    if options.task_curriculum.enable and trainer in SEPARATE_POOL_TRAINERS:
-        raise ConfigError(f"config key 'agent_tune.task_curriculum.enable': not supported with agent_tune.trainer="
-                          f"{trainer} (the curriculum's sampler plugs into the synchronous trainers)")
+    if options.task_weighting.enable and trainer in SEPARATE_POOL_TRAINERS:
+        raise ConfigError(f"config key 'agent_tune.task_weighting.enable': not supported with agent_tune.trainer="
+                          f"{trainer} (the task weighting's sampler plugs into the synchronous trainers)")
 
 
 def _step_batch_view(config: DictConfig) -> DictConfig:
@@ -114,15 +114,15 @@ def _step_batch_view(config: DictConfig) -> DictConfig:
 
 def check_options(config: DictConfig) -> AgentTuneOptions:
     """The ``agent_tune`` block as the agent loop and the launchers read it (:func:`agent_tune.options.parse_options`,
-    which also checks ``worker_gc`` and ``task_curriculum``): an unknown key or a bad value raises a
+    which also checks ``worker_gc`` and ``task_weighting``): an unknown key or a bad value raises a
     :class:`~agent_tune.errors.ConfigError` naming ``agent_tune.<key>``."""
     return parse_options(OmegaConf.select(config, "agent_tune", default=None))
 
 
-def check_task_curriculum(config: DictConfig) -> TaskCurriculumConfig:
-    """``agent_tune.task_curriculum`` (:class:`agent_tune.options.TaskCurriculumConfig`), checked with the whole
+def check_task_weighting(config: DictConfig) -> TaskWeightingConfig:
+    """``agent_tune.task_weighting`` (:class:`agent_tune.options.TaskWeightingConfig`), checked with the whole
     block (:func:`check_options`)."""
-    return check_options(config).task_curriculum
+    return check_options(config).task_weighting
 
 
 def check_env_kwargs(config: DictConfig, options: AgentTuneOptions | None = None) -> None:
@@ -229,8 +229,8 @@ def run(config: DictConfig) -> None:
     logger.info("per-step metrics: %s", metrics_file)
     try:
         wrap = None
-        if check_task_curriculum(config).enable:
-            from verl_ext.curriculum_runner import task_runner_class as wrap
+        if check_task_weighting(config).enable:
+            from verl_ext.task_weighting_runner import task_runner_class as wrap
         run_trainer(config, trainer, wrap)
     finally:
         wait_stop(thread, stop)

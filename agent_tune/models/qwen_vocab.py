@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agent_tune.models.qwen_vocab", description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=None, help=f"target folder (default {DEFAULT_CACHE_DIR})")
     args = parser.parse_args(argv)
-    from agent_tune.logs import setup_logging
+    from agent_tune.utils.logs import setup_logging
 
     setup_logging()
     try:

@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help=f"target folder (default {DEFAULT_CACHE_DIR})")
     parser.add_argument("--dtype", default="float32", choices=DTYPES, help="dtype of the saved weights")
     args = parser.parse_args(argv)
-    from agent_tune.logs import setup_logging
+    from agent_tune.utils.logs import setup_logging
 
     setup_logging()
     try:

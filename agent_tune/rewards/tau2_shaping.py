@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from agent_tune.config_checks import reject_unknown_keys
+from agent_tune.utils.config_checks import reject_unknown_keys
 
 COMPONENTS: tuple[str, ...] = ("action", "communicate", "env_assertion", "db")
 KNOWN_DOMAINS: tuple[str, ...] = ("mock", "airline", "retail", "telecom")

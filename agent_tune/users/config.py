@@ -6,8 +6,8 @@ import inspect
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from agent_tune.imports import import_object
 from agent_tune.users.endpoint import check_endpoint_options
+from agent_tune.utils.imports import import_object
 
 USER_KINDS = ("llm", "scripted")  # or a "package.module:Class" path: a user class of your own
 

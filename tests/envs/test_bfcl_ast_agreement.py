@@ -33,8 +33,8 @@ import pytest
 from agent_tune.envs.bfcl.single_turn.ast_check import ast_verdict
 from agent_tune.envs.bfcl.single_turn.entries import SINGLE_TURN_CATEGORIES, load_single_turn, single_turn_ids
 from agent_tune.envs.bfcl.single_turn.task import reference_calls
-from tests.envs.bfcl_official_ast import DOT_MODEL_NAME, official_modules, official_verdict
-from tests.envs.bfcl_perturb import variants
+from agent_tune.testing.bfcl_official_ast import DOT_MODEL_NAME, official_modules, official_verdict
+from agent_tune.testing.bfcl_perturb import variants
 
 UNSATISFIABLE = {"live_simple_106-63-0", "live_simple_112-68-0", "live_multiple_507-149-4",
                  "live_multiple_964-207-0", "live_multiple_862-181-3"}
@@ -118,7 +118,7 @@ def test_dotted_names_follow_the_models_underscore_to_dot(official) -> None:
 def test_the_stand_ins_do_not_outlive_the_import(official) -> None:
     """The SDK stand-ins served only the official import: none is left in ``sys.modules``, and the checker
     module is reachable only through the fixture."""
-    from tests.envs.bfcl_official_ast import STUBBED, _StubModule
+    from agent_tune.testing.bfcl_official_ast import STUBBED, _StubModule
 
     assert not [name for name, module in sys.modules.items() if isinstance(module, _StubModule)]
     assert not any(name in sys.modules for name in STUBBED if importlib.util.find_spec(name.split(".")[0]) is None)

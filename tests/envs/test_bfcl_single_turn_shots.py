@@ -31,7 +31,7 @@ from agent_tune.envs.tasks import catalogue_rows, row_env, row_task  # noqa: E40
 from data_preprocess.toolcall import main  # noqa: E402
 
 SEED = 42
-K = 2  # benchmarks/learning_signal_bfcl_single.sh
+K = 2  # examples/cpu/learning_signal_bfcl_single.sh
 CATS = ["simple_python"]
 CONFIG = ROOT / "config" / "agent_tune_toolcall_bfcl_cpu.yaml"
 

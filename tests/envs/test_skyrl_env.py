@@ -204,7 +204,7 @@ def test_catalogue_rows_round_trip_through_parquet(db_root: str, tmp_path: Path)
     import datasets
     import pandas as pd
 
-    from agent_tune.rows import write_rows
+    from agent_tune.utils.rows import write_rows
 
     source = tmp_path / "skyrl.parquet"
     datasets.Dataset.from_list(skyrl_rows(db_root)).to_parquet(str(source))  # as SkyRL's scripts write it

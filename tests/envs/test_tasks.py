@@ -96,7 +96,7 @@ def test_rows_of_different_envs_read_as_one_table_keep_their_tasks_exact(tmp_pat
     with another's `shots`). Tasks and env kwargs are JSON text, so each row reads back exactly."""
     datasets = pytest.importorskip("datasets")
     from agent_tune.envs.tasks import row_env, select_tasks
-    from agent_tune.rows import write_rows
+    from agent_tune.utils.rows import write_rows
 
     notes = {"path": str(Path(__file__).resolve().parents[2] / "examples" / "mcp" / "tasks.jsonl")}
     parts = {"calc": catalogue_rows(ENV, "train", {"size": 2}),

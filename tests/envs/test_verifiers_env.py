@@ -320,7 +320,7 @@ async def test_a_failing_env_does_not_break_the_runner(qwen_tok) -> None:
 def test_catalogue_rows_round_trip_through_parquet(tmp_path: Path) -> None:
     import pandas as pd
 
-    from agent_tune.rows import write_rows
+    from agent_tune.utils.rows import write_rows
 
     rows = catalogue_rows(PATH, "train", {"environment": TOOLS})
     assert [r["extra_info"]["id"] for r in rows] == ["train:0", "train:1"]

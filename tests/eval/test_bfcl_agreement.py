@@ -21,7 +21,7 @@ from agent_tune.envs.bfcl.multi_turn.replay import TURN_END_TEXT, ground_truth_c
 from agent_tune.envs.bfcl.result_files import DEFAULT_REGISTRY_NAME, write_bfcl_results
 from agent_tune.eval.evaluate import EvalSettings, Evaluator
 from agent_tune.parsing import get_tool_parser
-from tests.eval.scripted_server import ScriptedServer, garbage_script, oracle_script
+from agent_tune.testing.scripted_server import ScriptedServer, garbage_script, oracle_script
 
 IDS = ["multi_turn_base_0", "multi_turn_base_7", "multi_turn_miss_func_1", "multi_turn_miss_func_9",
        "multi_turn_miss_param_2", "multi_turn_miss_param_11", "multi_turn_long_context_3",

@@ -12,8 +12,8 @@ import pytest
 from agent_tune.eval.cli import main as eval_main
 from agent_tune.eval.cli import run_main
 from agent_tune.eval.store import read_results
+from agent_tune.testing.scripted_server import ScriptedServer
 from examples.envs.calculator import CalculatorEnv, format_number, safe_eval
-from tests.eval.scripted_server import ScriptedServer
 
 ENV = "examples.envs.calculator:CalculatorEnv"
 TASKS = CalculatorEnv.catalogue.tasks("test", size=4)

@@ -11,7 +11,7 @@ import pytest
 from agent_tune.eval.cli import ConfigFileError, config_values, parse_run_args, run_main, run_parser
 from agent_tune.eval.evaluate import EvalSettings, Evaluator
 from agent_tune.eval.store import read_results
-from tests.eval.scripted_server import ScriptedServer, oracle_script
+from agent_tune.testing.scripted_server import ScriptedServer, oracle_script
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "eval"
 IDS = ["multi_turn_base_0"]

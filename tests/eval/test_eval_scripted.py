@@ -9,7 +9,7 @@ import pytest
 from agent_tune.eval.cli import main as eval_main
 from agent_tune.eval.evaluate import EvalSettings, Evaluator
 from agent_tune.eval.store import read_results
-from tests.eval.scripted_server import ScriptedServer, garbage_script, oracle_script
+from agent_tune.testing.scripted_server import ScriptedServer, garbage_script, oracle_script
 
 IDS = ["multi_turn_base_0", "multi_turn_base_5", "multi_turn_miss_func_1", "multi_turn_miss_param_2",
        "multi_turn_long_context_3"]

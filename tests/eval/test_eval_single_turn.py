@@ -17,8 +17,8 @@ from agent_tune.eval.evaluate import EvalSettings, Evaluator
 from agent_tune.eval.metrics import summarize
 from agent_tune.eval.report import format_table
 from agent_tune.eval.store import read_results
-from tests.envs.bfcl_official_ast import official_modules
-from tests.eval.scripted_server import ScriptedServer, single_turn_script
+from agent_tune.testing.bfcl_official_ast import official_modules
+from agent_tune.testing.scripted_server import ScriptedServer, single_turn_script
 
 
 def select_test_ids(**kw) -> list[str]:
@@ -119,7 +119,7 @@ async def test_pass_at_k_and_resume(qwen_tok, tmp_path):
 @pytest.fixture(scope="module")
 def official():
     """bfcl-eval's own per-entry runner steps and its Qwen FC handler (the default registry name's), imported
-    with the scoped stand-ins of ``tests/envs/bfcl_official_ast.py``."""
+    with the scoped stand-ins of ``agent_tune/testing/bfcl_official_ast.py``."""
     off = official_modules()
     model_name = DEFAULT_REGISTRY_NAME.replace("/", "_")  # as bfcl evaluate names the model folder
     handler = off.QwenFCHandler("Qwen/Qwen3-4B-Instruct-2507", 0.0, DEFAULT_REGISTRY_NAME, True)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from agent_tune.eval.store import read_results
-from tests.eval.scripted_server import ScriptedServer, oracle_script
+from agent_tune.testing.scripted_server import ScriptedServer, oracle_script
 
 REPO = Path(__file__).resolve().parents[2]
 IDS = [f"multi_turn_base_{i}" for i in range(8)] + [f"multi_turn_miss_param_{i}" for i in range(8, 12)]

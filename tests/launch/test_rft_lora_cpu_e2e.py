@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 
 async def _run_script(tok, env: dict[str, str], args: list[str]) -> tuple[int, str]:
-    from tests.eval.scripted_server import ScriptedServer, single_turn_script
+    from agent_tune.testing.scripted_server import ScriptedServer, single_turn_script
 
     async with ScriptedServer(tok, single_turn_script(RIGHT), IDS, max_model_len=2048) as srv:
         proc = await asyncio.create_subprocess_exec(

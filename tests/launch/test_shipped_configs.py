@@ -99,7 +99,7 @@ def test_tau2_gpu_config_leaves_gpus_to_the_user_simulator():
     config = compose_config("agent_tune_tau2")
     assert config.trainer.device == "cuda" and config.trainer.n_gpus_per_node == 4
     assert config.agent_tune.env_kwargs.tau2.reward_shaping.alpha == 0.25
-    assert config.agent_tune.task_curriculum.enable is True and config.trainer.total_training_steps == 100
+    assert config.agent_tune.task_weighting.enable is True and config.trainer.total_training_steps == 100
     assert config.actor_rollout_ref.model.path == "Qwen/Qwen3-4B-Instruct-2507"
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from agent_tune.rollout import ChatRenderer, TemplateError
 from agent_tune.rollout.chat_render import _ANCHOR_PREFIX, ANCHOR, UnshownFieldError
-from agent_tune.rollout.sft_rows import BadConversation, render_conversation, render_rows
+from agent_tune.sft.rows import BadConversation, render_conversation, render_rows
 from tests.rollout.scripted import TOOLS, tool_msgs, user_msg
 
 SYSTEM = {"role": "system", "content": "You manage files."}

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,7 @@ USER_VARIABLES = (
     "SAVE_FREQ TEST_FREQ REWARD EXPERIMENT NNODES GPUS_PER_NODE TOTAL_STEPS RESPONSE_LENGTH STEPS CONFIG_NAME "
     "WORK_DIR DATA_DIR TRAIN_FILE VAL_FILE CKPT_DIR INPUT DATASET SHOTS PYTHON RLLA_FILE VAL_SIZE REWARD_LENGTH "
     "REWARD_SCALE REWARD_GRANULARITY USER_MODEL USER_GPUS USER_PORT USER_BASE_URL TRAIN_GPUS ALPHA CURRICULUM "
-    "SFT_CONFIG GRPO_CONFIG SFT_DATA SFT_STEPS RECIPES TIMEOUT_S"
+    "TASK_WEIGHTING SFT_CONFIG GRPO_CONFIG SFT_DATA SFT_STEPS RECIPES TIMEOUT_S"
 ).split()
 
 
@@ -99,13 +98,13 @@ TRAIN_SCRIPTS = [
     "examples/run_grpo_cpu_smoke.sh",
     "examples/run_grpo_toolrl.sh",
     "examples/run_grpo_tau2.sh",
-    "benchmarks/learning_signal.sh",
-    "benchmarks/learning_signal_bfcl_single.sh",
-    "benchmarks/learning_signal_mcp.sh",
-    "benchmarks/ppo_cpu.sh",
+    "examples/cpu/learning_signal.sh",
+    "examples/cpu/learning_signal_bfcl_single.sh",
+    "examples/cpu/learning_signal_mcp.sh",
+    "examples/cpu/ppo_cpu.sh",
 ]
 # What a script is, beyond paths: the recipe it selects and a benchmark's run length (asserted exactly).
-SCRIPT_KEYS = {"benchmarks/ppo_cpu.sh": {"+recipe": "ppo", "trainer.total_training_steps": "2"}}
+SCRIPT_KEYS = {"examples/cpu/ppo_cpu.sh": {"+recipe": "ppo", "trainer.total_training_steps": "2"}}
 
 
 @pytest.mark.parametrize("script", TRAIN_SCRIPTS)
@@ -133,16 +132,16 @@ def test_nothing_but_paths_unless_exported(script, tmp_path):
         ),
         ("examples/run_grpo_retool.sh", "TOTAL_STEPS", "3", ["trainer.total_training_steps", "trainer.save_freq"]),
         ("examples/run_grpo_cpu_smoke.sh", "RESPONSE_LENGTH", "32", ["data.max_response_length"]),
-        ("benchmarks/learning_signal.sh", "STEPS", "5", ["trainer.total_training_steps"]),
-        ("benchmarks/learning_signal_bfcl_single.sh", "STEPS", "5", ["trainer.total_training_steps"]),
-        ("benchmarks/learning_signal_bfcl_single.sh", "LR", "1e-5", ["actor_rollout_ref.actor.optim.lr"]),
-        ("benchmarks/learning_signal_mcp.sh", "STEPS", "20", ["trainer.total_training_steps"]),
-        ("benchmarks/ppo_cpu.sh", "STEPS", "5", ["trainer.total_training_steps"]),
+        ("examples/cpu/learning_signal.sh", "STEPS", "5", ["trainer.total_training_steps"]),
+        ("examples/cpu/learning_signal_bfcl_single.sh", "STEPS", "5", ["trainer.total_training_steps"]),
+        ("examples/cpu/learning_signal_bfcl_single.sh", "LR", "1e-5", ["actor_rollout_ref.actor.optim.lr"]),
+        ("examples/cpu/learning_signal_mcp.sh", "STEPS", "20", ["trainer.total_training_steps"]),
+        ("examples/cpu/ppo_cpu.sh", "STEPS", "5", ["trainer.total_training_steps"]),
         ("examples/run_grpo_bfcl_cpu.sh", "TOTAL_STEPS", "4", ["trainer.total_training_steps"]),
         ("examples/run_grpo_toolrl.sh", "MODEL_PATH", "Qwen/Qwen2.5-7B-Instruct", ["actor_rollout_ref.model.path"]),
         ("examples/run_grpo_toolrl.sh", "GROUP_SIZE", "8", ["actor_rollout_ref.rollout.n"]),
         ("examples/run_grpo_tau2.sh", "ALPHA", "0.5", ["agent_tune.env_kwargs.tau2.reward_shaping.alpha"]),
-        ("examples/run_grpo_tau2.sh", "CURRICULUM", "false", ["agent_tune.task_curriculum.enable"]),
+        ("examples/run_grpo_tau2.sh", "TASK_WEIGHTING", "false", ["agent_tune.task_weighting.enable"]),
         ("examples/run_grpo_tau2.sh", "MODEL_PATH", "/ckpt/sft1", ["actor_rollout_ref.model.path"]),
         ("examples/run_grpo_toolrl.sh", "REWARD_SCALE", "two_stage", ["agent_tune.env_kwargs.toolcall.reward.scale"]),
         ("examples/run_grpo_toolrl.sh", "REWARD_LENGTH", "scheduled", ["agent_tune.env_kwargs.toolcall.reward.length"]),
@@ -169,14 +168,14 @@ def test_config_name_and_extra_arguments_pass_through(tmp_path):
 
 
 def test_bfcl_single_benchmark_builds_shot_rows_trains_and_plots(tmp_path):
-    calls = _run("benchmarks/learning_signal_bfcl_single.sh", tmp_path, {})
+    calls = _run("examples/cpu/learning_signal_bfcl_single.sh", tmp_path, {})
     work = tmp_path / "work"
     build, train, plot = calls
     assert build[0].endswith("data_preprocess/toolcall.py")
     assert build[1:] == ["--source", "bfcl", "--categories", "simple_python", "--shots", "2", "--out", f"{work}/data"]
     assert train[train.index("--config-name") + 1] == "agent_tune_toolcall_bfcl_cpu"
     assert _overrides(calls)["data.train_files"] == f"{work}/data/train.parquet"
-    assert plot[0].endswith("benchmarks/plot_metrics.py") and plot[1] == f"{work}/checkpoints/metrics.jsonl"
+    assert plot[:3] == ["-m", "agent_tune.cli", "plot"] and plot[3] == f"{work}/checkpoints/metrics.jsonl"
     assert plot[plot.index("--out") + 1] == f"{work}/learning_signal_bfcl_single.png"
     keys = set(plot[plot.index("--keys") + 1:plot.index("--title")])
     assert {"reward", "acc", "format_errors", "num_calls"} <= keys
@@ -191,7 +190,7 @@ def test_bfcl_single_benchmark_builds_shot_rows_trains_and_plots(tmp_path):
 
 
 def test_mcp_benchmark_writes_catalogue_rows_trains_and_plots_first_and_last_5(tmp_path):
-    calls = _run("benchmarks/learning_signal_mcp.sh", tmp_path, {})
+    calls = _run("examples/cpu/learning_signal_mcp.sh", tmp_path, {})
     work = tmp_path / "work"
     build, train, plot = calls
     assert build[:3] == ["-m", "agent_tune.cli", "data"] and build[build.index("--env") + 1] == "mcp"
@@ -206,25 +205,25 @@ def test_mcp_benchmark_writes_catalogue_rows_trains_and_plots_first_and_last_5(t
 
 def test_ppo_benchmark_builds_rows_trains_the_recipe_and_prints_its_metrics(tmp_path):
     fresh = tmp_path / "fresh"
-    calls = _run("benchmarks/ppo_cpu.sh", tmp_path, {"DATA_DIR": str(fresh)}, ("a.b=1",))
+    calls = _run("examples/cpu/ppo_cpu.sh", tmp_path, {"DATA_DIR": str(fresh)}, ("a.b=1",))
     build, train, report = calls
     assert build[0].endswith("data_preprocess/toolcall.py") and build[1:3] == ["--synthetic", "arith"]
     assert build[build.index("--out") + 1] == str(fresh)
     assert train[train.index("--config-name") + 1] == "agent_tune_toolrl_cpu" and train[-1] == "a.b=1"
     assert _overrides(calls)["data.train_files"] == f"{fresh}/train.parquet"
-    assert report[0].endswith("benchmarks/step_table.py")
-    assert report[1] == f"{tmp_path}/work/checkpoints/verl_metrics.jsonl"
-    assert {"critic/vf_loss", "critic/vpred_mean", "actor/pg_loss", "critic/grad_norm"} <= set(report[3:])
+    assert report[:4] == ["-m", "agent_tune.cli", "plot", "--table"]
+    assert report[4] == f"{tmp_path}/work/checkpoints/verl_metrics.jsonl"
+    assert {"critic/vf_loss", "critic/vpred_mean", "actor/pg_loss", "critic/grad_norm"} <= set(report[6:])
     again = tmp_path / "again"
     again.mkdir()
     rlla = again / "rlla_rl.json"
     rlla.write_text("[]")
-    calls = _run("benchmarks/ppo_cpu.sh", again, {"DATA_DIR": str(again / "rows"), "RLLA_FILE": str(rlla)})
+    calls = _run("examples/cpu/ppo_cpu.sh", again, {"DATA_DIR": str(again / "rows"), "RLLA_FILE": str(rlla)})
     assert calls[0][1:4] == ["--source", "rlla", str(rlla)]
 
 
 def test_gpu_recipes_on_cpu_runs_each_recipe_with_the_overlay_only(tmp_path):
-    calls = _run("benchmarks/gpu_recipes_on_cpu.sh", tmp_path, {}, ("a.b=1",))
+    calls = _run("examples/cpu/gpu_recipes_on_cpu.sh", tmp_path, {}, ("a.b=1",))
     work = tmp_path / "work"
     trains = [c for c in calls if c[:2] == ["-m", "agent_tune.launch.train"]]
     recipes = ["agent_tune_bfcl", "agent_tune_toolrl", "agent_tune_tau2", "agent_tune_retool"]
@@ -245,7 +244,7 @@ def test_gpu_recipes_on_cpu_runs_each_recipe_with_the_overlay_only(tmp_path):
     assert calls.index(server) < calls.index(trains[2])  # the user is up before tau2 trains
     again = tmp_path / "again"
     again.mkdir()
-    only = _run("benchmarks/gpu_recipes_on_cpu.sh", again, {"RECIPES": "agent_tune_retool"})
+    only = _run("examples/cpu/gpu_recipes_on_cpu.sh", again, {"RECIPES": "agent_tune_retool"})
     assert [c[c.index("--config-name") + 1] for c in only if c[:2] == ["-m", "agent_tune.launch.train"]] == [
         "agent_tune_retool"]
 
@@ -302,7 +301,7 @@ def test_export_uses_the_common_python(tmp_path):
 
 
 def test_every_script_sources_the_common_settings():
-    scripts = [p for p in (*REPO.glob("examples/*.sh"), *REPO.glob("benchmarks/*.sh")) if p.name != "_common.sh"]
+    scripts = [p for p in (*REPO.glob("examples/*.sh"), *REPO.glob("examples/cpu/*.sh")) if p.name != "_common.sh"]
     for script in scripts:
         text = script.read_text()
         assert "_common.sh" in text, script
@@ -501,7 +500,7 @@ def test_tau2_chain_needs_conversations(tmp_path):
 
 
 def test_et_handoff_builds_shot_rows_runs_the_cpu_curriculum_and_plots_both_stages(tmp_path):
-    calls = _run("benchmarks/et_handoff_cpu.sh", tmp_path, {}, ("a.b=1",))
+    calls = _run("examples/cpu/et_handoff_cpu.sh", tmp_path, {}, ("a.b=1",))
     work = tmp_path / "work"
     build, curriculum, plot = calls
     assert build[0].endswith("data_preprocess/bfcl.py") and build[1:] == ["--out", f"{work}/data", "--shots", "3"]
@@ -521,26 +520,3 @@ def _curriculum_stages(name: str) -> list[dict]:
     import yaml
 
     return yaml.safe_load((REPO / "config" / "curriculum" / f"{name}.yaml").read_text())["stages"]
-
-
-def test_plot_metrics_draws_stages_in_order_and_summarises_each(tmp_path):
-    runs = []
-    for stage, rewards in (("one", [0.0, 0.1, 0.2, 0.3]), ("two", [0.5, 0.5, 0.9, 1.0])):
-        path = tmp_path / stage / "checkpoints" / "metrics.jsonl"
-        path.parent.mkdir(parents=True)
-        path.write_text("".join(json.dumps({"step": i + 1, "reward": r}) + "\n" for i, r in enumerate(rewards)))
-        runs.append(str(path))
-    out = tmp_path / "curve.png"
-    result = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "plot_metrics.py"), *runs, "--keys", "reward", "--window", "2",
-         "--out", str(out)], capture_output=True, text=True, timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "[one] reward: first 2 steps mean 0.050 -> last 2 steps mean 0.250" in result.stdout
-    assert "[two] reward: first 2 steps mean 0.500 -> last 2 steps mean 0.950" in result.stdout
-    assert out.stat().st_size > 0
-    bad = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "plot_metrics.py"), *runs, "--labels", "only-one", "--out",
-         str(out)], capture_output=True, text=True, timeout=120,
-    )
-    assert bad.returncode != 0 and "--labels: 1 names for 2 metrics files" in bad.stderr

@@ -31,7 +31,7 @@ def test_dataset_renders_rows_like_the_runner_and_skips_bad_ones(smol_tok, tmp_p
     import logging
 
     from agent_tune.rollout import ChatRenderer
-    from agent_tune.rollout.sft_rows import render_conversation
+    from agent_tune.sft.rows import render_conversation
 
     for name in ("verl_ext", "verl_ext.sft_dataset"):  # as a library finds them: no console handler of ours
         monkeypatch.setattr(logging.getLogger(name), "handlers", [])

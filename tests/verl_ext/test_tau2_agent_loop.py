@@ -1,6 +1,6 @@
 """A tau2 episode through verl's agent loop (no Ray, no vLLM): a scripted policy server, an LLM user behind a
 scripted OpenAI server, the shaped reward as the sample's score, tau2's reward as its accuracy, and the episode
-record (with its task key) that the step metrics and the task curriculum read."""
+record (with its task key) that the step metrics and the task weighting read."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.envs.tau2_helpers import final_text, gold_actions, hermes  # noqa: E4
 from tests.users.fake_openai import FakeOpenAI, completion  # noqa: E402
 from tests.verl_ext.test_agent_loop import ScriptedServerManager  # noqa: E402
 from verl_ext.agent_loop import AgentTuneLoop  # noqa: E402
-from verl_ext.task_curriculum import TaskCurriculumConfig, TaskCurriculumSampler, task_key  # noqa: E402
+from verl_ext.task_weighting import TaskWeightingConfig, TaskWeightingSampler, task_key  # noqa: E402
 
 
 def user_reply(body: dict) -> dict:
@@ -52,5 +52,5 @@ async def test_tau2_episode_through_verl_loop(qwen_tok, tmp_path, drop_write, ac
     assert 0 in out.response_mask  # the user's turn and the tool results are there, masked
     [record] = [json.loads(line) for p in tmp_path.glob("samples-*.jsonl") for line in p.read_text().splitlines()]
     assert record["task"] == task_key(extra) and record["acc"] == acc and record["reward"] == pytest.approx(reward)
-    sampler = TaskCurriculumSampler([task_key(extra)], TaskCurriculumConfig(enable=True), tmp_path)
+    sampler = TaskWeightingSampler([task_key(extra)], TaskWeightingConfig(enable=True), tmp_path)
     assert sampler.refresh() and sampler.stats.attempts == {task_key(extra): 1}

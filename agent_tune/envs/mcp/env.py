@@ -60,11 +60,11 @@ from agent_tune.envs.mcp.connection import (
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import refusal
 from agent_tune.envs.shots import draw_shots, example_messages
-from agent_tune.imports import import_object
-from agent_tune.jsonl import read_jsonl
 from agent_tune.parsing import ToolCall, get_tool_parser
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.sync import on_background_loop
+from agent_tune.utils.imports import import_object
+from agent_tune.utils.jsonl import read_jsonl
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant. Use the tools to do what the user asks, then answer briefly."
 

@@ -29,8 +29,8 @@ from tau2.data_model.tasks import RewardType, Task
 from tau2.evaluator import evaluator_nl_assertions
 from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
 
-from agent_tune.config_checks import reject_unknown_keys
 from agent_tune.users.endpoint import check_endpoint, check_endpoint_options
+from agent_tune.utils.config_checks import reject_unknown_keys
 
 NO_KEY = "EMPTY"  # what litellm's OpenAI client sends when the judge has no API key (it requires one)
 

@@ -1,4 +1,4 @@
-"""Task curriculum, advantage mode (verl_ext/advantage_curriculum.py): Tau2-RL-Pipeline's weights worked by hand
+"""Task weighting, advantage mode (verl_ext/advantage_weighting.py): Tau2-RL-Pipeline's weights worked by hand
 for a small table of task histories, verl's GRPO advantages before and after, the response mask, the hooks in
 verl's v1 and legacy trainers, checkpointed counts, and the typed ``mode`` option."""
 
@@ -18,12 +18,12 @@ from omegaconf import OmegaConf  # noqa: E402
 from verl.protocol import DataProto  # noqa: E402
 from verl.trainer.ppo import ray_trainer  # noqa: E402
 
-from agent_tune.options import CurriculumMode, OptionError, TaskCurriculumConfig, parse_options  # noqa: E402
-from verl_ext import advantage_curriculum as adv  # noqa: E402
-from verl_ext import curriculum_runner, task_curriculum  # noqa: E402
-from verl_ext.task_curriculum import task_key  # noqa: E402
+from agent_tune.options import OptionError, TaskWeightingConfig, TaskWeightingMode, parse_options  # noqa: E402
+from verl_ext import advantage_weighting as adv  # noqa: E402
+from verl_ext import task_weighting, task_weighting_runner  # noqa: E402
+from verl_ext.task_weighting import task_key  # noqa: E402
 
-CONFIG = TaskCurriculumConfig(enable=True, mode="advantage")  # the pipeline's numbers: 5 / 0.75 / 0.25 / 0.1 / 0.5
+CONFIG = TaskWeightingConfig(enable=True, mode="advantage")  # the pipeline's numbers: 5 / 0.75 / 0.25 / 0.1 / 0.5
 
 
 def _extra(task_id: str) -> dict:
@@ -47,20 +47,20 @@ BEFORE = [0.5, 0.5, -1.5, 0.5, -0.5, -0.5, 1.5, -0.5]
 AFTER = [0.05, 0.05, -0.15, 0.05, -0.5, -0.25, 0.75, -0.25]
 
 
-def _curriculum(tmp_path: Any = None, config: TaskCurriculumConfig = CONFIG) -> adv.AdvantageCurriculum:
-    curriculum = adv.AdvantageCurriculum(config, tmp_path / "task_curriculum.json" if tmp_path else None)
-    curriculum.load_state_dict({"attempts": {S: 4, H: 3, N: 1}, "successes": {S: 4}})
-    return curriculum
+def _weighting(tmp_path: Any = None, config: TaskWeightingConfig = CONFIG) -> adv.AdvantageWeighting:
+    weighting = adv.AdvantageWeighting(config, tmp_path / "task_weighting.json" if tmp_path else None)
+    weighting.load_state_dict({"attempts": {S: 4, H: 3, N: 1}, "successes": {S: 4}})
+    return weighting
 
 
 def test_weights_of_a_table_of_histories(tmp_path) -> None:
-    curriculum = _curriculum(tmp_path)
-    assert curriculum.weigh([task_key(_extra(t)) for t in TASKS], ACCS) == pytest.approx(WEIGHTS)
-    assert (curriculum.stats.attempts[S], curriculum.stats.successes[S]) == (8, 7)
-    assert (curriculum.stats.attempts[H], curriculum.stats.successes[H]) == (7, 1)
+    weighting = _weighting(tmp_path)
+    assert weighting.weigh([task_key(_extra(t)) for t in TASKS], ACCS) == pytest.approx(WEIGHTS)
+    assert (weighting.stats.attempts[S], weighting.stats.successes[S]) == (8, 7)
+    assert (weighting.stats.attempts[H], weighting.stats.successes[H]) == (7, 1)
     # one more attempt for NEW (2 in all) is still under min_attempts; a result of None is not counted
-    assert curriculum.weigh([N, N], [1.0, None]) == [1.0, 1.0] and curriculum.stats.attempts[N] == 2
-    state = json.loads((tmp_path / "task_curriculum.json").read_text())
+    assert weighting.weigh([N, N], [1.0, None]) == [1.0, 1.0] and weighting.stats.attempts[N] == 2
+    state = json.loads((tmp_path / "task_weighting.json").read_text())
     assert state["mode"] == "advantage"
     assert state["tasks"][S] == {"attempts": 8, "successes": 7, "weight": 0.1}
     assert state["tasks"][H]["weight"] == 0.5 and state["tasks"][N]["weight"] == 1.0
@@ -69,12 +69,12 @@ def test_weights_of_a_table_of_histories(tmp_path) -> None:
 def test_a_sample_counts_before_its_weight_is_read() -> None:
     # the pipeline's order: the 5th attempt is the sample itself, so its weight already moves; a middle rate
     # (exactly 0.75 is not above solved_threshold) gives 1
-    curriculum = adv.AdvantageCurriculum(CONFIG)
-    curriculum.load_state_dict({"attempts": {S: 4}, "successes": {S: 3}})
-    assert curriculum.weigh([S], [1.0]) == [0.1]  # 4/5 = 0.8
-    assert curriculum.weigh([S, S], [0.0, 0.0]) == [1.0, 1.0]  # 4/6 = 0.67, 4/7 = 0.57
-    custom = TaskCurriculumConfig(enable=True, mode="advantage", min_attempts=1, solved_weight=0.2, hard_weight=0.3)
-    assert adv.AdvantageCurriculum(custom).weigh([H, S], [0.0, 1.0]) == [0.3, 0.2]
+    weighting = adv.AdvantageWeighting(CONFIG)
+    weighting.load_state_dict({"attempts": {S: 4}, "successes": {S: 3}})
+    assert weighting.weigh([S], [1.0]) == [0.1]  # 4/5 = 0.8
+    assert weighting.weigh([S, S], [0.0, 0.0]) == [1.0, 1.0]  # 4/6 = 0.67, 4/7 = 0.57
+    custom = TaskWeightingConfig(enable=True, mode="advantage", min_attempts=1, solved_weight=0.2, hard_weight=0.3)
+    assert adv.AdvantageWeighting(custom).weigh([H, S], [0.0, 1.0]) == [0.3, 0.2]
 
 
 def _grpo_batch(response_mask: torch.Tensor) -> DataProto:
@@ -101,13 +101,13 @@ def test_verl_grpo_advantages_before_and_after() -> None:
     before = data.batch["advantages"].clone()
     assert before[:, 0].tolist() == pytest.approx(BEFORE, abs=1e-5)
     assert torch.equal(before != 0, MASK.bool())  # verl's GRPO: the row's advantage on its response tokens
-    metrics = _curriculum().apply(data)
+    metrics = _weighting().apply(data)
     after = data.batch["advantages"]
     assert after[:, 0].tolist() == pytest.approx(AFTER, abs=1e-5)
     expected = torch.tensor(AFTER).unsqueeze(-1) * MASK
     assert torch.allclose(after, expected, atol=1e-5)
-    assert metrics == pytest.approx({"curriculum/adv_weight_mean": sum(WEIGHTS) / 8,
-                                     "curriculum/adv_weight_min": 0.1, "curriculum/adv_weight_max": 1.0})
+    assert metrics == pytest.approx({"task_weighting/adv_weight_mean": sum(WEIGHTS) / 8,
+                                     "task_weighting/adv_weight_min": 0.1, "task_weighting/adv_weight_max": 1.0})
 
 
 def test_only_response_tokens_are_scaled() -> None:
@@ -190,17 +190,17 @@ def test_v1_hook_scales_transferqueue_advantages_and_logs(monkeypatch, tmp_path)
     monkeypatch.setitem(adv._ORIGINALS, "v1.compute_advantage", verl_compute)
     monkeypatch.setitem(adv._ORIGINALS, "v1.save_checkpoint", lambda self: None)
     monkeypatch.setitem(adv._ORIGINALS, "v1.load_checkpoint", lambda self: None)
-    curriculum = _curriculum()
-    adv.install_v1(curriculum)
-    adv.install_v1(curriculum)  # installing twice wraps verl's function once
+    weighting = _weighting()
+    adv.install_v1(weighting)
+    adv.install_v1(weighting)  # installing twice wraps verl's function once
 
     fake.tags[-1]["is_padding"] = True
     batch = KVBatchMeta(keys=fake.keys, tags=fake.tags, partition_id="train")
     metrics: dict = {}
     assert PPOTrainer._compute_advantage(SimpleNamespace(), batch, metrics) is batch and calls == [batch]
     assert metrics["critic/advantages/mean"] == 0.0
-    assert metrics["curriculum/adv_weight_mean"] == pytest.approx(sum(WEIGHTS) / 8)
-    assert (metrics["curriculum/adv_weight_min"], metrics["curriculum/adv_weight_max"]) == (0.1, 1.0)
+    assert metrics["task_weighting/adv_weight_mean"] == pytest.approx(sum(WEIGHTS) / 8)
+    assert (metrics["task_weighting/adv_weight_min"], metrics["task_weighting/adv_weight_max"]) == (0.1, 1.0)
     put = fake.puts[0]["advantages"]
     assert put.is_nested and len(fake.puts) == 1 and put.size(0) == 9
     assert put.unbind()[8].tolist() == [0.0]  # the padding row (last): not counted (S has 8 attempts, below)
@@ -216,39 +216,39 @@ def test_v1_hook_scales_transferqueue_advantages_and_logs(monkeypatch, tmp_path)
     PPOTrainer._save_checkpoint(trainer)
     saved = json.loads((tmp_path / "global_step_3" / adv.CHECKPOINT_FILE).read_text())
     assert saved["attempts"][S] == 8 and saved["successes"][H] == 1
-    restored = adv.AdvantageCurriculum(CONFIG)
+    restored = adv.AdvantageWeighting(CONFIG)
     adv.install_v1(restored)
     PPOTrainer._load_checkpoint(trainer)
-    assert restored.stats.attempts == curriculum.stats.attempts
-    assert restored.stats.successes == curriculum.stats.successes
+    assert restored.stats.attempts == weighting.stats.attempts
+    assert restored.stats.successes == weighting.stats.successes
 
 
 def test_legacy_hook_scales_and_reports_with_the_step_metrics(monkeypatch) -> None:
     monkeypatch.setattr(ray_trainer, "compute_advantage", ray_trainer.compute_advantage)
     monkeypatch.setattr(ray_trainer, "compute_data_metrics", ray_trainer.compute_data_metrics)
     monkeypatch.setitem(adv._ORIGINALS, "legacy.compute_data_metrics", lambda **kwargs: {"critic/score/mean": 0.5})
-    adv.install_legacy(_curriculum())
+    adv.install_legacy(_weighting())
     data = ray_trainer.compute_advantage(_grpo_batch(MASK), adv_estimator="grpo", num_repeat=4)
     assert data.batch["advantages"][:, 0].tolist() == pytest.approx(AFTER, abs=1e-5)
     metrics = ray_trainer.compute_data_metrics(batch=data, use_critic=False)
-    assert metrics["critic/score/mean"] == 0.5 and metrics["curriculum/adv_weight_min"] == 0.1
-    assert "curriculum/adv_weight_min" not in ray_trainer.compute_data_metrics(batch=data, use_critic=False)
+    assert metrics["critic/score/mean"] == 0.5 and metrics["task_weighting/adv_weight_min"] == 0.1
+    assert "task_weighting/adv_weight_min" not in ray_trainer.compute_data_metrics(batch=data, use_critic=False)
 
 
 def test_mode_option_is_typed() -> None:
-    assert get_args(CurriculumMode) == task_curriculum.MODES == ("sample", "advantage")
-    assert TaskCurriculumConfig().mode == "sample"
-    with pytest.raises(OptionError, match="'agent_tune.task_curriculum.mode'.*'weights' is not one of 'sample', "
+    assert get_args(TaskWeightingMode) == task_weighting.MODES == ("sample", "advantage")
+    assert TaskWeightingConfig().mode == "sample"
+    with pytest.raises(OptionError, match="'agent_tune.task_weighting.mode'.*'weights' is not one of 'sample', "
                                           "'advantage'"):
-        parse_options({"task_curriculum": {"enable": True, "mode": "weights"}})
+        parse_options({"task_weighting": {"enable": True, "mode": "weights"}})
 
 
 def test_install_follows_the_mode(monkeypatch) -> None:
     seen = []
-    monkeypatch.setattr(curriculum_runner, "install_sampler", lambda config: seen.append("sample"))
-    monkeypatch.setattr(curriculum_runner, "install_advantage", lambda config: seen.append("advantage"))
+    monkeypatch.setattr(task_weighting_runner, "install_sampler", lambda config: seen.append("sample"))
+    monkeypatch.setattr(task_weighting_runner, "install_advantage", lambda config: seen.append("advantage"))
     for mode in ("advantage", "sample"):
-        curriculum_runner.install(OmegaConf.create({"agent_tune": {"task_curriculum": {"enable": True,
+        task_weighting_runner.install(OmegaConf.create({"agent_tune": {"task_weighting": {"enable": True,
                                                                                         "mode": mode}}}))
     assert seen == ["advantage", "sample"]
 
@@ -256,15 +256,15 @@ def test_install_follows_the_mode(monkeypatch) -> None:
 def test_shipped_tau2_configs() -> None:
     from agent_tune.errors import ConfigError
     from agent_tune.launch.compose import compose_config
-    from agent_tune.launch.train import check_task_curriculum
+    from agent_tune.launch.train import check_task_weighting
 
-    gpu = check_task_curriculum(compose_config("agent_tune_tau2"))
+    gpu = check_task_weighting(compose_config("agent_tune_tau2"))
     assert gpu.enable and gpu.mode == "advantage" and gpu.min_attempts == 5
     cpu = compose_config("agent_tune_tau2_cpu")
-    assert check_task_curriculum(cpu).mode == "sample"
-    switched = compose_config("agent_tune_tau2", ["agent_tune.task_curriculum.mode=sample"])
-    assert check_task_curriculum(switched).mode == "sample"
-    with pytest.raises(ConfigError, match="agent_tune.task_curriculum.mode"):
-        check_task_curriculum(compose_config("agent_tune_tau2_cpu", ["agent_tune.task_curriculum.mode=advantages"]))
-    curriculum = adv.from_config(compose_config("agent_tune_tau2", ["trainer.default_local_dir=/tmp/x"]))
-    assert curriculum.config.mode == "advantage" and str(curriculum.state_path) == "/tmp/x/task_curriculum.json"
+    assert check_task_weighting(cpu).mode == "sample"
+    switched = compose_config("agent_tune_tau2", ["agent_tune.task_weighting.mode=sample"])
+    assert check_task_weighting(switched).mode == "sample"
+    with pytest.raises(ConfigError, match="agent_tune.task_weighting.mode"):
+        check_task_weighting(compose_config("agent_tune_tau2_cpu", ["agent_tune.task_weighting.mode=advantages"]))
+    weighting = adv.from_config(compose_config("agent_tune_tau2", ["trainer.default_local_dir=/tmp/x"]))
+    assert weighting.config.mode == "advantage" and str(weighting.state_path) == "/tmp/x/task_weighting.json"

@@ -5,10 +5,10 @@
 # the reward per step ($WORK_DIR/checkpoints/metrics.jsonl) and a PNG curve ($WORK_DIR/learning_signal.png).
 # SHOTS=0 drops the examples (then SmolLM2 almost never calls).
 # A rising curve is the evidence that advantages, masks and weight sync point the right way.
-#   bash benchmarks/learning_signal.sh [hydra overrides...]      (~90 s per step on 2 cores: 20 steps ~34 min)
+#   bash examples/cpu/learning_signal.sh [hydra overrides...]      (~90 s per step on 2 cores: 20 steps ~34 min)
 # Passed only when set: STEPS (trainer.total_training_steps), LR (actor_rollout_ref.actor.optim.lr).
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/../examples/_common.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
 
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/learning_signal}"
 SHOTS="${SHOTS:-2}"
@@ -22,5 +22,5 @@ pass LR actor_rollout_ref.actor.optim.lr
 
 cd "$REPO_DIR"
 "$PYTHON" -m agent_tune.launch.train --config-name agent_tune_toolcall_cpu "${OVERRIDES[@]}" "$@"
-"$PYTHON" "$REPO_DIR/benchmarks/plot_metrics.py" "$WORK_DIR/checkpoints/metrics.jsonl" \
+"$PYTHON" -m agent_tune.cli plot "$WORK_DIR/checkpoints/metrics.jsonl" \
   --out "$WORK_DIR/learning_signal.png" --title "GRPO, SmolLM2-135M, synthetic tool calling (CPU)"

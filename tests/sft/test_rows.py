@@ -8,7 +8,7 @@ import pytest
 
 from agent_tune.envs.base import Observation
 from agent_tune.rollout import ChatRenderer, RolloutLimits, run_episode
-from agent_tune.rollout.sft_rows import (
+from agent_tune.sft.rows import (
     BadConversation,
     assistant_text,
     read_conversations,

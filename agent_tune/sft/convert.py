@@ -6,7 +6,7 @@
 
 The rows are ``{"id", "messages", "tools", "source", ...}`` (``docs/sft.md``); ``agent-tune sft`` renders them
 with the run's chat template exactly as the RL runner tokenises the same episode
-(:mod:`agent_tune.rollout.sft_rows`), so a row is token-exact with the RL episode whose messages it holds:
+(:mod:`agent_tune.sft.rows`), so a row is token-exact with the RL episode whose messages it holds:
 
 * ``rlla_sft``: ToolRL's SFT data (``dataset/rlla_4k_raw/rlla_sft.json``: a JSON list, or jsonl, of
   ``{"instruction", "input", "output"}``; ``output`` is DeepSeek-R1's ``<think>`` and a ``<tool_call>`` block of
@@ -41,8 +41,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from agent_tune.cli_args import json_object
-from agent_tune.jsonl import jsonl_lines
+from agent_tune.utils.cli_args import json_object
+from agent_tune.utils.jsonl import jsonl_lines
 
 FORMATS = ("rlla_sft", "tau2_seed")
 RLLA_SYSTEMS = ("instruction", "generated")
@@ -67,7 +67,7 @@ def read_records(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
     if path.suffix == ".parquet":
         import pandas as pd
 
-        from agent_tune.rollout.sft_rows import plain_value
+        from agent_tune.sft.rows import plain_value
 
         rows = pd.read_parquet(path).to_dict(orient="records")
         return [(f"{path.name} row {i}", {k: plain_value(v) for k, v in r.items()}) for i, r in enumerate(rows)]
@@ -308,11 +308,11 @@ def write_rows(rows: Iterable[Mapping[str, Any]], out: str | Path) -> Path:
 
 def render_check(path: str | Path, tokenizer: str, template: str, chat_template_kwargs: Mapping[str, Any],
                  max_length: int | None) -> Any:
-    """Render every row of ``path`` as ``agent-tune sft`` will (:func:`agent_tune.rollout.sft_rows.render_rows`
-    with the run's tokenizer and template): the :class:`~agent_tune.rollout.sft_rows.RenderReport`."""
+    """Render every row of ``path`` as ``agent-tune sft`` will (:func:`agent_tune.sft.rows.render_rows`
+    with the run's tokenizer and template): the :class:`~agent_tune.sft.rows.RenderReport`."""
     from agent_tune.eval.evaluate import load_tokenizer
     from agent_tune.rollout import ChatRenderer
-    from agent_tune.rollout.sft_rows import read_conversations, render_rows
+    from agent_tune.sft.rows import read_conversations, render_rows
 
     renderer = ChatRenderer(load_tokenizer(tokenizer), template, dict(chat_template_kwargs))
     return render_rows(renderer, read_conversations(path), max_length)

@@ -15,11 +15,11 @@ from agent_tune.cli import main as cli_main
 from agent_tune.envs import make_env
 from agent_tune.envs.toolcall_tasks import as_task, rlla_tasks
 from agent_tune.rollout import ChatRenderer, RolloutLimits, run_episode
-from agent_tune.rollout.sft_rows import read_conversations, render_conversation
-from agent_tune.sft_data import TAU2_STOP, SFTDataError, convert, tau2_seed_row
+from agent_tune.sft.convert import TAU2_STOP, SFTDataError, convert, tau2_seed_row
+from agent_tune.sft.rows import read_conversations, render_conversation
 from tests.rollout.scripted import ScriptedPolicy
 
-FIXTURES = Path(__file__).parent / "fixtures" / "sft_data"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sft_data"
 RLLA = FIXTURES / "rlla_sft.json"
 SEED = FIXTURES / "tau2_seed.jsonl"
 LIMITS = RolloutLimits(max_prompt_length=8192, max_response_length=4096)

@@ -2,17 +2,17 @@
 # The GPU recipes exercised on CPU (not run in CI): one training step of each shipped GPU recipe (agent_tune_bfcl,
 # agent_tune_toolrl, agent_tune_tau2, agent_tune_retool) with config/device/cpu_probe.yaml appended, which changes
 # only the device, the model (SmolLM2-135M) and the sizes: each recipe's algorithm keys (rollout correction,
-# dynamic sampling, group size, loss, curriculum) run for real. What cannot run on CPU is listed in docs/gpu.md.
-#   bash benchmarks/gpu_recipes_on_cpu.sh [hydra overrides for every run...]
+# dynamic sampling, group size, loss, task weighting) run for real. What cannot run on CPU is listed in docs/gpu.md.
+#   bash examples/cpu/gpu_recipes_on_cpu.sh [hydra overrides for every run...]
 # Runs every recipe even when one fails, each under TIMEOUT_S (default 3600: dynamic sampling regenerates until
 # it has groups whose rewards differ), and ends with one line per recipe (exit code, wall time, log);
 # exits 1 when any failed. RECIPES picks some (default: all four); RLLA_FILE gives ToolRL's rlla data (else
 # synthetic arithmetic tool tasks). tau2's user simulator is SmolLM2 served by vLLM on USER_PORT (default 30001).
 # SmolLM2 scored 0 on every bfcl (progress) and retool (correct answer) episode measured, so those recipes' dynamic
 # sampling regenerates until the timeout; to reach their update, switch that one key off (measured, docs/gpu.md):
-#   RECIPES="agent_tune_retool agent_tune_bfcl" bash benchmarks/gpu_recipes_on_cpu.sh algorithm.filter_groups.enable=false
+#   RECIPES="agent_tune_retool agent_tune_bfcl" bash examples/cpu/gpu_recipes_on_cpu.sh algorithm.filter_groups.enable=false
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/../examples/_common.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
 
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/gpu_recipes_on_cpu}"
 RECIPES="${RECIPES:-agent_tune_bfcl agent_tune_toolrl agent_tune_tau2 agent_tune_retool}"

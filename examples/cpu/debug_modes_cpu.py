@@ -11,7 +11,7 @@ runs, and only the replay updated the actor. Exit 1 naming the first check that 
 Not part of CI (two trainer start-ups, about 8 minutes on 2 cores; the dump -> replay round trip itself is unit
 tested in ``tests/verl_ext/test_replay_loop.py``); run it alone:
 
-    python benchmarks/debug_modes_cpu.py [--work /tmp/debug_modes]
+    python examples/cpu/debug_modes_cpu.py [--work /tmp/debug_modes]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from agent_tune.rollout.dump import dumped_steps, read_step_dump  # noqa: E402

@@ -11,7 +11,7 @@ import yaml
 
 from agent_tune.envs.retool import INTERPRETER_BLOCK_PATTERN, ReToolToolEnv, interpreter_block
 from agent_tune.rollout import ChatRenderer, RolloutLimits, run_episode
-from agent_tune.rollout.sft_rows import POLICY, BadConversation, assistant_pieces, render_conversation
+from agent_tune.sft.rows import POLICY, BadConversation, assistant_pieces, render_conversation
 from agent_tune.tools import ExecutionLimits, LocalSandbox
 from data_preprocess import retool_sft_synthetic
 from tests.rollout.scripted import Reply, ScriptedPolicy

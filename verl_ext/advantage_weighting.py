@@ -1,31 +1,31 @@
-"""Task curriculum, advantage mode: each sample's GRPO advantage multiplied by its task's curriculum weight.
+"""Task weighting, advantage mode: each sample's GRPO advantage multiplied by its task's weight.
 
-``agent_tune.task_curriculum.mode: advantage`` (:class:`agent_tune.options.TaskCurriculumConfig`). This is how
-Tau2-RL-Pipeline applies its curriculum (its ``reward.py``, ``TAU2_APPLY_CURRICULUM_WEIGHTS``): rows are drawn
+``agent_tune.task_weighting.mode: advantage`` (:class:`agent_tune.options.TaskWeightingConfig`). This is how
+Tau2-RL-Pipeline applies its task weights (its ``reward.py``, ``TAU2_APPLY_CURRICULUM_WEIGHTS``): rows are drawn
 as verl draws them (uniformly: verl's own sampler), and after the group-normalised advantages are computed
 each sample's advantage is scaled by its task's weight. The weight rule is the one the sampling mode already
-uses (:meth:`verl_ext.task_curriculum.TaskStats.weight`, identical to the pipeline's: 1 until
+uses (:meth:`verl_ext.task_weighting.TaskStats.weight`, identical to the pipeline's: 1 until
 ``min_attempts``, ``solved_weight`` above ``solved_threshold``, ``hard_weight`` below ``hard_threshold``,
 else 1), and so is the order of counting: the pipeline walks the batch sample by sample, counts the sample's
 own result (success: tau2's reward >= 1, here ``acc >= success_threshold``) and then reads its task's weight,
-so a sample's weight includes itself and the samples before it in the batch (:meth:`AdvantageCurriculum.weigh`;
+so a sample's weight includes itself and the samples before it in the batch (:meth:`AdvantageWeighting.weigh`;
 the v1 hook walks the rows group by group, in session order, whatever order verl's balancing left them in).
 
 Where it plugs into verl 0.9.1 (in the task runner's process, as the sampler does; :func:`install`):
 
 * v1 trainers (``trainer.use_v1``, verl's default; sync and colocated async): ``PPOTrainer._compute_advantage``
   is wrapped. After verl's code has written the advantages to TransferQueue, the wrapper reads back each row's
-  ``advantages``, ``response_mask``, ``extra_info`` (its task, :func:`verl_ext.task_curriculum.task_key`) and
+  ``advantages``, ``response_mask``, ``extra_info`` (its task, :func:`verl_ext.task_weighting.task_key`) and
   ``extra_fields`` (the agent loop's ``reward_extra_info.acc``), scales the advantages and writes them back
   (verl's synthetic padding rows, tagged ``is_padding``, are left out of the counts);
-  ``curriculum/adv_weight_mean|min|max`` go into the step's metrics. ``_save_checkpoint`` /
-  ``_load_checkpoint`` are wrapped to keep the counts in ``global_step_N/advantage_curriculum.json``;
+  ``task_weighting/adv_weight_mean|min|max`` go into the step's metrics. ``_save_checkpoint`` /
+  ``_load_checkpoint`` are wrapped to keep the counts in ``global_step_N/advantage_weighting.json``;
 * the legacy trainer (``trainer.use_v1=false``): ``verl.trainer.ppo.ray_trainer.compute_advantage`` is
   wrapped (its batch carries ``extra_info`` and ``acc``), and the weights' metrics are added to what its
   ``compute_data_metrics`` returns for the step. Its checkpoints do not carry the counts (they restart at 0).
 
 Only response tokens (``response_mask`` 1) are scaled; a weight of 1 leaves an advantage as verl computed it.
-``<trainer.default_local_dir>/task_curriculum.json`` shows the counts and weights, as in sample mode.
+``<trainer.default_local_dir>/task_weighting.json`` shows the counts and weights, as in sample mode.
 """
 
 from __future__ import annotations
@@ -40,21 +40,22 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from agent_tune.options import TaskCurriculumConfig
-from verl_ext.task_curriculum import STATE_FILE, TaskStats, task_key
+from agent_tune.options import TaskWeightingConfig
+from verl_ext.task_weighting import STATE_FILE, TaskStats, task_key
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_FILE = "advantage_curriculum.json"  # inside global_step_N/
-METRIC_PREFIX = "curriculum/adv_weight"
+CHECKPOINT_FILE = "advantage_weighting.json"  # inside global_step_N/
+OLD_CHECKPOINT_FILE = "advantage_curriculum.json"  # its name before the rename: still read on resume
+METRIC_PREFIX = "task_weighting/adv_weight"
 
 
-class AdvantageCurriculum:
+class AdvantageWeighting:
     """The running per-task counts and the weight each sample's advantage gets.
 
     ``state_path`` (optional) gets the counts and weights as JSON after every batch."""
 
-    def __init__(self, config: TaskCurriculumConfig, state_path: str | Path | None = None) -> None:
+    def __init__(self, config: TaskWeightingConfig, state_path: str | Path | None = None) -> None:
         self.config = config
         self.stats = TaskStats(config)
         self.state_path = Path(state_path) if state_path else None
@@ -94,7 +95,7 @@ class AdvantageCurriculum:
             tmp.write_text(json.dumps({"mode": "advantage", "tasks": self.stats.summary()}, indent=1))
             os.replace(tmp, self.state_path)
         except OSError as exc:  # a report, never a reason to stop training
-            logger.warning("task curriculum: cannot write %s: %s", self.state_path, exc)
+            logger.warning("task weighting: cannot write %s: %s", self.state_path, exc)
 
 
 def scale_advantages(advantages: torch.Tensor, response_mask: torch.Tensor, weights: Sequence[float]) -> torch.Tensor:
@@ -119,7 +120,7 @@ def scale_nested(advantages: torch.Tensor, response_mask: torch.Tensor, weights:
 
 
 def weight_metrics(weights: Sequence[float]) -> dict[str, float]:
-    """``curriculum/adv_weight_{mean,min,max}`` of the weights applied in a step."""
+    """``task_weighting/adv_weight_{mean,min,max}`` of the weights applied in a step."""
     if not weights:
         return {}
     return {f"{METRIC_PREFIX}_mean": float(np.mean(weights)), f"{METRIC_PREFIX}_min": float(min(weights)),
@@ -141,7 +142,7 @@ def batch_results(columns: Mapping[str, Any]) -> tuple[list[str], list[float | N
     """Each row's task key (from ``extra_info``) and ``acc``: the ``acc`` column (verl's legacy batch, where
     ``reward_extra_info`` keys become columns), else ``extra_fields[i]["reward_extra_info"]["acc"]`` (v1)."""
     if "extra_info" not in columns:
-        raise KeyError("task curriculum (advantage mode): the batch has no extra_info column to find tasks in")
+        raise KeyError("task weighting (advantage mode): the batch has no extra_info column to find tasks in")
     tasks = [task_key(e if isinstance(e, Mapping) else None) for e in _as_list(columns["extra_info"])]
     if "acc" in columns:
         accs = [_acc(a) for a in _as_list(columns["acc"])]
@@ -159,14 +160,14 @@ def batch_results(columns: Mapping[str, Any]) -> tuple[list[str], list[float | N
 
 # --- plugging into verl -------------------------------------------------------------------------------
 
-def from_config(config: Any) -> AdvantageCurriculum:
-    """The curriculum of a whole trainer ``config`` (OmegaConf), its state file in ``trainer.default_local_dir``."""
+def from_config(config: Any) -> AdvantageWeighting:
+    """The task weighting of a whole trainer ``config`` (OmegaConf), its state file in ``trainer.default_local_dir``."""
     from omegaconf import OmegaConf
 
-    raw = OmegaConf.select(config, "agent_tune.task_curriculum", default=None)
-    cfg = TaskCurriculumConfig.from_mapping(OmegaConf.to_container(raw, resolve=True) if raw is not None else None)
+    raw = OmegaConf.select(config, "agent_tune.task_weighting", default=None)
+    cfg = TaskWeightingConfig.from_mapping(OmegaConf.to_container(raw, resolve=True) if raw is not None else None)
     out = OmegaConf.select(config, "trainer.default_local_dir", default=None)
-    return AdvantageCurriculum(cfg, Path(str(out)).expanduser() / STATE_FILE if out else None)
+    return AdvantageWeighting(cfg, Path(str(out)).expanduser() / STATE_FILE if out else None)
 
 
 def _key_order(key: str) -> tuple[str, int, int]:
@@ -179,7 +180,7 @@ def _key_order(key: str) -> tuple[str, int, int]:
         return str(key), 0, 0
 
 
-def _v1_apply(curriculum: AdvantageCurriculum, batch: Any) -> dict[str, float]:
+def _v1_apply(weighting: AdvantageWeighting, batch: Any) -> dict[str, float]:
     """Scale the advantages TransferQueue holds for ``batch`` (a ``KVBatchMeta``); the weight metrics."""
     import transfer_queue as tq
     from tensordict import TensorDict
@@ -194,7 +195,7 @@ def _v1_apply(curriculum: AdvantageCurriculum, batch: Any) -> dict[str, float]:
     # reorders the rows)
     order = [i for i in sorted(range(len(tasks)), key=lambda i: _key_order(batch.keys[i])) if real[i]]
     weights = [1.0] * len(tasks)
-    for i, w in zip(order, curriculum.weigh([tasks[i] for i in order], [accs[i] for i in order]), strict=True):
+    for i, w in zip(order, weighting.weigh([tasks[i] for i in order], [accs[i] for i in order]), strict=True):
         weights[i] = w
     scaled = scale_nested(data["advantages"], data["response_mask"], weights)
     tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id,
@@ -219,7 +220,7 @@ def _original(name: str, current: Any) -> Any:
     return _ORIGINALS.setdefault(name, current)
 
 
-def install_v1(curriculum: AdvantageCurriculum) -> None:
+def install_v1(weighting: AdvantageWeighting) -> None:
     """Wrap verl's v1 ``PPOTrainer`` (every v1 trainer mode) in this process: advantages, checkpoints."""
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
@@ -230,7 +231,7 @@ def install_v1(curriculum: AdvantageCurriculum) -> None:
     @functools.wraps(compute)
     def compute_advantage(self: Any, batch: Any, metrics: dict) -> Any:
         batch = compute(self, batch, metrics)
-        metrics.update(_v1_apply(curriculum, batch))
+        metrics.update(_v1_apply(weighting, batch))
         return batch
 
     @functools.wraps(save)
@@ -238,16 +239,19 @@ def install_v1(curriculum: AdvantageCurriculum) -> None:
         result = save(self, *args, **kwargs)
         path = Path(_step_folder(self)) / CHECKPOINT_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(curriculum.state_dict()))
+        path.write_text(json.dumps(weighting.state_dict()))
         return result
 
     @functools.wraps(load)
     def load_checkpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = load(self, *args, **kwargs)
-        path = Path(_step_folder(self, resumed=True)) / CHECKPOINT_FILE
+        folder = Path(_step_folder(self, resumed=True))
+        path = folder / CHECKPOINT_FILE
+        if not path.is_file() and (folder / OLD_CHECKPOINT_FILE).is_file():
+            path = folder / OLD_CHECKPOINT_FILE
         if self.global_steps and path.is_file():
-            curriculum.load_state_dict(json.loads(path.read_text()))
-            logger.info("task curriculum: counts of %d tasks restored from %s", len(curriculum.stats.attempts), path)
+            weighting.load_state_dict(json.loads(path.read_text()))
+            logger.info("task weighting: counts of %d tasks restored from %s", len(weighting.stats.attempts), path)
         return result
 
     PPOTrainer._compute_advantage = compute_advantage
@@ -255,7 +259,7 @@ def install_v1(curriculum: AdvantageCurriculum) -> None:
     PPOTrainer._load_checkpoint = load_checkpoint
 
 
-def install_legacy(curriculum: AdvantageCurriculum) -> None:
+def install_legacy(weighting: AdvantageWeighting) -> None:
     """Wrap the legacy trainer's module-level ``compute_advantage`` and ``compute_data_metrics`` (which its
     ``fit`` looks up at each step) in this process."""
     from verl.trainer.ppo import ray_trainer
@@ -267,7 +271,7 @@ def install_legacy(curriculum: AdvantageCurriculum) -> None:
     @functools.wraps(compute)
     def compute_advantage(data: Any, *args: Any, **kwargs: Any) -> Any:
         data = compute(data, *args, **kwargs)
-        pending.update(curriculum.apply(data))
+        pending.update(weighting.apply(data))
         return data
 
     @functools.wraps(data_metrics)
@@ -281,11 +285,11 @@ def install_legacy(curriculum: AdvantageCurriculum) -> None:
     ray_trainer.compute_data_metrics = compute_data_metrics
 
 
-def install(config: Any) -> AdvantageCurriculum:
-    """Scale advantages by the task curriculum's weights in every verl trainer of this process."""
-    curriculum = from_config(config)
-    install_v1(curriculum)
-    install_legacy(curriculum)
-    logger.info("task curriculum (advantage mode): advantages scaled by task weights; state %s",
-                curriculum.state_path)
-    return curriculum
+def install(config: Any) -> AdvantageWeighting:
+    """Scale advantages by the task weighting's weights in every verl trainer of this process."""
+    weighting = from_config(config)
+    install_v1(weighting)
+    install_legacy(weighting)
+    logger.info("task weighting (advantage mode): advantages scaled by task weights; state %s",
+                weighting.state_path)
+    return weighting

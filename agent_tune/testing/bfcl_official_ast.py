@@ -1,6 +1,6 @@
 """bfcl-eval's own single-turn scoring code (``ast_checker`` and the runner's per-entry steps), for tests.
 
-Also imported by ``benchmarks/ast_scoring.py`` (the one copy of this importer); nothing in ``agent_tune/``
+Also imported by ``benchmarks/ast_scoring.py`` (the one copy of this importer); nothing else in ``agent_tune/``
 imports it.
 
 Why stubs, and which: importing ``bfcl_eval.eval_checker.ast_eval.ast_checker`` (or ``eval_runner``) runs

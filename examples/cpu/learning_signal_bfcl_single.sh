@@ -5,10 +5,10 @@
 # acc (config/agent_tune_toolcall_bfcl_cpu.yaml holds every hyper-parameter). Writes the metrics per step
 # ($WORK_DIR/checkpoints/metrics.jsonl) and a PNG of reward, acc, format errors, calls and groups with signal
 # per step ($WORK_DIR/learning_signal_bfcl_single.png). Running it again resumes from the last checkpoint.
-#   bash benchmarks/learning_signal_bfcl_single.sh [hydra overrides...]   (estimated ~2 min a step on 2 cores)
+#   bash examples/cpu/learning_signal_bfcl_single.sh [hydra overrides...]   (estimated ~2 min a step on 2 cores)
 # Passed only when set: STEPS (trainer.total_training_steps), LR (actor_rollout_ref.actor.optim.lr).
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/../examples/_common.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
 
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/learning_signal_bfcl_single}"
 # The data recipe (data_preprocess/toolcall.py --source bfcl): worked examples per row; the config's
@@ -24,7 +24,7 @@ pass LR actor_rollout_ref.actor.optim.lr
 
 cd "$REPO_DIR"
 "$PYTHON" -m agent_tune.launch.train --config-name agent_tune_toolcall_bfcl_cpu "${OVERRIDES[@]}" "$@"
-"$PYTHON" "$REPO_DIR/benchmarks/plot_metrics.py" "$WORK_DIR/checkpoints/metrics.jsonl" \
+"$PYTHON" -m agent_tune.cli plot "$WORK_DIR/checkpoints/metrics.jsonl" \
   --out "$WORK_DIR/learning_signal_bfcl_single.png" \
   --keys reward acc format_errors num_calls zero_call groups_with_signal response_length \
   --title "GRPO, SmolLM2-135M, BFCL simple_python with 2 shots (CPU)"

@@ -10,7 +10,7 @@ A conversation (``messages`` + ``tools``, as a data row holds them) is read as t
                   (only when another assistant message follows: the episode ends with the policy's turn)
 
 so ``input_ids`` and ``loss_mask`` equal the trajectory's ``prompt_ids + response_ids`` and
-``[0] * len(prompt_ids) + response_mask`` (the test ``tests/rollout/test_sft_rows.py`` plays the runner
+``[0] * len(prompt_ids) + response_mask`` (the test ``tests/sft/test_rows.py`` plays the runner
 against a scripted policy and compares them token for token). The template's separators (the ``"\\n"``
 after ``<|im_end|>``, the next ``<|im_start|>assistant\\n``) are env tokens, as in the trajectory; each
 group of consecutive non-assistant messages is one observation, one delta (Qwen-style templates fold a

@@ -5,7 +5,7 @@ A GRPO run with ``+lora=grpo trainer.save_freq=1 agent_tune.dump_rollouts_dir=DI
 agent_tune.dump_rollout_tokens=true`` dumps every episode with its tokens, the log-probs vLLM sampled them
 with and the trainer step, and saves a checkpoint after every step. Then
 
-    python benchmarks/lora_sync_check.py --dump DIR --model BASE_DIR --temperature 0.7 \
+    python -m agent_tune.testing.lora_sync_check --dump DIR --model BASE_DIR --temperature 0.7 \
         --checkpoint 1=RUN/global_step_1/actor [--checkpoint 2=...] [--metrics RUN/verl_metrics.jsonl]
 
 prints, per trainer step, the mean and largest absolute difference between vLLM's log-probs and those of

@@ -9,16 +9,19 @@ rewards, done flags and infos are hashed. Write the digests with one version of 
 compare with another:
 
     git archive <old commit> | tar -x -C /tmp/old
-    PYTHONHASHSEED=0 PYTHONPATH=/tmp/old python benchmarks/bfcl_env_identity.py --write /tmp/old.json
-    PYTHONHASHSEED=0 PYTHONPATH=. python benchmarks/bfcl_env_identity.py --compare /tmp/old.json
+    (cd /tmp/old && PYTHONHASHSEED=0 PYTHONPATH=. python -m agent_tune.testing.bfcl_identity --write /tmp/old.json)
+    PYTHONHASHSEED=0 PYTHONPATH=. python -m agent_tune.testing.bfcl_identity --compare /tmp/old.json
+
+Each run imports the ``agent_tune`` of the folder it runs in (``python -m`` puts that folder first on ``sys.path``).
+A commit older than this module has the same tool as ``benchmarks/bfcl_env_identity.py``
+(``python benchmarks/bfcl_env_identity.py --write ...`` there); the digests are the same.
 
 Both runs need the same ``PYTHONHASHSEED`` (the script refuses to run without one): a few of bfcl-eval's
 error texts print a set (TravelAPI's "Must be one of {'economy', 'business', 'first'}"), whose order
 follows the process's string hashing, so without it 25 of the episodes differ between any two processes,
 with the same code.
 
-(run from the repository root; ``tests.envs`` is imported from the tree on ``PYTHONPATH``, for the
-fidelity test's perturbations).
+The perturbations are the fidelity test's (:mod:`agent_tune.testing.bfcl_multi_turn_perturb`).
 
 Used for the speed work of ``benchmarks/bfcl_env.py``: any difference names the episode.
 """
@@ -38,7 +41,7 @@ from agent_tune.envs import make_env
 from agent_tune.envs.bfcl.multi_turn.data import ALL_CATEGORIES, category_test_ids, load_entry
 from agent_tune.envs.bfcl.multi_turn.replay import TURN_END_TEXT, ground_truth_calls, responses_for
 from agent_tune.parsing import ToolCall, get_tool_parser
-from tests.envs.test_bfcl_fidelity import perturbations
+from agent_tune.testing.bfcl_multi_turn_perturb import perturbations
 
 HERMES = get_tool_parser("hermes")
 MODES: dict[str, dict[str, Any]] = {
@@ -84,13 +87,14 @@ def _canon(value: Any) -> str:
 def shown(r: Any) -> list[Any]:
     """What a step result shows, in the form the digests were first written in (before the step template of
     issue 21): the last step's ``info`` with the episode's fields over the step's own, ``format_errors``
-    included (the episode total), and without the ``truncated`` / ``finalize_reason`` pair ``finalize`` now
-    records for every env (BFCL recorded ``end_reason`` alone)."""
+    included (the episode total), and without the ``truncated`` / ``finalize_reason`` pair ``finalize`` then
+    recorded for every env, nor the ``stop_reason`` every episode record has since (BFCL recorded ``end_reason``
+    alone)."""
     info = r.info
     if getattr(r, "episode", None) is not None:
         info = {**info, **r.episode.as_dict()}
-        info.pop("truncated", None)
-        info.pop("finalize_reason", None)
+        for key in ("truncated", "finalize_reason", "stop_reason"):
+            info.pop(key, None)
     return [r.observation.messages, r.observation.tools, r.reward, r.done, info]
 
 

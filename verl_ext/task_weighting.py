@@ -1,14 +1,14 @@
-"""Task curriculum: training rows drawn with per-task weights from their running success rates.
+"""Task weighting: training rows drawn with per-task weights from their running success rates.
 
-Tau2-RL-Pipeline's curriculum (``TAU2_USE_CURRICULUM`` in its ``reward.py``), as configuration
-(``agent_tune.task_curriculum``, :class:`TaskCurriculumConfig`): each task's attempts and successes are
+Tau2-RL-Pipeline's per-task weights (its "curriculum": ``TAU2_USE_CURRICULUM`` in its ``reward.py``), as configuration
+(``agent_tune.task_weighting``, :class:`TaskWeightingConfig`): each task's attempts and successes are
 counted (a success: the episode's ``acc`` >= ``success_threshold``; tau2's own reward for tau2, never the
 shaped one); once a task has ``min_attempts`` attempts its weight is ``solved_weight`` (0.1) when its
 success rate is above ``solved_threshold`` (0.75), ``hard_weight`` (0.5) when below ``hard_threshold``
 (0.25), else 1. ``mode`` says what the weight acts on. ``sample`` (this module; issue 11): the weight is the
 task's probability of being drawn (relative to the others): tasks the policy always or never solves come up
 less often, the ones in between (where GRPO groups carry signal) more. ``advantage`` (what the pipeline does;
-:mod:`verl_ext.advantage_curriculum`): rows are drawn by verl's own sampler and each sample's GRPO advantage
+:mod:`verl_ext.advantage_weighting`): rows are drawn by verl's own sampler and each sample's GRPO advantage
 is multiplied by its task's weight.
 
 How it reaches verl 0.9.1. verl has no sampler hook any more (no ``data.sampler.class_path`` /
@@ -19,17 +19,17 @@ dataset)`` and never tell it about results). So:
   ``extra_info.env`` spec) to ``<agent_tune.sample_metrics_dir>/samples-<pid>.jsonl`` (the records the
   per-step metrics are built from); the sampler reads what was appended since its last draw (validation
   rows are left out);
-* the sampler: :class:`TaskCurriculumSampler`, drawn with replacement, one index at a time as the data
+* the sampler: :class:`TaskWeightingSampler`, drawn with replacement, one index at a time as the data
   loader asks (``len(dataset)`` per epoch): a batch drawn while the previous step's episodes are still
   being played sees the results up to then (a lag of at most the loader's prefetch). Its state (random
   generator, counts, how far the record files were read) is saved and restored with verl's data-loader
   checkpoint;
 * plugging in: with ``enable: true`` the launcher runs verl's own task runner subclassed
-  (:func:`verl_ext.curriculum_runner.task_runner_class`), whose ``run`` first (its ``install``, in that Ray
+  (:func:`verl_ext.task_weighting_runner.task_runner_class`), whose ``run`` first (its ``install``, in that Ray
   actor's process only) points the trainer modules' ``create_rl_sampler`` at :func:`make_sampler`
   (``sample``) or wraps the trainers' advantage step (``advantage``), then runs verl's code unchanged.
 
-``<trainer.default_local_dir>/task_curriculum.json`` shows the counts and weights, rewritten when they
+``<trainer.default_local_dir>/task_weighting.json`` shows the counts and weights, rewritten when they
 change.
 """
 
@@ -46,20 +46,20 @@ import torch
 from torch.utils.data import Sampler
 
 from agent_tune.envs.tasks import row_env, row_task
-from agent_tune.options import TaskCurriculumConfig  # defined with the agent_tune block it is part of
+from agent_tune.options import TaskWeightingConfig  # defined with the agent_tune block it is part of
 from verl_ext.sample_records import read_appended
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "agent_tune.task_curriculum"
-STATE_FILE = "task_curriculum.json"
-# agent_tune.task_curriculum.mode (agent_tune.options.CurriculumMode): what the weights act on
+PREFIX = "agent_tune.task_weighting"
+STATE_FILE = "task_weighting.json"
+# agent_tune.task_weighting.mode (agent_tune.options.TaskWeightingMode): what the weights act on
 SAMPLE, ADVANTAGE = "sample", "advantage"
 MODES = (SAMPLE, ADVANTAGE)
 
 
 def task_key(extra_info: Mapping[str, Any] | None) -> str:
-    """What identifies a row's task for the curriculum: its environment spec (``extra_info.env``: name and
+    """What identifies a row's task for the weighting: its environment spec (``extra_info.env``: name and
     kwargs, e.g. tau2's domain and task id) and, for a catalogue row, its ``task`` (the reset kwargs), else its
     ``index`` (:func:`agent_tune.envs.tasks.row_env` / ``row_task`` read them)."""
     extra = extra_info or {}
@@ -77,7 +77,7 @@ def task_key(extra_info: Mapping[str, Any] | None) -> str:
 class TaskStats:
     """Running attempts and successes per task key, and the weight each gets."""
 
-    def __init__(self, config: TaskCurriculumConfig) -> None:
+    def __init__(self, config: TaskWeightingConfig) -> None:
         self.config = config
         self.attempts: dict[str, int] = {}
         self.successes: dict[str, int] = {}
@@ -108,7 +108,7 @@ class TaskStats:
                     "weight": self.weight(k)} for k in sorted(self.attempts)}
 
 
-class TaskCurriculumSampler(Sampler[int]):
+class TaskWeightingSampler(Sampler[int]):
     """Dataset indices drawn with replacement, each with its task's current weight.
 
     ``task_keys[i]`` is the task of dataset row ``i``; ``records_dir`` holds the agent loop's episode
@@ -116,10 +116,10 @@ class TaskCurriculumSampler(Sampler[int]):
     per-task counts and weights as JSON when they change.
     """
 
-    def __init__(self, task_keys: Sequence[str], config: TaskCurriculumConfig, records_dir: str | Path | None,
+    def __init__(self, task_keys: Sequence[str], config: TaskWeightingConfig, records_dir: str | Path | None,
                  seed: int = 1, state_path: str | Path | None = None) -> None:
         if not task_keys:
-            raise ValueError("task curriculum: the training set is empty")
+            raise ValueError("task weighting: the training set is empty")
         self.task_keys = list(task_keys)
         self.config = config
         self.records_dir = Path(records_dir) if records_dir else None
@@ -184,7 +184,7 @@ class TaskCurriculumSampler(Sampler[int]):
             tmp.write_text(json.dumps({"tasks": summary, "rows": len(self.task_keys)}, indent=1))
             os.replace(tmp, self.state_path)
         except OSError as exc:  # a report, never a reason to stop training
-            logger.warning("task curriculum: cannot write %s: %s", self.state_path, exc)
+            logger.warning("task weighting: cannot write %s: %s", self.state_path, exc)
 
 
 def dataset_task_keys(dataset: Any) -> list[str]:
@@ -195,7 +195,7 @@ def dataset_task_keys(dataset: Any) -> list[str]:
     return [task_key(dataset[i].get("extra_info")) for i in range(len(dataset))]
 
 
-def make_sampler(config: Any, dataset: Any) -> TaskCurriculumSampler:
+def make_sampler(config: Any, dataset: Any) -> TaskWeightingSampler:
     """The sampler for verl's training set, from the whole trainer ``config`` (OmegaConf or mapping)."""
     from omegaconf import OmegaConf
 
@@ -203,14 +203,14 @@ def make_sampler(config: Any, dataset: Any) -> TaskCurriculumSampler:
         value = OmegaConf.select(config, key, default=None)
         return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
-    cfg = TaskCurriculumConfig.from_mapping(select("agent_tune.task_curriculum"))
+    cfg = TaskWeightingConfig.from_mapping(select("agent_tune.task_weighting"))
     seed = cfg.seed if cfg.seed is not None else (select("data.seed") or 1)
     out = select("trainer.default_local_dir")
     state_path = Path(str(out)).expanduser() / STATE_FILE if out else None
-    sampler = TaskCurriculumSampler(dataset_task_keys(dataset), cfg, select("agent_tune.sample_metrics_dir"),
+    sampler = TaskWeightingSampler(dataset_task_keys(dataset), cfg, select("agent_tune.sample_metrics_dir"),
                                     seed=int(seed), state_path=state_path)
     tasks = len(set(sampler.task_keys))
-    logger.info("task curriculum: %d rows, %d tasks; weights from %s", len(sampler), tasks, sampler.records_dir)
+    logger.info("task weighting: %d rows, %d tasks; weights from %s", len(sampler), tasks, sampler.records_dir)
     return sampler
 
 
@@ -218,19 +218,19 @@ def install_sampler(config: Any) -> None:
     """Point verl's trainers (v1 and legacy) at :func:`make_sampler` for the training set, in this process."""
     import importlib
 
-    def create(data_config: Any, dataset: Any) -> TaskCurriculumSampler:
+    def create(data_config: Any, dataset: Any) -> TaskWeightingSampler:
         return make_sampler(config, dataset)
 
     for name in ("verl.trainer.ppo.v1.trainer_base", "verl.trainer.main_ppo_v0"):
         module = importlib.import_module(name)
         if not hasattr(module, "create_rl_sampler"):
-            raise RuntimeError(f"task curriculum: {name} has no create_rl_sampler (a verl other than 0.9.1?)")
+            raise RuntimeError(f"task weighting: {name} has no create_rl_sampler (a verl other than 0.9.1?)")
         module.create_rl_sampler = create
 
 
-def check_config(config: Any) -> TaskCurriculumConfig:
-    """The curriculum's config from the trainer config (start-up validation; ``ValueError`` names the key)."""
+def check_config(config: Any) -> TaskWeightingConfig:
+    """The weighting's config from the trainer config (start-up validation; ``ValueError`` names the key)."""
     from omegaconf import OmegaConf
 
-    raw = OmegaConf.select(config, "agent_tune.task_curriculum", default=None)
-    return TaskCurriculumConfig.from_mapping(OmegaConf.to_container(raw, resolve=True) if raw is not None else None)
+    raw = OmegaConf.select(config, "agent_tune.task_weighting", default=None)
+    return TaskWeightingConfig.from_mapping(OmegaConf.to_container(raw, resolve=True) if raw is not None else None)

@@ -1,4 +1,4 @@
-"""Task curriculum (verl_ext/task_curriculum.py): the pipeline's weight rule, draws that follow the agent loop's
+"""Task weighting (verl_ext/task_weighting.py): the pipeline's weight rule, draws that follow the agent loop's
 episode records, checkpointing through torchdata's StatefulDataLoader, config validation, and how it is
 plugged into verl's trainers."""
 
@@ -14,16 +14,16 @@ pytest.importorskip("verl")
 
 from omegaconf import OmegaConf  # noqa: E402
 
-from verl_ext.curriculum_runner import task_runner_class  # noqa: E402
-from verl_ext.task_curriculum import (  # noqa: E402
-    TaskCurriculumConfig,
-    TaskCurriculumSampler,
+from verl_ext.task_weighting import (  # noqa: E402
     TaskStats,
+    TaskWeightingConfig,
+    TaskWeightingSampler,
     dataset_task_keys,
     install_sampler,
     make_sampler,
     task_key,
 )
+from verl_ext.task_weighting_runner import task_runner_class  # noqa: E402
 
 
 def _extra(task_id: str, split: str = "train") -> dict:
@@ -49,7 +49,7 @@ def test_task_key_is_the_env_spec() -> None:
 
 
 def test_weight_rule() -> None:
-    stats = TaskStats(TaskCurriculumConfig(enable=True))
+    stats = TaskStats(TaskWeightingConfig(enable=True))
     for _ in range(4):
         stats.update(A, 1.0)
         stats.update(B, 0.0)
@@ -67,8 +67,8 @@ def test_weight_rule() -> None:
 
 def test_draws_follow_the_records(tmp_path: Path) -> None:
     records = tmp_path / "samples"
-    sampler = TaskCurriculumSampler([A, B, C], TaskCurriculumConfig(enable=True), records, seed=3,
-                                    state_path=tmp_path / "task_curriculum.json")
+    sampler = TaskWeightingSampler([A, B, C], TaskWeightingConfig(enable=True), records, seed=3,
+                                    state_path=tmp_path / "task_weighting.json")
     assert sampler.weights().tolist() == [1.0, 1.0, 1.0]  # no records yet (the folder does not exist)
     _records(records / "samples-1.jsonl", [(A, 1.0)] * 5 + [(B, 0.0)] * 5)
     _records(records / "samples-2.jsonl", [(C, 1.0)] * 9, split="val")  # validation: left out
@@ -77,7 +77,7 @@ def test_draws_follow_the_records(tmp_path: Path) -> None:
     assert sampler.weights().tolist() == [0.1, 0.5, 1.0]
     # expected shares 0.1 / 1.6, 0.5 / 1.6, 1.0 / 1.6 = 200, 1000, 2000 of 3200
     assert 120 < draws[0] < 290 and 880 < draws[1] < 1120 and 1850 < draws[2] < 2150
-    state = json.loads((tmp_path / "task_curriculum.json").read_text())
+    state = json.loads((tmp_path / "task_weighting.json").read_text())
     assert state["tasks"][A] == {"attempts": 5, "successes": 5, "weight": 0.1} and C not in state["tasks"]
     # a half-written line waits; later records move the weights
     with (records / "samples-1.jsonl").open("a") as f:
@@ -102,7 +102,7 @@ def test_draws_follow_records_built_by_the_agent_loop(tmp_path: Path) -> None:
     records = tmp_path / "samples"
     append_jsonl(records / "samples-1.jsonl", [written("0", 1.0)] * 5 + [written("1", 0.0)] * 4)
     append_jsonl(records / "samples-2.jsonl", [written("1", 0.5), written("2", 1.0, split="val")])
-    sampler = TaskCurriculumSampler([A, B, C], TaskCurriculumConfig(enable=True), records)
+    sampler = TaskWeightingSampler([A, B, C], TaskWeightingConfig(enable=True), records)
     assert sampler.refresh()
     assert sampler.stats.attempts == {A: 5, B: 5} and sampler.stats.successes == {A: 5}  # acc, not the reward
     assert sampler.weights().tolist() == [0.1, 0.5, 1.0]
@@ -116,7 +116,7 @@ def test_epochs_and_checkpoint_through_stateful_dataloader(tmp_path: Path) -> No
     keys = [A, B, C, A]
 
     def loader() -> StatefulDataLoader:
-        sampler = TaskCurriculumSampler(keys, TaskCurriculumConfig(enable=True), records, seed=5)
+        sampler = TaskWeightingSampler(keys, TaskWeightingConfig(enable=True), records, seed=5)
         return StatefulDataLoader(list(range(4)), batch_size=2, sampler=sampler, drop_last=True)
 
     first = loader()
@@ -135,24 +135,24 @@ def test_epochs_and_checkpoint_through_stateful_dataloader(tmp_path: Path) -> No
 
 
 def test_config_validation() -> None:
-    assert not TaskCurriculumConfig.from_mapping(None).enable
+    assert not TaskWeightingConfig.from_mapping(None).enable
     for bad, key in (({"min_attempts": 0}, "min_attempts"), ({"solved_weight": 0}, "solved_weight"),
                      ({"hard_threshold": 0.9}, "hard_threshold"), ({"enable": "yes"}, "enable"),
                      ({"success_threshold": 2}, "success_threshold"), ({"minattempts": 3}, "unknown key")):
         with pytest.raises(ValueError, match=key):
-            TaskCurriculumConfig.from_mapping(bad)
+            TaskWeightingConfig.from_mapping(bad)
 
 
 def test_launcher_checks_the_config() -> None:
     from agent_tune.errors import ConfigError
     from agent_tune.launch.compose import compose_config
-    from agent_tune.launch.train import check_task_curriculum
+    from agent_tune.launch.train import check_task_weighting
 
-    config = compose_config("agent_tune_grpo_cpu", ["agent_tune.task_curriculum.enable=true"])
-    assert check_task_curriculum(config).enable and check_task_curriculum(config).min_attempts == 5
-    config = compose_config("agent_tune_grpo_cpu", ["agent_tune.task_curriculum.hard_weight=2"])
-    with pytest.raises(ConfigError, match="agent_tune.task_curriculum.hard_weight"):
-        check_task_curriculum(config)
+    config = compose_config("agent_tune_grpo_cpu", ["agent_tune.task_weighting.enable=true"])
+    assert check_task_weighting(config).enable and check_task_weighting(config).min_attempts == 5
+    config = compose_config("agent_tune_grpo_cpu", ["agent_tune.task_weighting.hard_weight=2"])
+    with pytest.raises(ConfigError, match="agent_tune.task_weighting.hard_weight"):
+        check_task_weighting(config)
 
 
 class _Frame:
@@ -183,17 +183,17 @@ def test_installed_into_verls_trainers(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(v0, "create_rl_sampler", v0.create_rl_sampler)
     dataset = _Dataset([_extra("0"), _extra("1")])
     assert dataset_task_keys(dataset) == [A, B]
-    config = OmegaConf.create({"agent_tune": {"task_curriculum": {"enable": True, "min_attempts": 1},
+    config = OmegaConf.create({"agent_tune": {"task_weighting": {"enable": True, "min_attempts": 1},
                                               "sample_metrics_dir": str(tmp_path / "samples")},
                                "data": {"seed": 9}, "trainer": {"default_local_dir": str(tmp_path / "ckpt")}})
-    assert isinstance(make_sampler(config, dataset), TaskCurriculumSampler)
+    assert isinstance(make_sampler(config, dataset), TaskWeightingSampler)
     install_sampler(config)
     for module in (v1, v0):
         sampler = module.create_rl_sampler(OmegaConf.create({"shuffle": True}), dataset)
-        assert isinstance(sampler, TaskCurriculumSampler) and sampler.config.min_attempts == 1
+        assert isinstance(sampler, TaskWeightingSampler) and sampler.config.min_attempts == 1
     runner = task_runner_class(main_ppo.TaskRunnerV1)
     cls = runner.__ray_actor_class__
-    assert issubclass(cls, main_ppo.TaskRunnerV1.__ray_actor_class__) and cls.__name__ == "CurriculumTaskRunnerV1"
+    assert issubclass(cls, main_ppo.TaskRunnerV1.__ray_actor_class__) and cls.__name__ == "TaskWeightingTaskRunnerV1"
 
 
 async def test_agent_loop_records_the_task(qwen_tok, tmp_path: Path) -> None:
@@ -220,5 +220,5 @@ async def test_agent_loop_records_the_task(qwen_tok, tmp_path: Path) -> None:
     [record] = [json.loads(line) for p in tmp_path.glob("samples-*.jsonl") for line in p.read_text().splitlines()]
     assert record["task"] == task_key(extra) == 'bfcl:{"test_id": "multi_turn_base_5"}' and record["acc"] == 1.0
     assert SampleRecord.from_dict(record).as_dict() == record and SampleRecord.from_dict(record).extra == {}
-    sampler = TaskCurriculumSampler([task_key(extra)], TaskCurriculumConfig(enable=True), tmp_path)
+    sampler = TaskWeightingSampler([task_key(extra)], TaskWeightingConfig(enable=True), tmp_path)
     assert sampler.refresh() and sampler.stats.attempts == {task_key(extra): 1}

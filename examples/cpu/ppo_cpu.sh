@@ -4,11 +4,11 @@
 # reward, FSDP2 on gloo for both). The YAML holds every hyper-parameter; this script names the recipe and the run
 # length. Rows: ToolRL's rlla data when RLLA_FILE is set (its rlla_rl.json), else synthetic arithmetic tool tasks.
 # Prints each step's critic and actor metrics (value loss and prediction, policy loss, grad norms, reward) from
-# verl's log ($WORK_DIR/checkpoints/verl_metrics.jsonl, through benchmarks/step_table.py).
-#   bash benchmarks/ppo_cpu.sh [hydra overrides...]      (~10 min on 2 cores)
+# verl's log ($WORK_DIR/checkpoints/verl_metrics.jsonl, through agent-tune plot --table).
+#   bash examples/cpu/ppo_cpu.sh [hydra overrides...]      (~10 min on 2 cores)
 # STEPS: trainer.total_training_steps (default 2).
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/../examples/_common.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
 
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/ppo_cpu}"
 DATA_DIR="${DATA_DIR:-$WORK_DIR/data}"
@@ -28,7 +28,7 @@ OVERRIDES+=(+recipe=ppo trainer.total_training_steps="$STEPS"
 
 cd "$REPO_DIR"
 "$PYTHON" -m agent_tune.launch.train --config-name agent_tune_toolrl_cpu "${OVERRIDES[@]}" "$@"
-"$PYTHON" "$REPO_DIR/benchmarks/step_table.py" "$WORK_DIR/checkpoints/verl_metrics.jsonl" --keys \
+"$PYTHON" -m agent_tune.cli plot --table "$WORK_DIR/checkpoints/verl_metrics.jsonl" --keys \
   critic/vf_loss critic/vpred_mean critic/vf_explained_var critic/grad_norm actor/pg_loss actor/grad_norm \
   critic/score/mean critic/advantages/mean critic/returns/mean timing_s/values timing_s/update_critic \
   timing_s/update_actor timing_s/step

