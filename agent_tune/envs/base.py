@@ -44,6 +44,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Mapping, Sequence
 
+from agent_tune.errors import EnvError
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse, ToolCall
 
@@ -221,7 +222,7 @@ class SamplerHints:
     observation_kind: ObservationKind = "messages"
 
 
-class EnvStateError(RuntimeError):
+class EnvStateError(EnvError, RuntimeError):
     """A contract method called out of order (``step`` before ``reset`` or after the episode ended)."""
 
 

@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, TypeVar
 
 from agent_tune.envs.base import BaseToolEnv, EpisodeInfo, Observation, StepResult
+from agent_tune.errors import RolloutError
 from agent_tune.rollout.chat_render import ChatRenderer, DriftReport, check_drift
 from agent_tune.rollout.policy import GenerationOutput, Policy
 from agent_tune.rollout.step_batcher import StepBatcher, loop_batcher
@@ -78,7 +79,7 @@ _T = TypeVar("_T")
 Termination = Literal["done", "truncated", "max_generations", "aborted", "empty_generation"]
 
 
-class PromptTooLongError(ValueError):
+class PromptTooLongError(RolloutError, ValueError):
     """The rendered initial prompt does not fit ``max_prompt_length``."""
 
 
