@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from agent_tune.envs.registry import UnknownEnvError
+from agent_tune.errors import AgentTuneError, exit_code
 from agent_tune.utils.cli_args import json_object
 
 
@@ -47,9 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows = catalogue_rows(args.env, split, args.options, args.env_kwargs, tasks)
             write_rows(args.out, split, rows)
             counts[split] = len(rows)
-    except (ValueError, UnknownEnvError, ImportError) as exc:
+    except (AgentTuneError, ValueError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exit_code(exc, default=2)
     print(f"{args.env}: " + ", ".join(f"{n} {split} rows" for split, n in counts.items()) + f" in {args.out}")
     return 0
 

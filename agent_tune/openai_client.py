@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import aiohttp
 
+from agent_tune.errors import RolloutError
 from agent_tune.sync import run_sync
 
 T = TypeVar("T")
@@ -45,7 +46,7 @@ TRANSPORT_ERRORS = (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, a
 _CONNECT_TIMEOUT = getattr(aiohttp, "ConnectionTimeoutError", ())  # aiohttp >= 3.10 tells it from a read timeout
 
 
-class ServerError(RuntimeError):
+class ServerError(RolloutError, RuntimeError):
     """Base class of the errors the client raises."""
 
 

@@ -35,6 +35,7 @@ from typing import Any, Sequence
 import torch
 from torch.utils.data import Dataset
 
+from agent_tune.errors import DataError
 from agent_tune.rollout.chat_render import ChatRenderer
 from agent_tune.sft.rows import RenderReport, SFTRow, read_sft_rows, render_rows
 
@@ -44,7 +45,7 @@ BAD_ROWS = ("skip", "error")
 PAD_MODES = ("no_padding",)
 
 
-class SFTDataError(ValueError):
+class SFTDatasetError(DataError, ValueError):
     """SFT data that cannot be used as configured (the message names the key or the rows)."""
 
 
@@ -59,13 +60,13 @@ def observation_pattern(config: Any) -> re.Pattern[str] | None:
     if raw is None:
         return None
     if not isinstance(raw, str) or not raw:
-        raise SFTDataError(f"config key 'data.observation_pattern': {raw!r}, expected a regular expression or null")
+        raise SFTDatasetError(f"config key 'data.observation_pattern': {raw!r}, expected a regular expression or null")
     try:
         pattern = re.compile(raw)
     except re.error as exc:
-        raise SFTDataError(f"config key 'data.observation_pattern': not a regular expression ({exc})") from exc
+        raise SFTDatasetError(f"config key 'data.observation_pattern': not a regular expression ({exc})") from exc
     if pattern.match(""):
-        raise SFTDataError(f"config key 'data.observation_pattern': {raw!r} matches the empty string")
+        raise SFTDatasetError(f"config key 'data.observation_pattern': {raw!r} matches the empty string")
     return pattern
 
 
@@ -84,10 +85,10 @@ class AgentTuneSFTDataset(Dataset):
         files = [parquet_files] if isinstance(parquet_files, str) else [str(f) for f in parquet_files]
         self.pad_mode = str(_get(config, "pad_mode", "no_padding"))
         if self.pad_mode not in PAD_MODES:
-            raise SFTDataError(f"config key 'data.pad_mode': {self.pad_mode!r}, expected one of {PAD_MODES}")
+            raise SFTDatasetError(f"config key 'data.pad_mode': {self.pad_mode!r}, expected one of {PAD_MODES}")
         self.bad_rows = str(_get(config, "bad_rows", "skip"))
         if self.bad_rows not in BAD_ROWS:
-            raise SFTDataError(f"config key 'data.bad_rows': {self.bad_rows!r}, expected one of {BAD_ROWS}")
+            raise SFTDatasetError(f"config key 'data.bad_rows': {self.bad_rows!r}, expected one of {BAD_ROWS}")
         self.max_length = int(_get(config, "max_length", 1024))
         kwargs = _get(config, "apply_chat_template_kwargs", {})
         kwargs = dict(kwargs.items()) if hasattr(kwargs, "items") else {}
@@ -107,10 +108,10 @@ class AgentTuneSFTDataset(Dataset):
         # a library never prints: the summary is a log record (the launcher's child sends it to sft.log)
         logger.info("%s", summary)
         if self.report.skipped and self.bad_rows == "error":
-            raise SFTDataError(f"{summary}\n(config key 'data.bad_rows' is 'error': fix or drop these rows, "
+            raise SFTDatasetError(f"{summary}\n(config key 'data.bad_rows' is 'error': fix or drop these rows, "
                                "or set data.bad_rows=skip)")
         if not self.report.rows:
-            raise SFTDataError(f"no usable SFT rows in {files}")
+            raise SFTDatasetError(f"no usable SFT rows in {files}")
         self.rows: list[SFTRow] = self.report.rows
 
     def __len__(self) -> int:

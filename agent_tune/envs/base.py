@@ -51,6 +51,7 @@ from typing import Any, Awaitable, ClassVar, Literal, Mapping, Sequence
 
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.report import EvalReport
+from agent_tune.errors import EnvError
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse, ToolCall
 from agent_tune.sync import run_sync
@@ -265,7 +266,7 @@ class SamplerHints:
     blocking_reset: bool = False
 
 
-class EnvStateError(RuntimeError):
+class EnvStateError(EnvError, RuntimeError):
     """A contract method called out of order (``step`` before ``reset`` or after the episode ended)."""
 
 

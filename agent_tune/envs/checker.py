@@ -30,11 +30,12 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from agent_tune.envs.base import BaseToolEnv, EnvStateError, EpisodeInfo, Observation, StepResult, StopReason
+from agent_tune.errors import EnvError
 
 EPISODE_INFO_KEYS: tuple[str, ...] = EpisodeInfo.CORE_KEYS
 
 
-class EnvCheckError(AssertionError):
+class EnvCheckError(EnvError, AssertionError):
     """An environment broke the contract; the message says which rule and what was seen."""
 
 

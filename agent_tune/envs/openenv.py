@@ -72,6 +72,7 @@ from agent_tune.envs.base import (
 )
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import function_tool, refusal
+from agent_tune.errors import EnvError
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse
 from agent_tune.sync import on_background_loop, submit, wait
@@ -84,11 +85,11 @@ CALL_FAULTS = frozenset({"tool_not_found", "invalid_args"})
 INSTALL_HINT = "pip install --no-deps openenv-core==0.3.0 && pip install 'agent-tune[openenv]'"
 
 
-class OpenEnvServerError(RuntimeError):
+class OpenEnvServerError(EnvError, RuntimeError):
     """The OpenEnv server could not be reached, or refused to start an episode."""
 
 
-class _Refused(Exception):
+class _Refused(EnvError):
     """The server answered an action with an error message (``code``, ``text`` for the policy)."""
 
     def __init__(self, data: Mapping[str, Any]) -> None:
@@ -104,7 +105,7 @@ class _Refused(Exception):
         super().__init__(f"{message} (code: {self.code})")
 
 
-class _Gone(Exception):
+class _Gone(EnvError):
     """The session is lost: the connection closed, the server failed the session, or no answer in time."""
 
 

@@ -12,6 +12,7 @@ from importlib.metadata import entry_points
 from typing import Any, Callable, TypeVar
 
 from agent_tune.envs.base import BaseToolEnv
+from agent_tune.errors import ConfigError
 from agent_tune.utils.imports import import_object
 
 ENTRY_POINT_GROUP = "agent_tune.envs"
@@ -37,7 +38,7 @@ _entry_points_loaded = False
 E = TypeVar("E", bound=type[BaseToolEnv])
 
 
-class UnknownEnvError(KeyError):
+class UnknownEnvError(ConfigError, KeyError):
     """Raised when an environment name is not registered; the message lists the known names."""
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable

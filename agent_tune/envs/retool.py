@@ -44,7 +44,7 @@ DEFAULT_SYSTEM_PROMPT = (
 )
 
 _OPEN, _CLOSE = "<code>", "</code>"
-# What a text-observation SFT row (agent_tune/rollout/sft_rows.py, the ReTool SFT configs'
+# What a text-observation SFT row (agent_tune/sft/rows.py, the ReTool SFT configs'
 # `data.observation_pattern`) cuts out of an assistant message as env tokens: the env's own block
 # (interpreter_block) exactly, and also blocks of other ReTool-style data with fewer newlines.
 INTERPRETER_BLOCK_PATTERN = r"\n?<interpreter>[\s\S]*?</interpreter>\n?"

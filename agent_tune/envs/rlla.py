@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from agent_tune.errors import DataError
 from agent_tune.utils.jsonl import jsonl_lines
 
 FIELDS = ("instruction", "input", "output")
@@ -42,7 +43,7 @@ _TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 
 
-class RllaFormatError(ValueError):
+class RllaFormatError(DataError, ValueError):
     """A record that is not in ToolRL's rlla format (the message names the record and the field)."""
 
 

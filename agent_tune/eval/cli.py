@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from agent_tune.errors import AgentTuneError, ConfigError, exit_code
 from agent_tune.utils.cli_args import json_object
 
 
@@ -125,7 +126,7 @@ def run_parser() -> argparse.ArgumentParser:
     return p
 
 
-class ConfigFileError(ValueError):
+class ConfigFileError(ConfigError):
     """A ``--config`` file that cannot give the run's flags (the message names the file and the key)."""
 
 
@@ -284,9 +285,9 @@ def report_main(argv: Sequence[str]) -> int:
         meta, records = read_results(args.results[0])
         _write_outputs(summaries, records, meta, args.png, args.json_out, args.results_dir, args.results_options,
                        args.labels)
-    except (OSError, ValueError, TypeError) as exc:
+    except (AgentTuneError, OSError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exit_code(exc, default=2)
     return 0
 
 
@@ -313,19 +314,16 @@ def _user_env_kwargs(args: argparse.Namespace, env_kwargs: dict) -> dict:
 
 
 def run_main(argv: Sequence[str], tokenizer=None) -> int:
-    from agent_tune.envs.registry import UnknownEnvError
-    from agent_tune.eval.client import ServerError
-    from agent_tune.eval.evaluate import EvalAbortedError, EvalSettings, evaluate
+    from agent_tune.eval.evaluate import EvalSettings, evaluate
     from agent_tune.eval.metrics import summarize
     from agent_tune.eval.report import wall_time
-    from agent_tune.eval.store import ResultsFileError
     from agent_tune.eval.task_rows import catalogue_task_rows, load_task_rows
 
     try:
         args = parse_run_args(argv)
     except ConfigFileError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exit_code(exc)
     try:
         env = args.env or "bfcl"
         task_rows = None
@@ -355,10 +353,9 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
         if args.n > 1 and args.temperature == 0:
             print("warning: --n > 1 with --temperature 0: samples will be (nearly) identical", file=sys.stderr)
         outcome = evaluate(settings, test_ids, args.output, tokenizer, task_rows)
-    except (ServerError, EvalAbortedError, ResultsFileError, FileNotFoundError, ValueError, RuntimeError,
-            UnknownEnvError) as exc:
+    except (AgentTuneError, FileNotFoundError, ValueError, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return exit_code(exc)
     wanted = {(t, k) for t in test_ids for k in range(args.n)}
     records = [r for r in outcome.records if (r["test_id"], int(r.get("sample", 0))) in wanted]
     print(f"ran {outcome.ran} episodes, {outcome.skipped} already in {args.output}, {len(outcome.failed)} failed")
@@ -381,9 +378,9 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
         _write_outputs([summary], records, settings.meta(), args.png or f"{stem}.png",
                        args.report_json or f"{stem}.report.json", args.results_dir or f"{stem}_results",
                        args.results_options)
-    except (OSError, ValueError, TypeError) as exc:
+    except (AgentTuneError, OSError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return exit_code(exc)
     return 1 if outcome.failed else 0
 
 

@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 from agent_tune.envs import get_env_class, make_env
 from agent_tune.envs.base import StopReason
 from agent_tune.envs.tasks import eval_kwargs, select_tasks
+from agent_tune.errors import RolloutError
 from agent_tune.eval.client import ModelInfo, OpenAIClient, RequestError, RetryPolicy, ServerUnavailableError
 from agent_tune.eval.policies import (
     ChatCompletionsPolicy,
@@ -132,7 +133,7 @@ class EvalOutcome:
     sft_rows_written: int = 0  # RFT rows this run added to --sft-out
 
 
-class EvalAbortedError(RuntimeError):
+class EvalAbortedError(RolloutError, RuntimeError):
     """The server went away mid-run; finished episodes are saved, rerun the same command to resume."""
 
 

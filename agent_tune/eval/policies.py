@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from agent_tune.errors import RolloutError
 from agent_tune.eval.client import OpenAIClient, RequestError
 from agent_tune.parsing import ToolCall, get_reasoning_parser
 from agent_tune.rollout.policy import GenerationOutput
@@ -31,7 +32,7 @@ _FORWARDED = (
 )
 
 
-class TokenIdsUnavailableError(RuntimeError):
+class TokenIdsUnavailableError(RolloutError, RuntimeError):
     """The server's completion carried no token ids (not vLLM, or too old): token mode cannot be exact."""
 
 

@@ -16,11 +16,13 @@ import os
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from agent_tune.errors import DataError
+
 META_KEY = "_meta"
 Key = tuple[str, int]
 
 
-class ResultsFileError(ValueError):
+class ResultsFileError(DataError, ValueError):
     """The results file cannot be used (settings mismatch, corrupt line in the middle, not a results file)."""
 
 

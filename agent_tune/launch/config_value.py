@@ -15,7 +15,7 @@ from typing import Sequence
 
 from omegaconf import OmegaConf
 
-from agent_tune.errors import ConfigError
+from agent_tune.errors import ConfigError, exit_code
 from agent_tune.launch.compose import compose_config
 
 
@@ -31,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = compose_config(args.config_name, args.overrides, args.config_dir)
     except ConfigError as exc:
         print(f"config {args.config_name}: {exc}", file=sys.stderr)
-        return 2
+        return exit_code(exc)
     value = OmegaConf.select(config, args.key, default=None)
     if value is None:
         print(f"config {args.config_name} has no value at {args.key!r}", file=sys.stderr)

@@ -55,7 +55,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from agent_tune.errors import ConfigError
+from agent_tune.errors import AgentTuneError, ConfigError, RolloutError, exit_code
 from agent_tune.launch.compose import check_override_syntax
 
 logger = logging.getLogger("agent_tune.launch.curriculum")  # also when run as __main__
@@ -73,7 +73,7 @@ STOP_GRACE_S = 300.0
 TRAINING, TRAINED, EXPORTED = "training", "trained", "exported"
 
 
-class CurriculumError(ValueError):
+class CurriculumError(ConfigError):
     """A curriculum that cannot run, or a run folder that belongs to another curriculum."""
 
 
@@ -387,7 +387,7 @@ class StopWatch:
 
 # --- running ---------------------------------------------------------------------------------------
 
-class Interrupted(Exception):
+class Interrupted(RolloutError):
     """The runner was asked to stop (SIGINT / SIGTERM)."""
 
     def __init__(self, signum: int) -> None:
@@ -607,9 +607,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                             stage.config_name, " ".join(stage_overrides(curriculum, i, run_dir, common)))
             return 0
         runner = Runner(curriculum, run_dir, common, args.config_dir, args.verbose)
-    except CurriculumError as exc:
+    except AgentTuneError as exc:  # a CurriculumError (a ConfigError: exit 2)
         print(f"agent-tune curriculum: error: {exc}", file=sys.stderr)
-        return 2
+        return exit_code(exc)
 
     def interrupt(signum: int, _frame: Any) -> None:
         raise Interrupted(signum)

@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from agent_tune.errors import ConfigError
+from agent_tune.errors import ConfigError, exit_code
 from agent_tune.launch.cluster import cluster_address
 
 
@@ -116,7 +116,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
                         address_file if address_file is not None else ray_address_file())
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exit_code(exc)
     return 0
 
 

@@ -37,7 +37,7 @@ from typing import IO, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from agent_tune.errors import ConfigError
+from agent_tune.errors import ConfigError, SetupError, exit_code
 from agent_tune.launch.compose import (
     SMOLLM2_ALIAS,
     check_data_files,
@@ -57,7 +57,7 @@ _INSTALL_PROBE = (
 )
 
 
-class InstallError(RuntimeError):
+class InstallError(SetupError, RuntimeError):
     """A package the run needs does not import; the message holds the import's error."""
 
 
@@ -197,7 +197,7 @@ class Launcher:
             self.start_up(config, args.config_name, len(args.overrides), started)
         except (ConfigError, InstallError) as exc:
             print(f"agent-tune {self.command}: error: {exc}", file=sys.stderr)
-            return 2 if isinstance(exc, ConfigError) else 1
+            return exit_code(exc)
         return self.launch(config, args.config_name, verbose, started)
 
     # --- start-up ----------------------------------------------------------------------------------
@@ -281,7 +281,7 @@ class Launcher:
             self.run_child(config)
         except ConfigError as exc:
             logger.error("%s", exc)
-            return 2
+            return exit_code(exc)
         return 0
 
     def run_child(self, config: DictConfig) -> None:

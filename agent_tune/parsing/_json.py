@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agent_tune.errors import RolloutError
 from agent_tune.parsing.types import ToolCall
 
 DECODER = json.JSONDecoder()
 
 
-class DecodeFailure(Exception):
+class DecodeFailure(RolloutError):
     """Internal: a JSON span could not be decoded; ``reason`` is shown to the model."""
 
     def __init__(self, reason: str) -> None:

@@ -17,6 +17,7 @@ import re
 import warnings
 from typing import Any
 
+from agent_tune.errors import RolloutError
 from agent_tune.parsing._whole import whole_response_only
 from agent_tune.parsing.base import ToolCallParser
 from agent_tune.parsing.registry import register_tool_parser
@@ -33,7 +34,7 @@ _SCALARS = (str, int, float, bool, type(None))
 FORM = "[func_name(param=value, ...), ...]"
 
 
-class _Rejected(Exception):
+class _Rejected(RolloutError):
     """Internal: an expression outside the whitelist; the message is the reason."""
 
 

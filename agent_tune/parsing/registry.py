@@ -11,20 +11,21 @@ from __future__ import annotations
 
 from typing import Any, Callable, Generic, TypeVar
 
+from agent_tune.errors import ConfigError
 from agent_tune.parsing.base import ReasoningParser, ToolCallParser
 
 P = TypeVar("P")
 C = TypeVar("C", bound=type)
 
 
-class UnknownParserError(KeyError):
+class UnknownParserError(ConfigError, KeyError):
     """Raised when a parser name is not registered; the message lists the known names."""
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0])
 
 
-class ParserSpecError(ValueError):
+class ParserSpecError(ConfigError):
     """Raised for a parser spec with arguments (``KIND:ARGS``) whose arguments are malformed; the message
     names the fault and the accepted form."""
 

@@ -58,6 +58,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from agent_tune.errors import RolloutError
 from agent_tune.rollout.templates import load_chat_template
 
 Message = Mapping[str, Any]
@@ -71,7 +72,7 @@ _ANCHOR_PREFIX: tuple[dict[str, str], ...] = (
 )
 
 
-class TemplateError(ValueError):
+class TemplateError(RolloutError, ValueError):
     """The chat template cannot be used for token-exact deltas (with the reason)."""
 
 

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from agent_tune.errors import DataError
 from agent_tune.rollout.trajectory import Trajectory
 
 
@@ -84,7 +85,7 @@ REPLAY_KEYS = ("global_steps", "index", "sample", "prompt_ids", "response_ids", 
                "response_logprobs", "reward")
 
 
-class DumpError(ValueError):
+class DumpError(DataError, ValueError):
     """A step dump that cannot be replayed: a missing step or sample, a record without :data:`REPLAY_KEYS`, two
     records under one key."""
 

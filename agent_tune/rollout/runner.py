@@ -74,6 +74,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, TypeVar
 
 from agent_tune.envs.base import BaseToolEnv, EpisodeInfo, Observation, StepResult, StopReason, env_executor
+from agent_tune.errors import RolloutError
 from agent_tune.rollout.chat_render import ChatRenderer, DriftReport, check_drift
 from agent_tune.rollout.policy import GenerationOutput, Policy
 from agent_tune.rollout.trajectory import Trajectory
@@ -81,7 +82,7 @@ from agent_tune.rollout.trajectory import Trajectory
 _T = TypeVar("_T")
 
 
-class PromptTooLongError(ValueError):
+class PromptTooLongError(RolloutError, ValueError):
     """The rendered initial prompt does not fit ``max_prompt_length``."""
 
 

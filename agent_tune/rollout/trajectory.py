@@ -12,11 +12,13 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from agent_tune.errors import RolloutError
+
 POLICY = 1
 ENV = 0
 
 
-class TrajectoryError(ValueError):
+class TrajectoryError(RolloutError, ValueError):
     """An append or truncation that would break the trajectory's alignment."""
 
 

@@ -41,6 +41,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from agent_tune.errors import AgentTuneError, DataError, exit_code
 from agent_tune.utils.cli_args import json_object
 from agent_tune.utils.jsonl import jsonl_lines
 
@@ -53,7 +54,7 @@ _RESULT = re.compile(r"\ATool result for ([A-Za-z_][\w.\-]*)\((.*?)\):\n", re.S)
 _DOMAIN = re.compile(r"You are an? (\w+) customer support agent")
 
 
-class SFTDataError(ValueError):
+class SFTDataError(DataError, ValueError):
     """A record that is not in the format being converted (the message names the record and the field)."""
 
 
@@ -350,16 +351,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not rows:
             raise SFTDataError(f"{args.input}: no records")
         out = write_rows(rows, args.output)
-    except (SFTDataError, FileNotFoundError, ValueError, ImportError) as exc:
+    except (AgentTuneError, FileNotFoundError, ValueError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return exit_code(exc)
     print(f"{len(rows)} SFT rows ({args.format}) written to {out}")
     if args.tokenizer:
         try:
             report = render_check(out, args.tokenizer, args.template, args.chat_template_kwargs, args.max_length)
-        except (FileNotFoundError, ValueError) as exc:
+        except (AgentTuneError, FileNotFoundError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 1
+            return exit_code(exc)
         print(report.summary())
         if report.rows:
             lengths = sorted(len(r) for r in report.rows)

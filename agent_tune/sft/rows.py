@@ -53,13 +53,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from agent_tune.errors import DataError
 from agent_tune.rollout.chat_render import ChatRenderer, Message, TemplateError
 
 POLICY = 1
 ENV = 0
 
 
-class BadConversation(ValueError):
+class BadConversation(DataError, ValueError):
     """A conversation that cannot become an SFT row; ``kind`` is ``"too_long"``, ``"render"`` or ``"tokens"``
     (a row's own ``input_ids``/``loss_mask`` are unusable)."""
 

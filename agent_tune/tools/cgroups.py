@@ -16,8 +16,10 @@ import time
 import uuid
 from pathlib import Path
 
+from agent_tune.errors import SetupError
 
-class PidsCgroupUnavailable(RuntimeError):
+
+class PidsCgroupUnavailable(SetupError, RuntimeError):
     """No writable pids cgroup hierarchy is available to this process."""
 
 

@@ -17,8 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from agent_tune.errors import SetupError
 
-class SandboxUnavailableError(RuntimeError):
+
+class SandboxUnavailableError(SetupError, RuntimeError):
     """The sandbox backend cannot run programs here (raised once, at construction)."""
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence, runtime_checkable
 
+from agent_tune.errors import EnvError
+
 
 @dataclass(frozen=True)
 class UserToolCall:
@@ -23,7 +25,7 @@ class UserReply:
     tool_calls: tuple[UserToolCall, ...] = ()
 
 
-class UserError(RuntimeError):
+class UserError(EnvError, RuntimeError):
     """The user could not answer (the endpoint failed, or answered garbage, on every retry)."""
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from agent_tune.errors import EnvError
 from agent_tune.openai_client import ServerError, check_model
 
 
-class EndpointUnavailableError(ValueError):
+class EndpointUnavailableError(EnvError, ValueError):
     """An endpoint failed its start-up check (the message names what it is for and its URL)."""
 
 

@@ -14,7 +14,7 @@ from agent_tune.eval.evaluate import EvalSettings, Evaluator
 from agent_tune.eval.rft import RFTFilter, RFTWriter, row_id
 from agent_tune.eval.store import read_results
 from agent_tune.testing.scripted_server import GARBAGE, ScriptedServer, oracle_script
-from verl_ext.sft_dataset import AgentTuneSFTDataset, SFTDataError
+from verl_ext.sft_dataset import AgentTuneSFTDataset, SFTDatasetError
 
 GOOD = ["multi_turn_base_0", "multi_turn_miss_func_1"]
 BAD = ["multi_turn_base_5"]
@@ -143,7 +143,7 @@ def test_token_rows_are_checked_skipped_and_counted(qwen_tok, tmp_path, caplog):
     assert "skipped row uneven [tokens]: 3 input_ids but 2 loss_mask entries" in shown
     assert "skipped row long [too_long]" in shown
     assert "skipped row half [tokens]: a row with its own tokens needs both input_ids and loss_mask" in shown
-    with pytest.raises(SFTDataError, match="bad_rows"):
+    with pytest.raises(SFTDatasetError, match="bad_rows"):
         AgentTuneSFTDataset(str(path), qwen_tok, _data_config(max_length=10, bad_rows="error"))
     # the same rows from parquet (numpy arrays in the cells)
     import pandas as pd

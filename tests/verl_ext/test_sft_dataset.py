@@ -10,7 +10,7 @@ pytest.importorskip("verl")
 pytest.importorskip("hydra")
 
 from data_preprocess import sft_synthetic  # noqa: E402
-from verl_ext.sft_dataset import AgentTuneSFTDataset, SFTDataError  # noqa: E402
+from verl_ext.sft_dataset import AgentTuneSFTDataset, SFTDatasetError  # noqa: E402
 
 
 def _data_config(**kw):
@@ -54,9 +54,9 @@ def test_dataset_renders_rows_like_the_runner_and_skips_bad_ones(smol_tok, tmp_p
 
 def test_dataset_bad_rows_error_stops_at_start_up(smol_tok, tmp_path):
     path = _rows_with_bad(tmp_path)
-    with pytest.raises(SFTDataError, match="data.bad_rows"):
+    with pytest.raises(SFTDatasetError, match="data.bad_rows"):
         AgentTuneSFTDataset([str(path)], smol_tok, _data_config(bad_rows="error"))
-    with pytest.raises(SFTDataError, match="data.pad_mode"):
+    with pytest.raises(SFTDatasetError, match="data.pad_mode"):
         AgentTuneSFTDataset([str(path)], smol_tok, _data_config(pad_mode="right"))
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from agent_tune.rollout.chat_render import UnshownFieldError
 from data_preprocess import sft_synthetic
-from verl_ext.sft_dataset import AgentTuneSFTDataset, SFTDataError
+from verl_ext.sft_dataset import AgentTuneSFTDataset, SFTDatasetError
 
 LOGGER = "verl_ext.sft_dataset"
 
@@ -57,14 +57,14 @@ def test_row_summary_goes_to_the_log_not_the_console(smol_tok, tmp_path, capsys,
 
 
 def test_refused_rows_stop_the_run_with_bad_rows_error(smol_tok, tmp_path, plain_logging):
-    with pytest.raises(SFTDataError, match="field 'reasoning_content'"):
+    with pytest.raises(SFTDatasetError, match="field 'reasoning_content'"):
         AgentTuneSFTDataset(str(_rows(tmp_path)), smol_tok, _config(bad_rows="error"))
 
 
 def test_tokenizer_template_of_smollm2_refuses_the_tool_list(smol_tok, tmp_path, plain_logging):
     """SmolLM2's own template shows no tools: every row with tools is refused, so no usable rows."""
     path = sft_synthetic.write(sft_synthetic.build(2), tmp_path)
-    with pytest.raises(SFTDataError, match="no usable SFT rows"):
+    with pytest.raises(SFTDatasetError, match="no usable SFT rows"):
         AgentTuneSFTDataset(str(path), smol_tok, _config(chat_template="tokenizer"))
     summary = [r for r in plain_logging.records if r.name == LOGGER][0].getMessage()
     assert "tools: field 'tools'" in summary and "chat template 'tokenizer' (the tokenizer's own)" in summary

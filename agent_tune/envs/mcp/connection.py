@@ -26,16 +26,17 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from agent_tune.envs.remote_tools import function_tool
+from agent_tune.errors import EnvError
 from agent_tune.sync import background_loop, submit, wait
 
 STDERR_TAIL_CHARS = 2000
 
 
-class ServerStartError(RuntimeError):
+class ServerStartError(EnvError, RuntimeError):
     """The MCP server did not start (or did not answer ``initialize`` in time)."""
 
 
-class ServerGoneError(RuntimeError):
+class ServerGoneError(EnvError, RuntimeError):
     """The MCP server went away mid-episode (it exited, closed the connection, or a request timed out)."""
 
 

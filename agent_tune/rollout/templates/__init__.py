@@ -19,11 +19,13 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
+from agent_tune.errors import ConfigError
+
 TOKENIZER_TEMPLATE = "tokenizer"
 _DIR = Path(__file__).resolve().parent
 
 
-class UnknownTemplateError(KeyError):
+class UnknownTemplateError(ConfigError, KeyError):
     """Raised for a template name that is neither registered nor a readable ``.jinja`` file."""
 
     def __str__(self) -> str:

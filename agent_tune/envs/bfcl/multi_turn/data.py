@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from agent_tune.envs.bfcl.schema import to_tool_schema
+from agent_tune.errors import DataError
 
 # The four scored multi-turn categories, in leaderboard order, and the unscored composite one.
 SCORED_CATEGORIES: tuple[str, ...] = (
@@ -61,7 +62,7 @@ BACKEND_MODULES: dict[str, str] = {
 STATELESS_CLASSES: frozenset[str] = frozenset({"MathAPI"})
 
 
-class BFCLDataError(LookupError):
+class BFCLDataError(DataError, LookupError):
     """Raised for an unknown test id or category, or when bfcl-eval is not installed."""
 
 

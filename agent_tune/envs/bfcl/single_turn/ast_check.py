@@ -40,6 +40,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from agent_tune.errors import EnvError
+
 # bfcl-eval's Python type names -> the exact Python type a value must have.
 PYTHON_TYPES: dict[str, type] = {
     "string": str,
@@ -68,7 +70,7 @@ class AstVerdict:
 _VALID = AstVerdict(True)
 
 
-class _Unsupported(Exception):
+class _Unsupported(EnvError):
     """Internal: an input bfcl-eval's checker would raise on."""
 
 
