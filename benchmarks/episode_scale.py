@@ -28,7 +28,7 @@ Printed:
     concurrent episodes of the category with a loop-lag probe (a task sleeping 1 ms in a loop, recording its
     lateness): the longest lag during the start burst (every episode's ``reset`` and prompt render run
     back-to-back in one loop iteration before the start thread; now in that thread) and after it (steps run
-    by ``batch_step`` in a worker thread; the loop thread still competes for the GIL,
+    in the env thread pool (``BaseToolEnv.astep``); the loop thread still competes for the GIL,
     ``sys.getswitchinterval()`` = 5 ms).
 (d) Prefix caching, which needs no measurement here but a guarantee: the requests of one episode go to the
     same vLLM replica. ``verl_ext/agent_loop.py:152`` gives every episode one ``uuid4`` request id
@@ -534,7 +534,7 @@ async def main(args: argparse.Namespace) -> None:
     if args.lag_episodes:
         idle_max, idle_p99 = await idle_lag(2.0)
         print("(c) event-loop blocking per category (reset and prompt render run in the runner's start thread, "
-              "steps in batch_step's worker thread, observation deltas and decoding on the loop); the probe on an "
+              "steps in the env thread pool, observation deltas and decoding on the loop); the probe on an "
               f"idle loop for 2 s: max {idle_max * 1e3:.1f} ms, "
               f"p99 {idle_p99 * 1e3:.1f} ms (machine noise)")
         for c, ids in by_cat.items():

@@ -1,40 +1,38 @@
 """The environment contract every tool environment implements, and the step every environment shares.
 
 An environment owns one episode. ``reset(**task)`` starts it and returns the first observation;
-``step(raw_response)`` takes the policy's raw text for one generation and returns what the environment
-answers. Environments never raise on model output: a malformed call becomes an observation the model can
-read and a counted format error.
+``step(raw_response)`` (``astep`` on an event loop) takes the policy's raw text for one generation and returns
+what the environment answers. Environments never raise on model output: a malformed call becomes an
+observation the model can read and a counted format error. docs/envs.md shows the contract in one screen.
 
-``step`` is a template, the same for every environment (:meth:`BaseToolEnv.batch_step`)::
+``step`` is a template, the same for every environment::
 
     guard        an episode must be running (else EnvStateError)
     parse        parsed = self.extract_tool_calls(raw)     # the configured parser, reasoning stripped once
     limit        the generation that reaches self.max_steps (if set) without answering ends the episode
-    act          self.stop(raw)?  -> self.on_answer(step)   # no call to run: the turn (or the episode) ends
-                 else             -> self.run_calls(step)   # per call: self.call_tool(call) -> ToolResult
+    act          self.act(step)                             # the env's hook; may be async
+                 CallToolEnv: stop(raw)? -> on_answer(step), else call_tool(call) per decoded call
     show         obs = self.format_tool_response(step.results) + step.messages
-    count        steps, calls, format errors (of this step, and the episode's total)
+    count        steps, calls, format errors (of this step, and the episode's total), in self.status
     end          on the last step: self.outcome() -> reward, accuracy, progress, the env's extras
 
-A subclass writes ``reset`` (calling :meth:`BaseToolEnv.begin_episode`), ``call_tool`` (or ``run_calls``) and
-``outcome``; everything else is inherited and may be overridden. Acting is batched: ``batch_step`` steps many
-episodes of one class together and calls the class's :meth:`BaseToolEnv.batch_act` once for all of them, so
-an env with a parallel backend (ReTool's sandbox pool, tau2's simulated users) overrides that one hook. The
-episode runner sends every step through ``batch_step`` (:mod:`agent_tune.rollout.step_batcher`), off the event
-loop, so it may block.
+A subclass writes ``reset`` (calling ``super().reset()``), ``act`` and ``outcome``; :class:`CallToolEnv` writes
+``act`` from ``call_tool`` (and ``on_answer``). Concurrency comes from the episode runner: it awaits
+:meth:`BaseToolEnv.astep` of many episodes at once; an ``async def act`` is awaited on its event loop, a plain
+one runs with its whole step in :func:`env_executor`'s threads, so it may block.
 
 Records: :attr:`StepResult.info` is this step's record (``format_errors`` always counts this step's own
 errors; ``calls`` lists the calls that ran, unless the env records its own); the step that ends the episode
-also carries the episode's record, :attr:`StepResult.episode` (:class:`EpisodeInfo`: the totals, the outcome
-and the env's extras), whose fields its ``info`` shows too, ``format_errors`` excepted.
+also carries the episode's record, :attr:`StepResult.episode` (:class:`EpisodeInfo`: the totals, the outcome,
+the :class:`StopReason` and the env's extras), whose fields its ``info`` shows too, ``format_errors`` excepted.
 
-Training progress: before ``reset`` the runner calls ``set_global_step(step)`` with the trainer's global
-step of the policy that plays the episode (verl's ``global_steps``: 0 for the validation before training,
-1 for the first training step, the current step for later validations), so rewards that change over
-training (ToolRL's schedules) read ``self.global_step``. Outside training (the standalone eval, tests) it
-stays ``None``, which step-dependent rewards read as step 0, where their schedules start. The total number
-of training steps is configuration, not episode state: an env that needs it takes it as a constructor
-kwarg (the configs pass ``${trainer.total_training_steps}``).
+Training progress: before ``reset`` the runner sets ``env.status.global_step`` to the trainer's global step of
+the policy that plays the episode (verl's ``global_steps``: 0 for the validation before training, 1 for the
+first training step, the current step for later validations), so rewards that change over training (ToolRL's
+schedules) read it. Outside training (the standalone eval, tests) it stays ``None``, which step-dependent
+rewards read as step 0, where their schedules start. The total number of training steps is configuration, not
+episode state: an env that needs it takes it as a constructor kwarg (the configs pass
+``${trainer.total_training_steps}``).
 """
 
 from __future__ import annotations

@@ -23,8 +23,9 @@ A task whose reward basis counts NL assertions is judged by tau2's NL-assertion 
 Never raises on model output: a call block that cannot be decoded is answered with an error message
 (counted as a format error and a tau2 error; nothing runs, nothing is recorded); a call to an unknown tool
 or with missing/unexpected parameters runs on tau2 (which answers with its error text) and counts a format
-error. A user that cannot answer after its retries ends the episode (``user_error``, reason in
-``info["user_error"]``, reward 0). ``batch_step`` asks the users of all episodes of a batch concurrently.
+error. A user that cannot answer after its retries ends the episode (tau2's ``user_error``, stop reason
+``server_error``, the reason in ``info["error"]``, reward 0). The acting hook awaits the user, so the runner's
+concurrent episodes ask their users at once.
 
 A task is ``reset(domain=..., task_id=...)`` (or both given to the constructor); ``task_set`` picks another
 tau2 task set of the domain (``telecom_full``).
