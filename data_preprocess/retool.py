@@ -2,7 +2,7 @@
 
 The source is a local file (``.jsonl``, ``.json`` or ``.parquet``) or, for users with internet, a dataset name
 loaded with ``datasets.load_dataset``. The rows are the ``retool`` env's catalogue tasks
-(:mod:`agent_tune.envs.retool_tasks`, :mod:`agent_tune.envs.tasks`): each carries the episode's first messages as
+(:mod:`agent_tune.envs.retool.tasks`, :mod:`agent_tune.envs.tasks`): each carries the episode's first messages as
 ``prompt`` and ``extra_info = {index, split, id, category, env: {name: "retool", kwargs}, task: {question,
 ground_truth}}``. ``env.kwargs`` holds only what the command line overrides per row (``--max-tool-calls``, ...),
 so the trainer config's ``env_kwargs.retool`` applies otherwise; it is null when empty.

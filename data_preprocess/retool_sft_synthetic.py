@@ -1,9 +1,9 @@
 """Write synthetic ReTool conversations for the SFT cold start, and math problems for the GRPO phase after it.
 
 Each conversation is a ReTool episode as the rollout keeps it: the env's system prompt and the question
-(:func:`agent_tune.envs.retool.retool_prompt`), then one running assistant message in which the policy
+(:func:`agent_tune.envs.retool.env.retool_prompt`), then one running assistant message in which the policy
 writes a program between ``<code>`` and ``</code>``, the env's ``<interpreter>`` block follows with the
-program's output (:func:`agent_tune.envs.retool.interpreter_block`, the exact text the env appends), and
+program's output (:func:`agent_tune.envs.retool.env.interpreter_block`, the exact text the env appends), and
 the policy answers in ``\\boxed{}``; every third conversation runs a second program (a check). The
 questions are small arithmetic problems whose outputs are computed here (no sandbox needed), so the
 conversations are offline and reproducible: the data of the CPU proof of ``examples/run_retool_sft_grpo.sh``,
@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from agent_tune.envs.retool import interpreter_block, retool_prompt
+from agent_tune.envs.retool.env import interpreter_block, retool_prompt
 from data_preprocess.sft_synthetic import write
 
 OPS: list[tuple[str, Callable[[int, int], int]]] = [("+", operator.add), ("-", operator.sub), ("*", operator.mul)]

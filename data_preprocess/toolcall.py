@@ -1,6 +1,6 @@
 """Write verl rows for the single-turn function-calling env ("toolcall"): its catalogue as rows.
 
-Sources (:mod:`agent_tune.envs.toolcall_tasks` says what each gives):
+Sources (:mod:`agent_tune.envs.toolcall.tasks` says what each gives):
 
 * ``--source bfcl [--categories ...]``: BFCL v4's single-turn entries (default: every category), split by id
   with a seed into train/val/test; ``--shots K``: K worked examples per row from the train split.
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_tune.envs.tasks import catalogue_rows
-from agent_tune.envs.toolcall_tasks import FILE_SPLITS
+from agent_tune.envs.toolcall.tasks import FILE_SPLITS
 from agent_tune.utils.rows import write_rows
 
 BFCL_SPLITS = ("train", "val", "test")

@@ -21,12 +21,12 @@ ENTRY_POINT_GROUP = "agent_tune.envs"
 _BUILTIN: dict[str, str] = {
     "bfcl": "agent_tune.envs.bfcl.multi_turn.env:BFCLToolEnv",
     "mcp": "agent_tune.envs.mcp.env:MCPToolEnv",
-    "openenv": "agent_tune.envs.openenv:OpenEnvEnv",
-    "retool": "agent_tune.envs.retool:ReToolToolEnv",
-    "skyrl": "agent_tune.envs.skyrl:SkyRLGymEnv",
+    "openenv": "agent_tune.envs.openenv.env:OpenEnvEnv",
+    "retool": "agent_tune.envs.retool.env:ReToolToolEnv",
+    "skyrl": "agent_tune.envs.skyrl.env:SkyRLGymEnv",
     "tau2": "agent_tune.envs.tau2.env:Tau2ToolEnv",
-    "toolcall": "agent_tune.envs.toolcall:ToolCallToolEnv",
-    "verifiers": "agent_tune.envs.verifiers_env:VerifiersEnv",
+    "toolcall": "agent_tune.envs.toolcall.env:ToolCallToolEnv",
+    "verifiers": "agent_tune.envs.verifiers.env:VerifiersEnv",
 }
 
 # The same classes by class name ("BFCLToolEnv": "module:Class"), for `from agent_tune.envs import BFCLToolEnv`.

@@ -96,7 +96,7 @@ def read_records(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
 # --------------------------------------------------------------------------- ToolRL's rlla_sft
 def rlla_sft_row(record: Mapping[str, Any], where: str, system: str = "instruction") -> dict[str, Any]:
     """One ``{"instruction", "input", "output"}`` record as an SFT row (see the module)."""
-    from agent_tune.envs.rlla import RllaFormatError, record_to_task
+    from agent_tune.envs.toolcall.rlla import RllaFormatError, record_to_task
     from agent_tune.rewards.toolrl_format import toolrl_system_prompt
 
     if system not in RLLA_SYSTEMS:

@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from agent_tune.envs import make_env  # noqa: E402
 from agent_tune.envs.bfcl.single_turn.entries import SINGLE_TURN_CATEGORIES, single_turn_ids  # noqa: E402
 from agent_tune.envs.bfcl.single_turn.splits import category_split, single_turn_split_ids  # noqa: E402
-from agent_tune.envs.rlla import RllaFormatError, load_rlla  # noqa: E402
 from agent_tune.envs.tasks import row_task  # noqa: E402
+from agent_tune.envs.toolcall.rlla import RllaFormatError, load_rlla  # noqa: E402
 from data_preprocess.toolcall import main  # noqa: E402
 
 CATS = ["simple_python", "live_parallel", "irrelevance"]

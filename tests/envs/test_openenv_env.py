@@ -24,7 +24,7 @@ from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservatio
 from pydantic import Field  # noqa: E402
 
 from agent_tune.envs import check_env  # noqa: E402
-from agent_tune.envs.openenv import OpenEnvEnv, OpenEnvServerError  # noqa: E402
+from agent_tune.envs.openenv.env import OpenEnvEnv, OpenEnvServerError  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------- the served envs
 # What each served episode computed, by its episode_id (the server builds one env per WebSocket session).

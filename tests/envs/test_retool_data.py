@@ -1,4 +1,4 @@
-"""ReTool's task catalogue (``agent_tune/envs/retool_tasks.py``) and ``data_preprocess/retool.py`` over it: rows
+"""ReTool's task catalogue (``agent_tune/envs/retool/tasks.py``) and ``data_preprocess/retool.py`` over it: rows
 from a local fixture, in every input format, usable by the env."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from agent_tune.envs import make_env
-from agent_tune.envs.retool_tasks import load_records, problems, retool_tasks, split_problems
+from agent_tune.envs.retool.tasks import load_records, problems, retool_tasks, split_problems
 from agent_tune.envs.tasks import row_env, row_task
 from agent_tune.tools import ExecutionLimits, LocalSandbox
 from data_preprocess import retool as prep

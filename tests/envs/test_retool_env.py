@@ -6,7 +6,7 @@ import pytest
 
 from agent_tune.envs import BaseToolEnv, get_env_class, make_env
 from agent_tune.envs.base import EnvStateError, StopReason
-from agent_tune.envs.retool import ReToolToolEnv
+from agent_tune.envs.retool.env import ReToolToolEnv
 from agent_tune.tools import ExecutionLimits, ExecutionResult, LocalSandbox
 
 

@@ -95,6 +95,6 @@ def test_eval_names_no_env() -> None:
             modules = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
                 [a.name for a in node.names] if isinstance(node, ast.Import) else [])
             named += [f"{path.name}: {m}" for m in modules
-                      if m.startswith(("agent_tune.envs.bfcl", "agent_tune.envs.tau2", "agent_tune.envs.toolcall",
-                                       "agent_tune.envs.retool", "bfcl_eval", "tau2"))]
+                      if m.startswith(("agent_tune.envs.bfcl", "agent_tune.envs.tau2", "agent_tune.envs.toolcall.env",
+                                       "agent_tune.envs.retool.env", "bfcl_eval", "tau2"))]
     assert named == []

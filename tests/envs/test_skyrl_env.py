@@ -1,4 +1,4 @@
-"""The skyrl adapter (``agent_tune/envs/skyrl.py``) against skyrl-gym's own envs (no mock of skyrl-gym): the same
+"""The skyrl adapter (``agent_tune/envs/skyrl/env.py``) against skyrl-gym's own envs (no mock of skyrl-gym): the same
 actions earn through the adapter what the SkyRL env itself returns (gsm8k, gsm8k_multi_turn, text2sql on a small
 sqlite database), the episodes are token-exact through the runner, SkyRL dataset rows round-trip through the
 catalogue, and an env that fails on the policy's text is a counted format error, never a crash."""
@@ -21,10 +21,10 @@ from skyrl_gym.envs.gsm8k.env import GSM8kEnv  # noqa: E402
 from skyrl_gym.envs.sql.env import SQLEnv  # noqa: E402
 
 from agent_tune.envs import EnvCheckError, check_env, make_env  # noqa: E402
-from agent_tune.envs.skyrl import SkyRLGymEnv  # noqa: E402
+from agent_tune.envs.skyrl.env import SkyRLGymEnv  # noqa: E402
 from agent_tune.envs.tasks import catalogue_rows, row_env, row_task  # noqa: E402
 
-PATH = "agent_tune.envs.skyrl:SkyRLGymEnv"
+PATH = "agent_tune.envs.skyrl.env:SkyRLGymEnv"
 GOLD = "SELECT name FROM singer WHERE age > 30"
 QUESTION = [{"role": "system", "content": "Answer with SQL: think in <think>, query with <sql>, end with <solution>."},
             {"role": "user", "content": "Which singers are older than 30?"}]

@@ -1,4 +1,4 @@
-"""The verifiers adapter (``agent_tune/envs/verifiers_env.py``) against environments built here with verifiers' own
+"""The verifiers adapter (``agent_tune/envs/verifiers/env.py``) against environments built here with verifiers' own
 classes (no mock of verifiers): a ``ToolEnv`` with two Python tools and a ``MultiTurnEnv`` guessing game, each with a
 ``datasets.Dataset`` and a weighted ``Rubric``. An episode earns what verifiers' rubric gives the same completion,
 episodes are token-exact through the runner, the environment's dataset rows round-trip through the catalogue, and
@@ -24,13 +24,13 @@ if not hasattr(vf, "MultiTurnEnv"):  # verifiers 0.4.0 dropped the classic API t
 
 from datasets import Dataset  # noqa: E402
 
-import agent_tune.envs.verifiers_env as verifiers_env  # noqa: E402
+import agent_tune.envs.verifiers.env as verifiers_env  # noqa: E402
 from agent_tune.envs import check_env, make_env  # noqa: E402
 from agent_tune.envs.base import StopReason  # noqa: E402
 from agent_tune.envs.tasks import catalogue_rows, row_env, row_task  # noqa: E402
-from agent_tune.envs.verifiers_env import VerifiersEnv  # noqa: E402
+from agent_tune.envs.verifiers.env import VerifiersEnv  # noqa: E402
 
-PATH = "agent_tune.envs.verifiers_env:VerifiersEnv"
+PATH = "agent_tune.envs.verifiers.env:VerifiersEnv"
 TOOLS = f"{__name__}:load_tool_env"
 GUESS = f"{__name__}:load_guess_env"
 SYSTEM = "Use the tools, then answer with the number."

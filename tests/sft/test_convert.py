@@ -13,7 +13,7 @@ import pytest
 
 from agent_tune.cli import main as cli_main
 from agent_tune.envs import make_env
-from agent_tune.envs.toolcall_tasks import as_task, rlla_tasks
+from agent_tune.envs.toolcall.tasks import as_task, rlla_tasks
 from agent_tune.rollout import ChatRenderer, RolloutLimits, run_episode
 from agent_tune.sft.convert import TAU2_STOP, SFTDataError, convert, tau2_seed_row
 from agent_tune.sft.rows import read_conversations, render_conversation

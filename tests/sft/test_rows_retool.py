@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent_tune.envs.retool import INTERPRETER_BLOCK_PATTERN, ReToolToolEnv, interpreter_block
+from agent_tune.envs.retool.env import INTERPRETER_BLOCK_PATTERN, ReToolToolEnv, interpreter_block
 from agent_tune.rollout import ChatRenderer, RolloutLimits, run_episode
 from agent_tune.sft.rows import POLICY, BadConversation, assistant_pieces, render_conversation
 from agent_tune.tools import ExecutionLimits, LocalSandbox

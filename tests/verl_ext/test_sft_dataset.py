@@ -76,7 +76,7 @@ def test_synthetic_conversations_have_tool_turns_and_structured_calls():
 
 def test_retool_format_renders_interpreter_blocks_as_env_tokens(smol_tok, tmp_path):
     """`+sft_format=retool`: the dataset verl loads holds the ReTool rows with the interpreter output masked."""
-    from agent_tune.envs.retool import interpreter_block
+    from agent_tune.envs.retool.env import interpreter_block
     from agent_tune.launch.compose import compose_config
     from agent_tune.launch.sft import validate
     from data_preprocess import retool_sft_synthetic

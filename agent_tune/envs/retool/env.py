@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.retool_tasks import retool_tasks
+from agent_tune.envs.retool.tasks import retool_tasks
 from agent_tune.parsing.types import ParsedResponse, ToolCall, ToolCallError
 from agent_tune.rewards.math_answer import extract_boxed, math_equivalent
 from agent_tune.tools.config import SandboxConfig, shared_sandbox
@@ -130,7 +130,7 @@ class ReToolToolEnv(BaseToolEnv):
     # -- episode ---------------------------------------------------------------------------------
     def reset(self, question: str, ground_truth: Any) -> Observation:
         """Start an episode on ``question``; ``ground_truth`` is the reference answer (a catalogue task's kwargs,
-        :mod:`agent_tune.envs.retool_tasks`; any other key is a ``TypeError`` naming it)."""
+        :mod:`agent_tune.envs.retool.tasks`; any other key is a ``TypeError`` naming it)."""
         if not isinstance(question, str) or not question.strip():
             raise ValueError("retool env: reset() needs a non-empty `question`")
         if ground_truth is None or str(ground_truth).strip() == "":

@@ -6,7 +6,7 @@
   reset kwargs ``{"test_id": ...}``: the env loads the entry and scores it with BFCL's AST checker. ``shots=K``
   gives every task, in every split, K worked examples (other entries' questions answered by their reference
   calls) drawn from the TRAIN split's entries of ``categories``, so no val/test entry's answer is ever shown.
-* ``rlla``: ToolRL's rlla data at ``path`` (raw JSON/jsonl or processed parquet, :mod:`agent_tune.envs.rlla`);
+* ``rlla``: ToolRL's rlla data at ``path`` (raw JSON/jsonl or processed parquet, :mod:`agent_tune.envs.toolcall.rlla`);
   ``keep_instruction`` also keeps ToolRL's system prompt (its tool list and output format) before the dialogue.
 * ``jsonl``: a local file at ``path`` of ``{"question", "tools", "ground_truth"}`` lines (``messages`` may replace
   ``question``; tools as OpenAI tools or bare function schemas).
@@ -105,7 +105,7 @@ def read_jsonl_tasks(path: Path) -> list[dict[str, Any]]:
 
 def rlla_tasks(path: Path, keep_instruction: bool) -> list[dict[str, Any]]:
     """ToolRL's rlla records as tasks; with ``keep_instruction`` ToolRL's system prompt precedes the dialogue."""
-    from agent_tune.envs.rlla import load_rlla
+    from agent_tune.envs.toolcall.rlla import load_rlla
 
     tasks = load_rlla(path)
     if keep_instruction:

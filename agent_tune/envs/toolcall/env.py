@@ -25,7 +25,7 @@ correctness its minimum, as in ToolRL's reward. The tools are then listed in the
 own, as ToolRL's rows carry it, else one written from ``tools``), not given to the chat template.
 
 A task is ``reset(question=..., tools=[...], ground_truth=[{"name", "arguments"}, ...])``
-(``messages`` may replace ``question``); the env's catalogue (:mod:`agent_tune.envs.toolcall_tasks`) lists such
+(``messages`` may replace ``question``); the env's catalogue (:mod:`agent_tune.envs.toolcall.tasks`) lists such
 tasks from ToolRL's rlla data, a jsonl file or synthetic arithmetic.
 
 A BFCL single-turn entry is a task too: ``test_id`` (to the constructor or to ``reset``, e.g.
@@ -45,7 +45,6 @@ import json
 import random
 from typing import Any, Literal, Mapping, Sequence, get_args
 
-from agent_tune.envs import toolcall_tasks as toolcall_tasks_module
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, Step, ToolResult, undecodable_text
 from agent_tune.envs.bfcl.reports import BFCL_REPORT
 from agent_tune.envs.bfcl.single_turn.entries import LIVE, NON_LIVE, SINGLE_TURN_CATEGORIES, SingleTurnEntry
@@ -53,6 +52,7 @@ from agent_tune.envs.bfcl.single_turn.shots import single_turn_shot_messages, si
 from agent_tune.envs.bfcl.single_turn.task import score_response, task_for
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
+from agent_tune.envs.toolcall import tasks as toolcall_tasks_module
 from agent_tune.parsing import ParsedResponse, ToolCall
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.rewards.toolrl import ToolRLScore, toolrl_score

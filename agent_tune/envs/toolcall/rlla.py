@@ -13,7 +13,7 @@ output format. ``input`` is the dialogue so far (``**Dialogue Records History**\
 earlier calls and ``<obs>``). ``output`` is ``<think> ... </think>`` followed by a ``<tool_call>`` block of
 JSON objects ``{"name", "parameters"}`` and/or a ``<response> ... </response>``.
 
-A task (what the ``toolcall`` catalogue, :mod:`agent_tune.envs.toolcall_tasks`, plays) is ``{"id", "question":
+A task (what the ``toolcall`` catalogue, :mod:`agent_tune.envs.toolcall.tasks`, plays) is ``{"id", "question":
 input, "tools": the instruction's tools as OpenAI tools, "ground_truth": the output's calls as {"name",
 "arguments"} (empty when the output only responds), "instruction": the system prompt}``. A record missing a field (or a
 parquet row missing a column) raises :class:`RllaFormatError` naming the record and the field.
