@@ -327,7 +327,8 @@ def test_bfcl_env_annotates_reward_with_the_table() -> None:
 
 
 def test_toolcall_choices_are_its_literals() -> None:
-    from agent_tune.envs import get_env_class, toolcall
+    from agent_tune.envs import get_env_class
+    from agent_tune.envs.toolcall import env as toolcall
 
     hints = get_type_hints(get_env_class("toolcall").__init__)
     assert get_args(hints["reward_scale"]) == toolcall.REWARD_SCALES == ("toolrl", "unit")

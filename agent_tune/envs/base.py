@@ -249,7 +249,7 @@ class EpisodeStatus:
 
 @dataclass(frozen=True)
 class SamplerHints:
-    """What the sampler must know about an environment.
+    """What the runner and its sampler must know about an environment.
 
     ``stop`` strings end a generation (ReTool's ``</code>``); ``include_stop_str_in_output`` keeps
     them in the policy's tokens; ``observation_kind`` says whether observations are chat messages

@@ -7,10 +7,7 @@ plays its test tasks (:mod:`agent_tune.envs.tasks` is the one rule that selects 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
-
-if TYPE_CHECKING:
-    from agent_tune.envs.base import BaseToolEnv
+from typing import Any, Callable, Mapping
 
 
 @dataclass(frozen=True)
@@ -30,10 +27,12 @@ class Task:
     reference: str = ""
 
 
-RowPrompt = Callable[["type[BaseToolEnv]", Task, Mapping[str, Any]], "list[dict[str, Any]]"]
+# (the env class, a task, the env's kwargs) -> the row's prompt messages; the env class is a BaseToolEnv subclass
+# (not imported here: the env contract imports this module)
+RowPrompt = Callable[[type, Task, Mapping[str, Any]], "list[dict[str, Any]]"]
 
 
-def reset_prompt(env_cls: type[BaseToolEnv], task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
+def reset_prompt(env_cls: type, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The default row prompt: the first observation of an env built with ``env_kwargs`` and reset with the task."""
     env = env_cls(**env_kwargs)
     try:

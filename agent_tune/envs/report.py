@@ -5,15 +5,13 @@ its official scorer's view."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-if TYPE_CHECKING:
-    from agent_tune.envs.base import BaseToolEnv
-
+# ``env`` below is the finished episode's BaseToolEnv (not imported here: the env contract imports this module)
 Records = Sequence[Mapping[str, Any]]
 
 
-def _no_fields(env: BaseToolEnv, sample: int) -> dict[str, Any]:
+def _no_fields(env: Any, sample: int) -> dict[str, Any]:
     return {}
 
 
@@ -41,7 +39,7 @@ class EvalReport:
     Each defaults to nothing.
     """
 
-    record_fields: Callable[[BaseToolEnv, int], dict[str, Any]] = _no_fields
+    record_fields: Callable[[Any, int], dict[str, Any]] = _no_fields
     sections: Callable[[Records, Mapping[str, Any], Mapping[str, Any]], dict[str, Any]] = _no_sections
     lines: Callable[[Mapping[str, Any]], list[str]] = _no_lines
     write_results: Callable[..., list[str]] = _no_files
