@@ -258,7 +258,7 @@ class GCPauses:
 class Episode:
     """What verl keeps of an episode until its batch is done (``AgentLoopOutput``'s token lists)."""
 
-    termination: str
+    stop_reason: str
     reward: float
     prompt_ids: list[int]
     response_ids: list[int]
@@ -326,7 +326,7 @@ def rss() -> int:
 
 
 def check(episodes: list[Episode]) -> str:
-    done = sum(e.termination == "done" for e in episodes)
+    done = sum(e.stop_reason == "done" for e in episodes)
     full = sum(e.reward >= 0.999 for e in episodes)
     return f"{done}/{len(episodes)} done, {full} with reward 1"
 

@@ -27,7 +27,7 @@ def episode_fields(env: Any, sample: int) -> dict[str, Any]:
     fields = _simulation_fields(env, sample)
     episode = getattr(env, "episode", None)
     if episode is not None and episode.error_reason is not None and episode.termination.value == "user_error":
-        fields["user_error"] = episode.error_reason
+        fields["error"] = episode.error_reason
     return fields
 
 
