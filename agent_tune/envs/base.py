@@ -40,12 +40,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import enum
+import functools
 import inspect
 import threading
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, ClassVar, Literal, Mapping, Sequence
+from typing import Any, Awaitable, Callable, ClassVar, Literal, Mapping, Sequence, TypeVar
 
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.report import EvalReport
@@ -55,6 +56,7 @@ from agent_tune.parsing.types import ParsedResponse, ToolCall
 from agent_tune.sync import run_sync
 
 ObservationKind = Literal["messages", "text"]
+_T = TypeVar("_T")
 
 
 class StopReason(str, enum.Enum):
@@ -217,6 +219,13 @@ class Step:
         self.reward = 0.0
         self.done = False
 
+    def answer_undecodable(self) -> None:
+        """Answer every call block that could not be decoded with its reason, after the results so far; each is a
+        format error."""
+        for err in self.parsed.errors:
+            self.format_errors += 1
+            self.results.append(ToolResult(undecodable_text(err.index, err.reason), error=True))
+
     def end_turn(self) -> None:
         """The policy answered without a call to run: its turn is done, and so is the episode; a broken call
         block in the answer is a format error."""
@@ -287,6 +296,13 @@ def env_executor() -> ThreadPoolExecutor:
             if _env_pool is None:
                 _env_pool = ThreadPoolExecutor(max_workers=ENV_THREADS, thread_name_prefix="agent_tune_env")
     return _env_pool
+
+
+async def in_env_thread(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` in :func:`env_executor`'s threads, in a copy of the caller's context (as
+    ``asyncio.to_thread``), awaited from the event loop."""
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    return await asyncio.get_running_loop().run_in_executor(env_executor(), call)
 
 
 class BaseToolEnv(ABC):
@@ -406,14 +422,13 @@ class BaseToolEnv(ABC):
         """:meth:`step` for the event loop (the episode runner's): an ``async`` acting hook is awaited here, so
         many episodes' steps run concurrently; a plain one runs with the whole step in a worker thread
         (:func:`env_executor`), so it may block. The step that ends the episode is scored in the worker too."""
-        loop = asyncio.get_running_loop()
         if not self._async_act:
-            return await loop.run_in_executor(env_executor(), contextvars.copy_context().run, self.step, raw_response)
+            return await in_env_thread(self.step, raw_response)
         step = self._open_step(raw_response)
         if not step.done:
             await self.act(step)  # type: ignore[misc]
         if step.done:  # outcome() may block (a verifier, tau2's evaluator)
-            return await loop.run_in_executor(env_executor(), contextvars.copy_context().run, self._close_step, step)
+            return await in_env_thread(self._close_step, step)
         return self._close_step(step)
 
     @classmethod
@@ -511,6 +526,4 @@ class CallToolEnv(BaseToolEnv):
             result = self.call_tool(call)
             step.format_errors += result.error
             step.results.append(result)
-        for err in step.parsed.errors:
-            step.format_errors += 1
-            step.results.append(ToolResult(undecodable_text(err.index, err.reason), error=True))
+        step.answer_undecodable()

@@ -73,7 +73,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, TypeVar
 
-from agent_tune.envs.base import BaseToolEnv, EpisodeInfo, Observation, StepResult, StopReason, env_executor
+from agent_tune.envs.base import BaseToolEnv, EpisodeInfo, Observation, StepResult, StopReason, in_env_thread
 from agent_tune.errors import RolloutError
 from agent_tune.rollout.chat_render import ChatRenderer, DriftReport, check_drift
 from agent_tune.rollout.policy import GenerationOutput, Policy
@@ -403,8 +403,7 @@ async def _finalize(env: BaseToolEnv, reason: StopReason) -> StepResult | None:
     if inspect.iscoroutinefunction(fin):
         result = await fin(reason)
     else:  # scoring may block (a verifier, tau2's evaluator)
-        call = functools.partial(contextvars.copy_context().run, fin, reason)
-        result = await asyncio.get_running_loop().run_in_executor(env_executor(), call)
+        result = await in_env_thread(fin, reason)
     if inspect.isawaitable(result):
         result = await result
     if not isinstance(result, StepResult):

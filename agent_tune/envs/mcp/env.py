@@ -48,7 +48,6 @@ from agent_tune.envs.base import (
     Step,
     StopReason,
     ToolResult,
-    undecodable_text,
 )
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.mcp.connection import (
@@ -317,9 +316,7 @@ class MCPToolEnv(BaseToolEnv):
         else:
             timeout = self.call_timeout * (len(step.parsed.calls) + 1) + 10.0
             await on_background_loop(self._run_step(step), timeout)
-            for err in step.parsed.errors:
-                step.format_errors += 1
-                step.results.append(ToolResult(undecodable_text(err.index, err.reason), error=True))
+            step.answer_undecodable()
         self._record(step)
 
     def _record(self, step: Step) -> None:

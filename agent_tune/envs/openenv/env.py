@@ -68,7 +68,6 @@ from agent_tune.envs.base import (
     Step,
     StopReason,
     ToolResult,
-    undecodable_text,
 )
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import function_tool, refusal
@@ -404,9 +403,7 @@ class OpenEnvEnv(BaseToolEnv):
                 if i + 1 < len(calls):
                     step.info["calls_not_run"] = len(calls) - i - 1
                 return
-        for err in step.parsed.errors:
-            step.format_errors += 1
-            step.results.append(ToolResult(undecodable_text(err.index, err.reason), error=True))
+        step.answer_undecodable()
 
     # ------------------------------------------------------------------ acting
     async def _act(self, step: Step) -> None:
