@@ -202,7 +202,7 @@ def test_exit_codes_follow_the_branch() -> None:
     from agent_tune.launch.curriculum import CurriculumError
     from agent_tune.launch.launcher import InstallError
     from agent_tune.openai_client import ServerUnavailableError
-    from agent_tune.options import OptionError
+    from agent_tune.utils.typed_config import OptionError
 
     assert EXIT_CODES == {ConfigError: 2, DataError: 3, SetupError: 4, EnvError: 1, RolloutError: 1}
     assert exit_code(OptionError("a.b", "bad")) == exit_code(CurriculumError("x")) == 2

@@ -12,15 +12,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from agent_tune.errors import ConfigError
-from agent_tune.options import (
-    AgentTuneOptions,
-    OptionError,
-    TaskWeightingConfig,
-    WorkerGC,
-    check_arguments,
-    check_value,
-    parse_options,
-)
+from agent_tune.options import AgentTuneOptions, TaskWeightingConfig, parse_options
+from agent_tune.rollout.worker_gc import WorkerGC
+from agent_tune.utils.typed_config import OptionError, check_arguments, check_value
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "config"
 SHIPPED = sorted(p.stem for p in CONFIG_DIR.glob("agent_tune_*.yaml"))

@@ -40,7 +40,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from agent_tune.options import TaskWeightingConfig
+from agent_tune.options import TaskWeightingConfig, options_of
 from verl_ext.task_weighting import STATE_FILE, TaskStats, task_key
 
 logger = logging.getLogger(__name__)
@@ -164,8 +164,7 @@ def from_config(config: Any) -> AdvantageWeighting:
     """The task weighting of a whole trainer ``config`` (OmegaConf), its state file in ``trainer.default_local_dir``."""
     from omegaconf import OmegaConf
 
-    raw = OmegaConf.select(config, "agent_tune.task_weighting", default=None)
-    cfg = TaskWeightingConfig.from_mapping(OmegaConf.to_container(raw, resolve=True) if raw is not None else None)
+    cfg = options_of(config).task_weighting
     out = OmegaConf.select(config, "trainer.default_local_dir", default=None)
     return AdvantageWeighting(cfg, Path(str(out)).expanduser() / STATE_FILE if out else None)
 

@@ -22,7 +22,6 @@ sample number).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import tempfile
@@ -93,8 +92,8 @@ class RecordingLoop(AgentTuneLoop):
         pid = os.getpid()
         with tempfile.TemporaryDirectory(prefix="agent-tune-record-") as private:
             # this loop object plays one episode: its options point the parent's record files here
-            self.options = dataclasses.replace(options, sample_metrics_dir=private, dump_rollouts_dir=private,
-                                               dump_rollout_tokens=True)
+            self.options = options.model_copy(update={"sample_metrics_dir": private, "dump_rollouts_dir": private,
+                                                         "dump_rollout_tokens": True})
             try:
                 output = await super().run(sampling_params, **kwargs)
             finally:

@@ -38,24 +38,23 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence, get_args
 
 import torch
 from torch.utils.data import Sampler
 
 from agent_tune.envs.tasks import row_env, row_task
-from agent_tune.options import TaskWeightingConfig  # defined with the agent_tune block it is part of
+from agent_tune.options import TaskWeightingConfig, TaskWeightingMode, options_of
 from verl_ext.sample_records import read_appended
 
 logger = logging.getLogger(__name__)
 
 PREFIX = "agent_tune.task_weighting"
 STATE_FILE = "task_weighting.json"
-# agent_tune.task_weighting.mode (agent_tune.options.TaskWeightingMode): what the weights act on
-SAMPLE, ADVANTAGE = "sample", "advantage"
-MODES = (SAMPLE, ADVANTAGE)
+# agent_tune.task_weighting.mode: what the weights act on (the choices are TaskWeightingMode's)
+MODES = get_args(TaskWeightingMode)
+SAMPLE, ADVANTAGE = MODES
 
 
 def task_key(extra_info: Mapping[str, Any] | None) -> str:
@@ -167,7 +166,7 @@ class TaskWeightingSampler(Sampler[int]):
     def state_dict(self) -> dict[str, Any]:
         return {"generator": self.generator.get_state(), "offsets": dict(self.offsets), "yielded": self.yielded,
                 "attempts": dict(self.stats.attempts), "successes": dict(self.stats.successes),
-                "config": asdict(self.config)}
+                "config": self.config.model_dump()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.generator.set_state(state["generator"])
@@ -203,11 +202,12 @@ def make_sampler(config: Any, dataset: Any) -> TaskWeightingSampler:
         value = OmegaConf.select(config, key, default=None)
         return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
-    cfg = TaskWeightingConfig.from_mapping(select("agent_tune.task_weighting"))
+    options = options_of(config)
+    cfg = options.task_weighting
     seed = cfg.seed if cfg.seed is not None else (select("data.seed") or 1)
     out = select("trainer.default_local_dir")
     state_path = Path(str(out)).expanduser() / STATE_FILE if out else None
-    sampler = TaskWeightingSampler(dataset_task_keys(dataset), cfg, select("agent_tune.sample_metrics_dir"),
+    sampler = TaskWeightingSampler(dataset_task_keys(dataset), cfg, options.sample_metrics_dir,
                                     seed=int(seed), state_path=state_path)
     tasks = len(set(sampler.task_keys))
     logger.info("task weighting: %d rows, %d tasks; weights from %s", len(sampler), tasks, sampler.records_dir)
@@ -229,8 +229,5 @@ def install_sampler(config: Any) -> None:
 
 
 def check_config(config: Any) -> TaskWeightingConfig:
-    """The weighting's config from the trainer config (start-up validation; ``ValueError`` names the key)."""
-    from omegaconf import OmegaConf
-
-    raw = OmegaConf.select(config, "agent_tune.task_weighting", default=None)
-    return TaskWeightingConfig.from_mapping(OmegaConf.to_container(raw, resolve=True) if raw is not None else None)
+    """The weighting's config from the trainer config (``ValueError`` names the key)."""
+    return options_of(config).task_weighting

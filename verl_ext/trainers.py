@@ -21,12 +21,14 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from typing import get_args
+
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-MAIN_PPO = "main_ppo"
-ONE_STEP_OFF = "one_step_off_policy"
-FULLY_ASYNC = "fully_async_policy"
-TRAINERS = (MAIN_PPO, ONE_STEP_OFF, FULLY_ASYNC)
+from agent_tune.options import TrainerName, options_of
+
+TRAINERS = get_args(TrainerName)  # agent_tune.trainer's choices, written once (agent_tune/options.py)
+MAIN_PPO, ONE_STEP_OFF, FULLY_ASYNC = TRAINERS
 SEPARATE_POOL_TRAINERS = (ONE_STEP_OFF, FULLY_ASYNC)
 
 logger = logging.getLogger(__name__)
@@ -34,7 +36,7 @@ logger = logging.getLogger(__name__)
 
 def trainer_name(config: DictConfig) -> str:
     """``agent_tune.trainer`` (``main_ppo`` when absent)."""
-    return str(OmegaConf.select(config, "agent_tune.trainer", default=None) or MAIN_PPO)
+    return options_of(config).trainer or MAIN_PPO
 
 
 def check_trainer(config: DictConfig) -> str:
@@ -46,9 +48,7 @@ def check_trainer(config: DictConfig) -> str:
             fully-async batch size other than verl's or ``multi_turn.enable`` off, which would replace the
             rows' agent loop).
     """
-    name = trainer_name(config)
-    if name not in TRAINERS:
-        raise ValueError(f"config key 'agent_tune.trainer': {name!r} is not one of {', '.join(TRAINERS)}")
+    name = trainer_name(config)  # one of TRAINERS: the typed block refuses another
     if name not in SEPARATE_POOL_TRAINERS:
         return name
     for key in ("rollout.nnodes", "rollout.n_gpus_per_node"):

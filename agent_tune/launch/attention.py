@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import importlib
 import logging
+from typing import get_args
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from agent_tune.errors import ConfigError
+from agent_tune.options import AttentionFallback
 
 logger = logging.getLogger(__name__)
 
 FLASH_ATTENTION_2 = "flash_attention_2"
 VERL_DEFAULT_ATTENTION = FLASH_ATTENTION_2  # verl.workers.config.model.HFModelConfig's default
-FALLBACKS = ("error", "sdpa")
+FALLBACKS = get_args(AttentionFallback)  # the choices, written once (agent_tune/options.py)
 INSTALL_HINT = "bash scripts/install_gpu.sh, or pip install flash-attn==2.8.3 --no-build-isolation (docs/gpu.md)"
 
 

@@ -24,10 +24,9 @@ import logging
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
-
 import verl_ext
 from agent_tune.errors import ConfigError
-from agent_tune.options import DebugModes, parse_options
+from agent_tune.options import DebugModes, options_of
 from agent_tune.rollout.dump import dumped_steps
 
 logger = logging.getLogger(__name__)
@@ -45,8 +44,8 @@ NO_UPDATE_BEFORE = 10**9
 
 
 def debug_modes(config: DictConfig) -> DebugModes:
-    """``agent_tune.debug``, typed (:class:`agent_tune.options.DebugModes`)."""
-    return parse_options(OmegaConf.select(config, "agent_tune", default=None)).debug
+    """``agent_tune.debug`` of a composed config, typed (with the whole block)."""
+    return options_of(config).debug
 
 
 def mode(debug: DebugModes) -> str | None:

@@ -33,11 +33,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Sequence
+from typing import IO, Callable, Sequence, get_args
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from agent_tune.errors import ConfigError, SetupError, exit_code
+from agent_tune.options import ConsoleMode
 from agent_tune.launch.compose import (
     SMOLLM2_ALIAS,
     check_data_files,
@@ -50,7 +51,7 @@ from agent_tune.launch.compose import (
 
 logger = logging.getLogger(__name__)
 
-CONSOLE_MODES = ("quiet", "verbose")
+CONSOLE_MODES = get_args(ConsoleMode)  # the choices, written once (agent_tune/options.py)
 _INSTALL_PROBE = (
     "import importlib, json, sys\n"
     "print(json.dumps({n: getattr(importlib.import_module(n), '__version__', '?') for n in sys.argv[1:]}))\n"

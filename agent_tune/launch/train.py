@@ -36,7 +36,8 @@ from agent_tune.launch.attention import check_attention
 from agent_tune.launch.batch_split import check_batch_split
 from agent_tune.launch.compose import describe_config_error
 from agent_tune.launch.launcher import Child, Launcher, run_dir
-from agent_tune.options import AgentTuneOptions, OptionError, TaskWeightingConfig, check_arguments, parse_options
+from agent_tune.options import AgentTuneOptions, TaskWeightingConfig, parse_options
+from agent_tune.utils.typed_config import OptionError, check_arguments
 
 logger = logging.getLogger("agent_tune.launch.train")  # also when run as __main__
 

@@ -19,6 +19,8 @@ Rules shared by every tag pair (shown with ``<think>``):
 
 from __future__ import annotations
 
+from pydantic import model_validator
+
 from agent_tune.parsing.base import ReasoningParser
 from agent_tune.parsing.registry import (
     ParserSpecError,
@@ -26,6 +28,7 @@ from agent_tune.parsing.registry import (
     register_reasoning_preset,
     register_reasoning_spec,
 )
+from agent_tune.utils.typed_config import ConfigModel, OptionError
 
 SPEC_KIND = "tags"
 SPEC_FORM = "tags:start=<S>,end=<E>[,opened_in_prompt=true]"
@@ -55,6 +58,29 @@ def tags_spec(start: str, end: str, opened_in_prompt: bool = False) -> str:
     if problem is not None:
         raise ParserSpecError(f"reasoning tags: {problem[1]}")
     return f"{SPEC_KIND}:start={start},end={end}" + (",opened_in_prompt=true" if opened_in_prompt else "")
+
+
+class ReasoningTags(ConfigModel):
+    """``agent_tune.reasoning_tags`` (T3RL's ``think_start_token`` / ``think_end_token``): the reasoning block's
+    tags, for a model family without a named reasoning parser; the envs get the parser spec :attr:`spec`.
+    ``opened_in_prompt``: the chat template opens the block in the prompt, so an untagged response is
+    unfinished reasoning."""
+
+    start: str
+    end: str
+    opened_in_prompt: bool = False
+
+    @model_validator(mode="after")
+    def _delimits(self) -> ReasoningTags:
+        problem = tags_problem(self.start, self.end)
+        if problem is not None:
+            raise OptionError(*problem)
+        return self
+
+    @property
+    def spec(self) -> str:
+        """The reasoning parser spec of these tags (what ``get_reasoning_parser`` reads)."""
+        return tags_spec(self.start, self.end, self.opened_in_prompt)
 
 
 class TagReasoningParser(ReasoningParser):

@@ -30,7 +30,9 @@ from __future__ import annotations
 import gc
 import threading
 
-from agent_tune.options import WorkerGC, check_value
+from pydantic import model_validator
+
+from agent_tune.utils.typed_config import ConfigModel, OptionError
 
 CONFIG_KEY = "agent_tune.worker_gc"
 
@@ -38,17 +40,30 @@ _done = False
 _lock = threading.Lock()
 
 
+class WorkerGC(ConfigModel):
+    """``agent_tune.worker_gc``: freeze the start-up heap; the gen-2 threshold (``None``: Python's)."""
+
+    freeze: bool = False
+    gen2_threshold: int | None = None
+
+    @model_validator(mode="after")
+    def _in_range(self) -> WorkerGC:
+        if self.gen2_threshold is not None and self.gen2_threshold < 1:
+            raise OptionError("gen2_threshold", f"a positive integer, or null for Python's (10), got "
+                                                f"{self.gen2_threshold!r}")
+        return self
+
+
 def parse_worker_gc(value: object) -> WorkerGC:
-    """``agent_tune.worker_gc`` as :class:`~agent_tune.options.WorkerGC` (``None``: nothing changed), checked by
-    :func:`agent_tune.options.check_value`; an :class:`~agent_tune.options.OptionError` (a ``ValueError``) names
-    the key."""
-    return check_value(CONFIG_KEY, value, WorkerGC | None) or WorkerGC()
+    """``agent_tune.worker_gc`` as :class:`WorkerGC` (``None``: nothing changed); an
+    :class:`~agent_tune.utils.typed_config.OptionError` (a ``ValueError``) names the key."""
+    return WorkerGC.parse(value, CONFIG_KEY)
 
 
 def apply_worker_gc(value: object) -> bool:
-    """Apply ``agent_tune.worker_gc`` (see the module docstring) to this process, once: ``True`` on the call
-    that did; later calls in the process only check ``value``. ``freeze``: :func:`gc.collect` first, so no
-    garbage is frozen."""
+    """Apply ``agent_tune.worker_gc`` (see the module docstring; a :class:`WorkerGC` or its mapping) to this
+    process, once: ``True`` on the call that did; later calls in the process only check ``value``. ``freeze``:
+    :func:`gc.collect` first, so no garbage is frozen."""
     global _done
     settings = parse_worker_gc(value)
     with _lock:

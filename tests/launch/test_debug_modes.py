@@ -20,7 +20,8 @@ from agent_tune.launch.debug_modes import (  # noqa: E402
     REPLAY_MANAGER,
     prepare_debug,
 )
-from agent_tune.options import OptionError, parse_options  # noqa: E402
+from agent_tune.options import parse_options  # noqa: E402
+from agent_tune.utils.typed_config import OptionError  # noqa: E402
 from agent_tune.rollout.dump import append_jsonl, step_dump_path  # noqa: E402
 
 CPU = "agent_tune_toolcall_cpu"

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_tune.options import AgentTuneOptions, OptionError, parse_options
+from agent_tune.options import AgentTuneOptions, parse_options
+from agent_tune.utils.typed_config import OptionError
 from agent_tune.parsing import (
     ParserSpecError,
     TagReasoningParser,

@@ -18,7 +18,8 @@ from omegaconf import OmegaConf  # noqa: E402
 from verl.protocol import DataProto  # noqa: E402
 from verl.trainer.ppo import ray_trainer  # noqa: E402
 
-from agent_tune.options import OptionError, TaskWeightingConfig, TaskWeightingMode, parse_options  # noqa: E402
+from agent_tune.options import TaskWeightingConfig, TaskWeightingMode, parse_options  # noqa: E402
+from agent_tune.utils.typed_config import OptionError  # noqa: E402
 from verl_ext import advantage_weighting as adv  # noqa: E402
 from verl_ext import task_weighting, task_weighting_runner  # noqa: E402
 from verl_ext.task_weighting import task_key  # noqa: E402

@@ -135,12 +135,12 @@ def test_epochs_and_checkpoint_through_stateful_dataloader(tmp_path: Path) -> No
 
 
 def test_config_validation() -> None:
-    assert not TaskWeightingConfig.from_mapping(None).enable
+    assert not TaskWeightingConfig.parse(None).enable
     for bad, key in (({"min_attempts": 0}, "min_attempts"), ({"solved_weight": 0}, "solved_weight"),
                      ({"hard_threshold": 0.9}, "hard_threshold"), ({"enable": "yes"}, "enable"),
                      ({"success_threshold": 2}, "success_threshold"), ({"minattempts": 3}, "unknown key")):
         with pytest.raises(ValueError, match=key):
-            TaskWeightingConfig.from_mapping(bad)
+            TaskWeightingConfig.parse(bad)
 
 
 def test_launcher_checks_the_config() -> None:

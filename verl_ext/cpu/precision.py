@@ -17,9 +17,12 @@ and names the choice on the console's install-check line (:func:`describe`).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
+
+from agent_tune.options import CpuPrecision
 
 KEY = "agent_tune.cpu_precision"
-SETTINGS = ("auto", "bf16", "fp32")
+SETTINGS = get_args(CpuPrecision)  # the choices, written once (agent_tune/options.py)
 BF16_FLAGS = {"amx_bf16": "AMX-BF16", "avx512_bf16": "AVX512_BF16"}  # in order of preference for the name
 DTYPE_NAMES = {"fsdp": {"bf16": "bf16", "fp32": "fp32"}, "vllm": {"bf16": "bfloat16", "fp32": "float32"}}
 CPUINFO = Path("/proc/cpuinfo")
