@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from agent_tune.errors import ConfigError
 from agent_tune.options import AgentTuneOptions, TaskWeightingConfig, parse_options
+from agent_tune.launch.run_config import RunConfig
 from agent_tune.rollout.worker_gc import WorkerGC
 from agent_tune.utils.typed_config import OptionError, check_arguments, check_value
 
@@ -268,7 +269,7 @@ def test_launch_names_the_env_option(config_name: str, override: str, key: str, 
     from agent_tune.launch.train import check_env_kwargs
 
     with pytest.raises(ConfigError) as info:
-        check_env_kwargs(compose_config(config_name, [override]))
+        check_env_kwargs(RunConfig.parse(compose_config(config_name, [override])).options)
     assert str(info.value).startswith(f"config key '{key}': ") and expected in str(info.value)
 
 
@@ -276,7 +277,7 @@ def test_launch_fails_at_start_up_naming_the_key() -> None:
     pytest.importorskip("hydra")
     pytest.importorskip("verl")
     from agent_tune.launch.compose import compose_config
-    from agent_tune.launch.train import check_options, check_task_weighting, validate
+    from agent_tune.launch.train import validate
 
     for override, key in (("+agent_tune.max_generation=3", "agent_tune.max_generation"),
                           ("agent_tune.max_generations=0", "agent_tune.max_generations"),
@@ -284,11 +285,11 @@ def test_launch_fails_at_start_up_naming_the_key() -> None:
                           ("agent_tune.task_weighting.hard_weight=2", "agent_tune.task_weighting.hard_weight")):
         config = compose_config("agent_tune_grpo_cpu", [override])
         with pytest.raises(ConfigError, match=rf"^config key '{key}'"):
-            check_options(config)
+            RunConfig.parse(config)
         with pytest.raises(ConfigError, match=rf"^config key '{key}'"):
-            validate(config)
+            validate(RunConfig.parse(config))
     config = compose_config("agent_tune_grpo_cpu", ["agent_tune.task_weighting.enable=true"])
-    assert check_task_weighting(config).enable
+    assert RunConfig.parse(config).options.task_weighting.enable
 
 
 def test_the_agent_loop_reads_typed_options() -> None:
@@ -329,13 +330,9 @@ def test_toolcall_choices_are_its_literals() -> None:
     assert get_args(hints["answer_format"]) == toolcall.ANSWER_FORMATS == ("native", "toolrl")
 
 
-def test_block_literals_match_the_modules_that_act_on_them() -> None:
-    from agent_tune.launch.attention import FALLBACKS
-    from agent_tune.launch.launcher import CONSOLE_MODES
-    from agent_tune.options import AttentionFallback, ConsoleMode, CpuPrecision, TrainerName
+def test_block_literals_are_the_tables_of_the_modules_that_act_on_them() -> None:
+    from agent_tune.options import CpuPrecision, TrainerName
 
-    assert get_args(ConsoleMode) == CONSOLE_MODES
-    assert get_args(AttentionFallback) == FALLBACKS
     pytest.importorskip("verl")
     from verl_ext.cpu.precision import SETTINGS
     from verl_ext.trainers import TRAINERS
@@ -353,10 +350,10 @@ def test_launch_starts_the_mcp_server_once_and_names_one_that_does_not_start() -
     from agent_tune.launch.train import check_env_kwargs
 
     faulty = Path(__file__).resolve().parent / "envs" / "mcp_faulty_server.py"
-    check_env_kwargs(compose_config("agent_tune_mcp_notes_cpu", []))
+    check_env_kwargs(RunConfig.parse(compose_config("agent_tune_mcp_notes_cpu", [])).options)
     with pytest.raises(ConfigError) as info:
-        check_env_kwargs(compose_config("agent_tune_mcp_notes_cpu",
-                                        [f"agent_tune.env_kwargs.mcp.server.command=[python,{faulty},--no-start]"]))
+        check_env_kwargs(RunConfig.parse(compose_config("agent_tune_mcp_notes_cpu",
+                                        [f"agent_tune.env_kwargs.mcp.server.command=[python,{faulty},--no-start]"])).options)
     message = str(info.value)
     assert message.startswith("config key 'agent_tune.env_kwargs.mcp': ") and "--no-start` did not start" in message
     assert "refusing to start (missing API key)" in message

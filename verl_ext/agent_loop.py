@@ -29,13 +29,12 @@ import os
 import uuid
 from typing import Any, Mapping
 
-from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 from verl.experimental.agent_loop.tool_agent_loop import SPEC_DECODE_EXTRA_KEYS
 
 from agent_tune.envs import get_env_class
 from agent_tune.envs.tasks import row_env, row_task
-from agent_tune.options import AgentTuneOptions, parse_options
+from agent_tune.options import AgentTuneOptions, options_of, parse_options
 from agent_tune.rollout import (
     ChatRenderer,
     EpisodeResult,
@@ -178,10 +177,8 @@ class AgentTuneLoop(AgentLoopBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.pop("tools", None)  # verl's own tool list: agent-tune environments bring their tools
         super().__init__(*args, **kwargs)
-        options = self.config.get("agent_tune", None)
-        # the block typed (agent_tune/options.py; the launcher checked it at start-up)
-        self.options: AgentTuneOptions = parse_options(
-            OmegaConf.to_container(options, resolve=True) if options is not None else None)
+        # the block typed (agent_tune/options.py), as the launcher parsed it at start-up
+        self.options: AgentTuneOptions = options_of(self.config)
         # verl builds a loop per episode; the first one in a worker process comes once its start-up is done
         # (verl, torch, the tokenizer loaded): the collector's settings are applied then, once per process
         apply_worker_gc(self.options.worker_gc)

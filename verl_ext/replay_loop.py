@@ -36,6 +36,7 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
 
+from agent_tune.options import options_of
 from agent_tune.rollout.dump import (
     DumpError,
     append_jsonl,
@@ -203,7 +204,7 @@ class ReplayAgentLoopManager(AgentLoopManagerTQ):
 
     def generate_sequences(self, prompts: Any) -> None:
         if not _flag(prompts, "validate"):
-            replay_dir = str(self.config.agent_tune.debug.replay_dir)
+            replay_dir = str(options_of(self.config).debug.replay_dir)
             step = int(_value(prompts, "global_steps"))
             indexes = [int(i) for i in _value(prompts, "index")]
             missing = missing_samples(replay_dir, step, indexes, int(self.config.actor_rollout_ref.rollout.n))

@@ -2,8 +2,10 @@
 processes, never inside verl's (that code is in ``verl_ext``).
 
 - :mod:`~agent_tune.launch.launcher` - the skeleton ``agent-tune train`` and ``agent-tune sft`` share: the
-  command line, the composed config, the start-up checks as named phases, the training child with its log
-  file, exit codes;
+  command line, the composed config, one ordered start-up pipeline as named phases (also run on each stage of
+  a curriculum), the training child with its log file, exit codes;
+- :mod:`~agent_tune.launch.run_config` - the typed run description the launchers pass on: the composed config
+  and its ``agent_tune`` block, parsed once;
 - :mod:`~agent_tune.launch.compose` - composing a Hydra config from ``config/`` (and the ``smollm2`` model
   alias, the data-file check); :mod:`~agent_tune.launch.resolvers` - the resolvers those configs use;
 - :mod:`~agent_tune.launch.train` - ``agent-tune train`` (GRPO with verl's PPO trainer) and the training

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-from typing import get_args
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -27,7 +26,6 @@ logger = logging.getLogger(__name__)
 
 FLASH_ATTENTION_2 = "flash_attention_2"
 VERL_DEFAULT_ATTENTION = FLASH_ATTENTION_2  # verl.workers.config.model.HFModelConfig's default
-FALLBACKS = get_args(AttentionFallback)  # the choices, written once (agent_tune/options.py)
 INSTALL_HINT = "bash scripts/install_gpu.sh, or pip install flash-attn==2.8.3 --no-build-isolation (docs/gpu.md)"
 
 
@@ -58,16 +56,15 @@ def attn_implementation(config: DictConfig, model_key: str = "actor_rollout_ref.
     return str(value) if value is not None else VERL_DEFAULT_ATTENTION
 
 
-def check_attention(config: DictConfig) -> None:
+def check_attention(config: DictConfig, fallback: AttentionFallback = "error") -> None:
     """Fail, or fall back to SDPA, when the config uses flash-attention 2 and ``flash_attn`` does not import.
 
+    ``fallback`` is ``agent_tune.attention_fallback`` (typed by :class:`agent_tune.options.AgentTuneOptions`).
+
     Raises:
-        ConfigError: ``agent_tune.attention_fallback`` is ``error`` (or unknown), or the SDPA fallback is
-            impossible (Ulysses sequence parallelism); the message names the key and the fix.
+        ConfigError: ``fallback`` is ``error``, or the SDPA fallback is impossible (Ulysses sequence
+            parallelism); the message names the key and the fix.
     """
-    fallback = OmegaConf.select(config, "agent_tune.attention_fallback", default="error")
-    if fallback not in FALLBACKS:
-        raise ConfigError(f"config key 'agent_tune.attention_fallback': {fallback!r} is not one of {FALLBACKS}")
     users = [(m, actor) for m, actor in _models(config) if attn_implementation(config, m) == FLASH_ATTENTION_2]
     if not users or flash_attn_importable():
         return

@@ -83,22 +83,23 @@ def describe_config_error(exc: BaseException) -> str:
     return detail
 
 
-def smollm2_dir(config: DictConfig) -> Path:
-    """Where the alias ``smollm2`` resolves: ``<agent_tune.model_cache_dir>/SmolLM2-135M-Instruct``."""
-    cache_root = OmegaConf.select(config, "agent_tune.model_cache_dir", default=None) or "~/.cache/agent_tune/models"
-    return Path(cache_root).expanduser() / SMOLLM2_DIRNAME
+def smollm2_dir(model_cache_dir: str | None) -> Path:
+    """Where the alias ``smollm2`` resolves: ``<agent_tune.model_cache_dir>/SmolLM2-135M-Instruct`` (``None``:
+    ``~/.cache/agent_tune/models``)."""
+    return Path(model_cache_dir or "~/.cache/agent_tune/models").expanduser() / SMOLLM2_DIRNAME
 
 
-def resolve_model_paths(config: DictConfig, keys: Sequence[str]) -> None:
-    """Replace the alias ``smollm2`` at the model/tokenizer path ``keys`` by the cached HF folder (converting
-    once); a failure names the first key holding the alias."""
+def resolve_model_paths(config: DictConfig, keys: Sequence[str], model_cache_dir: str | None = None) -> None:
+    """Replace the alias ``smollm2`` at the model/tokenizer path ``keys`` by the cached HF folder under
+    ``model_cache_dir`` (``agent_tune.model_cache_dir``; converting once); a failure names the first key holding
+    the alias."""
     aliased = [k for k in keys if OmegaConf.select(config, k, default=None) == SMOLLM2_ALIAS]
     if not aliased:
         return
     from agent_tune.models.smollm2 import SmolLM2NotFoundError, ensure_smollm2
 
     try:
-        path = str(ensure_smollm2(smollm2_dir(config)))
+        path = str(ensure_smollm2(smollm2_dir(model_cache_dir)))
     except (SmolLM2NotFoundError, FileExistsError) as exc:
         raise ConfigError(f"config key '{aliased[0]}' ({SMOLLM2_ALIAS}): {exc}") from exc
     with open_dict(config):

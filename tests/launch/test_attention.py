@@ -18,6 +18,7 @@ from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch.attention import attn_implementation, check_attention  # noqa: E402
 from agent_tune.launch.compose import compose_config  # noqa: E402
 from agent_tune.launch.train import validate  # noqa: E402
+from agent_tune.launch.run_config import RunConfig  # noqa: E402
 
 
 @pytest.fixture
@@ -53,7 +54,7 @@ def test_gpu_configs_use_verl_default_flash_attention(gpu_config):
 def test_missing_flash_attn_fails_naming_key_and_fix(no_flash_attn, gpu_config):
     config = gpu_config
     with pytest.raises(ConfigError) as info:
-        validate(config)
+        validate(RunConfig.parse(config))
     message = str(info.value)
     assert "actor_rollout_ref.model.override_config.attn_implementation" in message
     assert "scripts/install_gpu.sh" in message and "--no-build-isolation" in message
@@ -64,7 +65,7 @@ def test_sdpa_fallback_warns_and_switches(no_flash_attn, caplog):
     config = compose_config("agent_tune_bfcl", ["agent_tune.attention_fallback=sdpa"])  # the override path
     assert config.actor_rollout_ref.model.use_remove_padding is True
     with caplog.at_level(logging.WARNING, logger="agent_tune.launch.attention"):
-        validate(config)
+        validate(RunConfig.parse(config))
     assert config.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
     assert config.actor_rollout_ref.model.use_remove_padding is False
     assert any("falls back" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
@@ -75,24 +76,24 @@ def test_sdpa_fallback_refused_with_ulysses(no_flash_attn, gpu_config):
     config.agent_tune.attention_fallback = "sdpa"
     config.actor_rollout_ref.actor.ulysses_sequence_parallel_size = 4
     with pytest.raises(ConfigError, match=r"actor_rollout_ref\.actor\.ulysses_sequence_parallel_size"):
-        check_attention(config)
+        check_attention(config, RunConfig.parse(config).options.attention_fallback)
 
 
 def test_flash_attn_present_leaves_config_alone(with_flash_attn, gpu_config):
     config = gpu_config
     config.agent_tune.attention_fallback = "sdpa"
-    check_attention(config)
+    check_attention(config, RunConfig.parse(config).options.attention_fallback)
     assert attn_implementation(config) == "flash_attention_2"
     assert config.actor_rollout_ref.model.use_remove_padding is True
 
 
 def test_sdpa_configs_need_no_flash_attn(no_flash_attn, gpu_config):
     config = compose_config("agent_tune_bfcl_cpu")
-    check_attention(config)  # the CPU device group sets sdpa
+    check_attention(config, RunConfig.parse(config).options.attention_fallback)  # the CPU device group sets sdpa
     assert attn_implementation(config) == "sdpa"
     with open_dict(gpu_config):
         gpu_config.actor_rollout_ref.model.override_config.attn_implementation = "eager"
-    check_attention(gpu_config)
+    check_attention(gpu_config, RunConfig.parse(gpu_config).options.attention_fallback)
     assert attn_implementation(gpu_config) == "eager"
 
 
@@ -102,11 +103,11 @@ def test_critic_model_checked_when_gae(no_flash_attn, gpu_config):
     with open_dict(config):
         config.actor_rollout_ref.model.override_config.attn_implementation = "sdpa"
     with pytest.raises(ConfigError, match=r"critic\.model\.override_config\.attn_implementation"):
-        check_attention(config)
+        check_attention(config, RunConfig.parse(config).options.attention_fallback)
 
 
 def test_unknown_fallback_named(with_flash_attn, gpu_config):
     config = gpu_config
     config.agent_tune.attention_fallback = "maybe"
     with pytest.raises(ConfigError, match="agent_tune.attention_fallback"):
-        check_attention(config)
+        check_attention(config, RunConfig.parse(config).options.attention_fallback)

@@ -12,6 +12,7 @@ from agent_tune.launch import attention  # noqa: E402
 from agent_tune.launch.batch_split import check_batch_split, data_parallel  # noqa: E402
 from agent_tune.launch.compose import compose_config, default_config_dir  # noqa: E402
 from agent_tune.launch.train import validate  # noqa: E402
+from agent_tune.launch.run_config import RunConfig  # noqa: E402
 
 # every shipped trainer config, GPU and CPU (the SFT ones are verl SFT-trainer configs without rollouts)
 SHIPPED = sorted(p.stem for p in default_config_dir().glob("*.yaml") if not p.stem.startswith("agent_tune_sft"))
@@ -101,4 +102,4 @@ def test_validate_runs_the_check(monkeypatch):
     monkeypatch.setattr(attention, "flash_attn_importable", lambda: True)
     config = compose_config("agent_tune_retool", ["data.train_batch_size=63", "actor_rollout_ref.rollout.n=5"])
     with pytest.raises(ConfigError, match=r"'data.train_batch_size'=63 x 'actor_rollout_ref.rollout.n'=5 = 315"):
-        validate(config)
+        validate(RunConfig.parse(config))

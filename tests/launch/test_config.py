@@ -13,6 +13,7 @@ pytest.importorskip("hydra")
 from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch.compose import compose_config  # noqa: E402
 from agent_tune.launch.train import MODEL_KEYS, TrainLauncher  # noqa: E402
+from agent_tune.launch.run_config import RunConfig  # noqa: E402
 
 # Keys our configs add to verl's ppo_trainer YAML, each checked below against what reads it.
 ADDED_KEYS = {
@@ -164,7 +165,7 @@ def test_smollm2_alias_resolves_to_cache(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(smollm2, "ensure_smollm2", lambda out: calls.append(out) or out)
     cfg = compose_config("agent_tune_grpo_cpu", [f"agent_tune.model_cache_dir={tmp_path}"])
-    resolve_model_paths(cfg, MODEL_KEYS)
+    resolve_model_paths(cfg, MODEL_KEYS, RunConfig.parse(cfg).options.model_cache_dir)
     expected = str(tmp_path / "SmolLM2-135M-Instruct")
     assert cfg.actor_rollout_ref.model.path == expected
     assert calls == [tmp_path / "SmolLM2-135M-Instruct"]
@@ -176,7 +177,7 @@ def test_other_model_paths_untouched(monkeypatch):
 
     monkeypatch.setattr(smollm2, "ensure_smollm2", lambda out: pytest.fail("must not convert"))
     cfg = compose_config("agent_tune_grpo_cpu", ["actor_rollout_ref.model.path=/models/qwen"])
-    resolve_model_paths(cfg, MODEL_KEYS)
+    resolve_model_paths(cfg, MODEL_KEYS, RunConfig.parse(cfg).options.model_cache_dir)
     assert cfg.actor_rollout_ref.model.path == "/models/qwen"
 
 
@@ -198,10 +199,10 @@ def test_validate_rejects_unknown_rollout_field_and_fsdp1_on_cpu():
     from agent_tune.launch.train import validate
 
     with pytest.raises(ConfigError, match="bogus"):
-        validate(compose_config("agent_tune_grpo_cpu", ["+actor_rollout_ref.rollout.bogus=1"]))
+        validate(RunConfig.parse(compose_config("agent_tune_grpo_cpu", ["+actor_rollout_ref.rollout.bogus=1"])))
     with pytest.raises(ConfigError, match="actor_rollout_ref.actor.strategy"):
-        validate(compose_config("agent_tune_grpo_cpu", ["actor_rollout_ref.actor.strategy=fsdp"]))
-    validate(compose_config("agent_tune_grpo_cpu"))  # the shipped config passes verl's own checks
+        validate(RunConfig.parse(compose_config("agent_tune_grpo_cpu", ["actor_rollout_ref.actor.strategy=fsdp"])))
+    validate(RunConfig.parse(compose_config("agent_tune_grpo_cpu")))  # the shipped config passes verl's own checks
 
 
 @pytest.mark.parametrize("key", ["algorithm.use_kl_in_reward", "actor_rollout_ref.actor.use_kl_loss"])
@@ -210,7 +211,7 @@ def test_validate_names_the_key_needing_a_reference_policy_on_cpu(key):
     from agent_tune.launch.train import validate
 
     with pytest.raises(ConfigError, match=f"config key '{key}'.*reference policy"):
-        validate(compose_config("agent_tune_grpo_cpu", [f"{key}=true"]))
+        validate(RunConfig.parse(compose_config("agent_tune_grpo_cpu", [f"{key}=true"])))
 
 
 def test_main_exit_code_on_bad_key(capsys):

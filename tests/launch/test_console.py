@@ -263,15 +263,18 @@ def test_launcher_console_mode_and_child_flag() -> None:
     from agent_tune.errors import ConfigError
     from agent_tune.launch.compose import compose_config
     from agent_tune.launch.launcher import console_mode
+    from agent_tune.launch.run_config import RunConfig
     from agent_tune.launch.train import TrainLauncher
 
     parse_args = TrainLauncher().parse_args
     assert parse_args(["--verbose", "a=1"]).verbose and parse_args(["--_child", "c.yaml"]).child == "c.yaml"
     cfg = compose_config("agent_tune_grpo_cpu")
-    assert console_mode(cfg, False) == "quiet" and console_mode(cfg, True) == "verbose"
-    assert console_mode(compose_config("agent_tune_grpo_cpu", ["agent_tune.console=verbose"]), False) == "verbose"
+    run = RunConfig.parse(cfg)
+    assert console_mode(run, False) == "quiet" and console_mode(run, True) == "verbose"
+    assert console_mode(RunConfig.parse(compose_config("agent_tune_grpo_cpu", ["agent_tune.console=verbose"])),
+                        False) == "verbose"
     with pytest.raises(ConfigError, match="agent_tune.console"):
-        console_mode(compose_config("agent_tune_grpo_cpu", ["agent_tune.console=loud"]), False)
+        console_mode(RunConfig.parse(compose_config("agent_tune_grpo_cpu", ["agent_tune.console=loud"])), False)
 
 
 def test_setup_logging_follows_replaced_std_streams(monkeypatch) -> None:

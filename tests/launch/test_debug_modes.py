@@ -13,6 +13,7 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch.compose import compose_config  # noqa: E402
+from agent_tune.launch.run_config import RunConfig  # noqa: E402
 from agent_tune.launch.debug_modes import (  # noqa: E402
     BASE_LOOPS,
     MANAGER_KEY,
@@ -58,14 +59,14 @@ def test_option_is_typed() -> None:
 def test_shipped_default_is_off() -> None:
     config = compose_config(CPU)
     before = OmegaConf.to_container(config, resolve=True)
-    assert not prepare_debug(config).active
+    assert not prepare_debug(RunConfig.parse(config)).options.debug.active
     assert OmegaConf.to_container(config, resolve=True) == before
 
 
 def test_rollout_only_sets_no_update_and_the_recording_loop(tmp_path) -> None:
     config = _config(tmp_path, "+debug=rollout_only",
                      f"actor_rollout_ref.rollout.agent.agent_loop_config_path={BASE_LOOPS}")
-    debug = prepare_debug(config)
+    debug = prepare_debug(RunConfig.parse(config)).options.debug
     run = (tmp_path / "run").resolve()
     assert debug.rollout_only and debug.dump_dir == str(run / "rollout_dump")
     assert config.trainer.critic_warmup == NO_UPDATE_BEFORE and config.trainer.save_freq == -1
@@ -79,7 +80,7 @@ def test_rollout_only_sets_no_update_and_the_recording_loop(tmp_path) -> None:
 def test_replay_sets_the_replay_loop_and_manager(tmp_path) -> None:
     dump = _dump(tmp_path / "dump", steps=2)
     config = _config(tmp_path, "+debug=replay", f"agent_tune.debug.replay_dir={dump}", "trainer.total_training_steps=2")
-    assert prepare_debug(config).replay_dir == str(dump.resolve())
+    assert prepare_debug(RunConfig.parse(config)).options.debug.replay_dir == str(dump.resolve())
     assert OmegaConf.select(config, MANAGER_KEY) == REPLAY_MANAGER
     loops = OmegaConf.load(config.actor_rollout_ref.rollout.agent.agent_loop_config_path)
     assert {e["name"]: e["_target_"] for e in loops} == {"agent_tune": "verl_ext.replay_loop.ReplayLoop", **OWN}
@@ -89,7 +90,7 @@ def test_replay_sets_the_replay_loop_and_manager(tmp_path) -> None:
 def test_replay_recipe_needs_the_folder(tmp_path) -> None:
     config = _config(tmp_path, "+debug=replay")
     with pytest.raises(OptionError, match="'agent_tune.debug.replay_dir': replay needs the folder"):
-        prepare_debug(config)
+        prepare_debug(RunConfig.parse(config)).options.debug
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
@@ -103,13 +104,13 @@ def test_replay_recipe_needs_the_folder(tmp_path) -> None:
 ])
 def test_rollout_only_refuses(tmp_path, overrides, message) -> None:
     with pytest.raises(ConfigError, match=message):
-        prepare_debug(_config(tmp_path, "+debug=rollout_only", *overrides))
+        prepare_debug(RunConfig.parse(_config(tmp_path, "+debug=rollout_only", *overrides))).options.debug
 
 
 def test_rollout_only_refuses_a_used_dump_folder(tmp_path) -> None:
     dump = _dump(tmp_path / "dump")
     with pytest.raises(ConfigError, match=r"'agent_tune.debug.dump_dir': .* already holds the dump of steps \[1\]"):
-        prepare_debug(_config(tmp_path, "+debug=rollout_only", f"agent_tune.debug.dump_dir={dump}"))
+        prepare_debug(RunConfig.parse(_config(tmp_path, "+debug=rollout_only", f"agent_tune.debug.dump_dir={dump}"))).options.debug
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
@@ -121,10 +122,10 @@ def test_rollout_only_refuses_a_used_dump_folder(tmp_path) -> None:
 def test_replay_refuses(tmp_path, overrides, message) -> None:
     dump = _dump(tmp_path / "dump", steps=2)
     with pytest.raises(ConfigError, match=message):
-        prepare_debug(_config(tmp_path, "+debug=replay", f"agent_tune.debug.replay_dir={dump}",
-                              "trainer.total_training_steps=2", *overrides))
+        prepare_debug(RunConfig.parse(_config(tmp_path, "+debug=replay", f"agent_tune.debug.replay_dir={dump}",
+                              "trainer.total_training_steps=2", *overrides))).options.debug
 
 
 def test_replay_refuses_a_folder_without_a_dump(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"'agent_tune.debug.replay_dir': no step dump"):
-        prepare_debug(_config(tmp_path, "+debug=replay", f"agent_tune.debug.replay_dir={tmp_path}"))
+        prepare_debug(RunConfig.parse(_config(tmp_path, "+debug=replay", f"agent_tune.debug.replay_dir={tmp_path}"))).options.debug

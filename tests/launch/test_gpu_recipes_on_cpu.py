@@ -16,6 +16,7 @@ pytest.importorskip("hydra")
 from agent_tune.launch import attention  # noqa: E402
 from agent_tune.launch.compose import compose_config, default_config_dir  # noqa: E402
 from agent_tune.launch.train import validate  # noqa: E402
+from agent_tune.launch.run_config import RunConfig  # noqa: E402
 
 PROBE = "+device=cpu_probe"
 GPU_RECIPES = ["agent_tune_bfcl", "agent_tune_toolrl", "agent_tune_tau2", "agent_tune_retool"]
@@ -88,13 +89,13 @@ def _probe_validated(name: str) -> DictConfig:
     """``name`` + the overlay, through the launcher's checks (tau2's against a stand-in user simulator)."""
     if "tau2" not in name:
         config = compose_config(name, [PROBE])
-        validate(config)
+        validate(RunConfig.parse(config))
         return config
     from tests.users.fake_openai import FakeOpenAI
 
     with FakeOpenAI("user-simulator") as user:
         config = compose_config(name, [PROBE, f"agent_tune.env_kwargs.tau2.user.base_url={user.base_url}"])
-        validate(config)
+        validate(RunConfig.parse(config))
     return config
 
 

@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from agent_tune.errors import ConfigError
 from agent_tune.launch.launcher import Child, Launcher
+from agent_tune.launch.run_config import RunConfig
 from agent_tune.launch.sft import SFTLauncher
 
 
@@ -52,7 +53,7 @@ def test_launch_runs_the_child_on_the_saved_config_with_its_output_in_the_log(tm
     """)
     (out).mkdir()
     (out / "child.log").write_text("an earlier launch\n")
-    assert launcher.launch(_config(out), "cfg", False, time.monotonic()) == 3
+    assert launcher.launch(RunConfig.parse(_config(out)), "cfg", False, time.monotonic()) == 3
     child = launcher.followed
     assert child is not None and child.run_dir == out.resolve() and child.log_path == out / "child.log"
     log = (out / "child.log").read_text()
@@ -71,7 +72,7 @@ def test_sigterm_to_the_launcher_stops_the_child_and_says_so(tmp_path: Path) -> 
 
     before = signal.getsignal(signal.SIGTERM)
     launcher = Stopped("import time; time.sleep(60)")
-    assert launcher.launch(_config(tmp_path / "run"), "cfg", False, time.monotonic()) == -signal.SIGTERM
+    assert launcher.launch(RunConfig.parse(_config(tmp_path / "run")), "cfg", False, time.monotonic()) == -signal.SIGTERM
     assert launcher.followed.stop_requested() and signal.getsignal(signal.SIGTERM) is before
 
 
@@ -113,7 +114,7 @@ def test_sft_follows_its_child_and_reports_the_checkpoint(tmp_path: Path, monkey
     """, monkeypatch)
     echo = io.StringIO()
     monkeypatch.setattr(sys, "stdout", echo)
-    assert launcher.launch(_config(out, model={"lora_rank": 0}), "sft_cfg", False, time.monotonic()) == 0
+    assert launcher.launch(RunConfig.parse(_config(out, model={"lora_rank": 0})), "sft_cfg", False, time.monotonic()) == 0
     shown = echo.getvalue()
     assert "SFT rows: 2 rendered, 0 skipped\nstep 1/2: loss 0.5000, lr 0.0001\n" in shown and "noise" not in shown
     assert f"checkpoint: {out / 'global_step_1'}" in shown
@@ -134,6 +135,6 @@ def test_sft_failure_shows_the_cause_and_exits_with_the_childs_status(tmp_path: 
     """, monkeypatch)
     echo = io.StringIO()
     monkeypatch.setattr(sys, "stdout", echo)
-    assert launcher.launch(_config(out, model={}), "sft_cfg", False, time.monotonic()) == 5
+    assert launcher.launch(RunConfig.parse(_config(out, model={})), "sft_cfg", False, time.monotonic()) == 5
     assert "agent-tune sft: training failed (exit 5):\nTraceback" in echo.getvalue()
     assert "ValueError: no rows" in echo.getvalue() and f"full log: {out / 'sft.log'}" in echo.getvalue()

@@ -17,6 +17,7 @@ from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch import attention  # noqa: E402
 from agent_tune.launch.compose import compose_config, resolve_model_paths  # noqa: E402
 from agent_tune.launch.train import MODEL_KEYS, TrainLauncher, validate  # noqa: E402
+from agent_tune.launch.run_config import RunConfig  # noqa: E402
 from tests.launch.test_config import _has, _keys, _verl_base  # noqa: E402
 
 RECIPE = "+recipe=ppo"
@@ -64,7 +65,7 @@ def _ppo(name: str, local_model: str, overrides: tuple[str, ...] = ()) -> DictCo
     critic reads the local model."""
     extra = [] if name in CPU_CONFIGS else [f"critic.model.path={local_model}"]
     config = compose_config(name, [RECIPE, *extra, *overrides])
-    resolve_model_paths(config, MODEL_KEYS)
+    resolve_model_paths(config, MODEL_KEYS, RunConfig.parse(config).options.model_cache_dir)
     return config
 
 
@@ -88,7 +89,7 @@ def test_recipe_composes_validates_and_builds_a_critic(name, local_model):
     from verl.trainer.ppo.utils import need_critic
 
     config = _ppo(name, local_model)
-    validate(config)
+    validate(RunConfig.parse(config))
     assert config.algorithm.adv_estimator == "gae" and need_critic(config)
     assert (config.algorithm.gamma, config.algorithm.lam) == (1.0, 1.0)
     assert config.algorithm.filter_groups.enable is False and config.actor_rollout_ref.rollout.n == 1
@@ -184,5 +185,5 @@ def test_command_line_selects_the_recipe(selection, capsys):
 )
 def test_bad_critic_batch_sizes_fail_naming_the_key(name, overrides, key, local_model):
     with pytest.raises(ConfigError) as info:
-        validate(_ppo(name, local_model, overrides))
+        validate(RunConfig.parse(_ppo(name, local_model, overrides)))
     assert key in str(info.value)

@@ -13,6 +13,7 @@ pytest.importorskip("hydra")
 
 from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch.compose import compose_config  # noqa: E402
+from agent_tune.launch.run_config import RunConfig  # noqa: E402
 from agent_tune.launch.sft import (  # noqa: E402
     SFTLauncher,
     follow,
@@ -42,10 +43,11 @@ def test_cpu_config_runs_fsdp2_in_fp32_with_the_cpu_template():
     assert config.engine.mixed_precision.param_dtype == "fp32" and config.model.path == "smollm2"
     assert config.data.chat_template == "smollm2_tools"
     child_command = SFTLauncher().child_command
-    assert child_command(config, "c.yaml")[-4:] == ["-m", "agent_tune.launch.sft", "--_child", "c.yaml"]
-    assert "--nproc_per_node=1" in child_command(config, "c.yaml")
+    run = RunConfig.parse(config)
+    assert child_command(run, "c.yaml")[-4:] == ["-m", "agent_tune.launch.sft", "--_child", "c.yaml"]
+    assert "--nproc_per_node=1" in child_command(run, "c.yaml")
     gpu = compose_config("agent_tune_sft", ["data.train_files=x.parquet"])
-    assert "--nproc_per_node=8" in child_command(gpu, "c.yaml")
+    assert "--nproc_per_node=8" in child_command(RunConfig.parse(gpu), "c.yaml")
 
 
 @pytest.mark.parametrize(

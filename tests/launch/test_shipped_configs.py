@@ -13,6 +13,7 @@ from agent_tune.launch import attention  # noqa: E402
 from agent_tune.launch.compose import compose_config, default_config_dir  # noqa: E402
 from agent_tune.launch.resolvers import resolve_own  # noqa: E402
 from agent_tune.launch.train import validate  # noqa: E402
+from agent_tune.launch.run_config import RunConfig  # noqa: E402
 
 # GRPO configs; the SFT configs (agent_tune_sft*) are verl SFT-trainer configs: tests/launch/test_sft.py
 SHIPPED = sorted(p.stem for p in default_config_dir().glob("*.yaml") if not p.stem.startswith("agent_tune_sft"))
@@ -37,10 +38,10 @@ def test_shipped_config_composes_and_validates(name, with_flash_attn):
 
         with FakeOpenAI("user-simulator") as user:
             config = compose_config(name, [f"agent_tune.env_kwargs.tau2.user.base_url={user.base_url}"])
-            validate(config)
+            validate(RunConfig.parse(config))
     else:
         config = compose_config(name)
-        validate(config)
+        validate(RunConfig.parse(config))
     rollout = config.actor_rollout_ref.rollout
     assert rollout.max_model_len == config.data.max_prompt_length + config.data.max_response_length
     raw = OmegaConf.to_yaml(config)  # nothing left for verl's Ray actors to resolve with our resolver
@@ -109,4 +110,4 @@ def test_tau2_config_with_the_user_server_down_fails_naming_it(with_flash_attn):
     url = free_port_url()
     config = compose_config("agent_tune_tau2_cpu", [f"agent_tune.env_kwargs.tau2.user.base_url={url}"])
     with pytest.raises(ConfigError, match="agent_tune.env_kwargs.tau2.*user simulator at"):
-        validate(config)
+        validate(RunConfig.parse(config))

@@ -13,6 +13,7 @@ from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch import attention  # noqa: E402
 from agent_tune.launch.compose import compose_config  # noqa: E402
 from agent_tune.launch.train import validate  # noqa: E402
+from agent_tune.launch.run_config import RunConfig  # noqa: E402
 
 KEY = "agent_tune.env_kwargs.toolcall.reward"
 
@@ -52,7 +53,7 @@ def test_gpu_recipe_holds_toolrl_values() -> None:
 @pytest.mark.parametrize("overrides", VARIANTS, ids=lambda o: o[0].rsplit(".", 1)[1])
 def test_every_variant_is_one_override(overrides: list[str]) -> None:
     config = compose_config("agent_tune_toolrl_cpu", overrides)
-    validate(config)
+    validate(RunConfig.parse(config))
     key, value = overrides[0].rsplit(".", 1)[1].split("=")
     assert str(_reward(config)[key]) == value
 
@@ -74,7 +75,7 @@ def test_trainer_total_steps_reach_the_reward() -> None:
 )
 def test_bad_reward_options_fail_at_start_up(overrides: list[str], message: str) -> None:
     with pytest.raises(ConfigError) as info:
-        validate(compose_config("agent_tune_toolrl_cpu", overrides))
+        validate(RunConfig.parse(compose_config("agent_tune_toolrl_cpu", overrides)))
     assert "agent_tune.env_kwargs.toolcall" in str(info.value) and message in str(info.value)
 
 
@@ -87,5 +88,5 @@ def test_bad_reward_options_fail_at_start_up(overrides: list[str], message: str)
 )
 def test_bad_env_options_of_any_env_fail_at_start_up(overrides: list[str], message: str) -> None:
     with pytest.raises(ConfigError) as info:
-        validate(compose_config("agent_tune_bfcl_cpu", overrides))
+        validate(RunConfig.parse(compose_config("agent_tune_bfcl_cpu", overrides)))
     assert "agent_tune.env_kwargs.bfcl" in str(info.value) and message in str(info.value)

@@ -140,10 +140,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
 
     from agent_tune.launch.compose import compose_config, resolve_model_paths
+    from agent_tune.launch.run_config import RunConfig
     from agent_tune.launch.train import MODEL_KEYS
 
     config = compose_config(args.config_name, args.overrides)
-    resolve_model_paths(config, MODEL_KEYS)
+    resolve_model_paths(config, MODEL_KEYS, RunConfig.parse(config).options.model_cache_dir)
     from verl_ext.cpu.launch import enable_cpu_support
 
     enable_cpu_support(config)

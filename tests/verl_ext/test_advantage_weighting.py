@@ -19,6 +19,7 @@ from verl.protocol import DataProto  # noqa: E402
 from verl.trainer.ppo import ray_trainer  # noqa: E402
 
 from agent_tune.options import TaskWeightingConfig, TaskWeightingMode, parse_options  # noqa: E402
+from agent_tune.launch.run_config import RunConfig  # noqa: E402
 from agent_tune.utils.typed_config import OptionError  # noqa: E402
 from verl_ext import advantage_weighting as adv  # noqa: E402
 from verl_ext import task_weighting, task_weighting_runner  # noqa: E402
@@ -257,15 +258,14 @@ def test_install_follows_the_mode(monkeypatch) -> None:
 def test_shipped_tau2_configs() -> None:
     from agent_tune.errors import ConfigError
     from agent_tune.launch.compose import compose_config
-    from agent_tune.launch.train import check_task_weighting
 
-    gpu = check_task_weighting(compose_config("agent_tune_tau2"))
+    gpu = RunConfig.parse(compose_config("agent_tune_tau2")).options.task_weighting
     assert gpu.enable and gpu.mode == "advantage" and gpu.min_attempts == 5
     cpu = compose_config("agent_tune_tau2_cpu")
-    assert check_task_weighting(cpu).mode == "sample"
+    assert RunConfig.parse(cpu).options.task_weighting.mode == "sample"
     switched = compose_config("agent_tune_tau2", ["agent_tune.task_weighting.mode=sample"])
-    assert check_task_weighting(switched).mode == "sample"
+    assert RunConfig.parse(switched).options.task_weighting.mode == "sample"
     with pytest.raises(ConfigError, match="agent_tune.task_weighting.mode"):
-        check_task_weighting(compose_config("agent_tune_tau2_cpu", ["agent_tune.task_weighting.mode=advantages"]))
+        RunConfig.parse(compose_config("agent_tune_tau2_cpu", ["agent_tune.task_weighting.mode=advantages"])).options.task_weighting
     weighting = adv.from_config(compose_config("agent_tune_tau2", ["trainer.default_local_dir=/tmp/x"]))
     assert weighting.config.mode == "advantage" and str(weighting.state_path) == "/tmp/x/task_weighting.json"

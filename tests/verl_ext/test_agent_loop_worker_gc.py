@@ -14,7 +14,7 @@ from verl.experimental.agent_loop.agent_loop import DictConfigWrap  # noqa: E402
 
 from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch.compose import compose_config  # noqa: E402
-from agent_tune.launch.train import check_options  # noqa: E402
+from agent_tune.launch.run_config import RunConfig  # noqa: E402
 from agent_tune.rollout import worker_gc  # noqa: E402
 from verl_ext.agent_loop import AgentTuneLoop  # noqa: E402
 
@@ -58,9 +58,9 @@ def test_bad_value_fails_in_the_loop_naming_the_key(qwen_tok, freezes) -> None:
 def test_shipped_default_and_start_up_check() -> None:
     config = compose_config("agent_tune_grpo_cpu")
     assert OmegaConf.to_container(config.agent_tune.worker_gc) == {"freeze": True, "gen2_threshold": 100}
-    check_options(config)
-    check_options(compose_config("agent_tune_grpo_cpu", ["agent_tune.worker_gc=null"]))
+    RunConfig.parse(config)
+    RunConfig.parse(compose_config("agent_tune_grpo_cpu", ["agent_tune.worker_gc=null"]))
     for override, key in [("agent_tune.worker_gc.freeze=sometimes", "freeze"),
                           ("agent_tune.worker_gc.gen2_threshold=0", "gen2_threshold")]:
         with pytest.raises(ConfigError, match=rf"config key 'agent_tune\.worker_gc\.{key}'"):
-            check_options(compose_config("agent_tune_grpo_cpu", [override]))
+            RunConfig.parse(compose_config("agent_tune_grpo_cpu", [override]))

@@ -9,6 +9,7 @@ pytest.importorskip("hydra")
 from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch.compose import compose_config  # noqa: E402
 from agent_tune.launch.launcher import describe_precision  # noqa: E402
+from agent_tune.launch.run_config import RunConfig  # noqa: E402
 from verl_ext.cpu import precision  # noqa: E402
 
 AVX512_BF16 = ("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni\n\n"
@@ -55,7 +56,7 @@ def test_the_cpu_configs_follow_the_setting(setting: str, fsdp: str, vllm: str) 
         assert actor.mixed_precision.param_dtype == fsdp and cfg.actor_rollout_ref.rollout.dtype == vllm
         # master weights, optimizer state and the gradient reduction stay fp32 either way
         assert actor.model_dtype == "fp32" and actor.mixed_precision.reduce_dtype == "fp32"
-        assert describe_precision(cfg) == f"; CPU compute {setting} (agent_tune.cpu_precision={setting})"
+        assert describe_precision(RunConfig.parse(cfg)) == f"; CPU compute {setting} (agent_tune.cpu_precision={setting})"
 
 
 def test_auto_resolves_on_this_machine_when_composed() -> None:
@@ -63,7 +64,7 @@ def test_auto_resolves_on_this_machine_when_composed() -> None:
     expected = precision.resolve("auto")
     assert cfg.actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype == expected
     assert "${" not in str(cfg.actor_rollout_ref.rollout.dtype)  # a plain value before verl's actors see it
-    assert describe_precision(cfg).startswith(f"; CPU compute {expected} (auto: ")
+    assert describe_precision(RunConfig.parse(cfg)).startswith(f"; CPU compute {expected} (auto: ")
 
 
 def test_bad_setting_fails_at_compose_naming_the_key() -> None:
@@ -72,4 +73,4 @@ def test_bad_setting_fails_at_compose_naming_the_key() -> None:
 
 
 def test_gpu_configs_say_nothing_about_cpu_precision() -> None:
-    assert describe_precision(compose_config("agent_tune_grpo")) == ""
+    assert describe_precision(RunConfig.parse(compose_config("agent_tune_grpo"))) == ""

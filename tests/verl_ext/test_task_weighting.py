@@ -146,13 +146,14 @@ def test_config_validation() -> None:
 def test_launcher_checks_the_config() -> None:
     from agent_tune.errors import ConfigError
     from agent_tune.launch.compose import compose_config
-    from agent_tune.launch.train import check_task_weighting
+    from agent_tune.launch.run_config import RunConfig
 
     config = compose_config("agent_tune_grpo_cpu", ["agent_tune.task_weighting.enable=true"])
-    assert check_task_weighting(config).enable and check_task_weighting(config).min_attempts == 5
+    weighting = RunConfig.parse(config).options.task_weighting
+    assert weighting.enable and weighting.min_attempts == 5
     config = compose_config("agent_tune_grpo_cpu", ["agent_tune.task_weighting.hard_weight=2"])
     with pytest.raises(ConfigError, match="agent_tune.task_weighting.hard_weight"):
-        check_task_weighting(config)
+        RunConfig.parse(config).options.task_weighting
 
 
 class _Frame:

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch.compose import compose_config  # noqa: E402
 from agent_tune.launch.train import validate  # noqa: E402
+from agent_tune.launch.run_config import RunConfig  # noqa: E402
 from verl_ext.trainers import (  # noqa: E402
     FULLY_ASYNC,
     MAIN_PPO,
@@ -42,7 +43,7 @@ def test_cpu_async_recipes_select_verls_trainer(recipe: str, name: str) -> None:
     assert config.ray_kwargs.ray_init.num_gpus == config.trainer.n_gpus_per_node + config.rollout.n_gpus_per_node
     prepared = prepare_config(config, name)
     assert prepared.actor_rollout_ref.rollout.nnodes == 1 and prepared.actor_rollout_ref.rollout.n_gpus_per_node == 1
-    validate(prepared)  # verl's own validate_config and the rollout/algorithm dataclasses accept it
+    validate(RunConfig.parse(prepared))  # verl's own validate_config and the rollout/algorithm dataclasses accept it
 
 
 def test_fully_async_exposes_verls_staleness_bound() -> None:
@@ -55,7 +56,7 @@ def test_colocate_async_is_a_v1_mode() -> None:
     assert check_trainer(config) == MAIN_PPO
     assert config.trainer.v1.trainer_mode == "colocate_async"
     assert config.trainer.v1.sampler.max_off_policy_threshold == 2
-    validate(config)
+    validate(RunConfig.parse(config))
 
 
 @pytest.mark.parametrize("overrides, key", [
@@ -73,7 +74,7 @@ def test_colocate_async_is_a_v1_mode() -> None:
 def test_bad_async_config_fails_at_start_up_naming_the_key(overrides: list[str], key: str) -> None:
     config = _compose(*overrides)
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        validate(config)
+        validate(RunConfig.parse(config))
 
 
 def test_fully_async_needs_its_section() -> None:
@@ -95,5 +96,5 @@ def test_one_step_off_drops_verls_rollout_dump() -> None:
 def test_fully_async_validates_its_step_batch_and_keeps_verls_zero() -> None:
     config = _compose("+async=fully_async_policy_cpu")
     # verl's validate_config refuses a zero batch; it sees ppo_mini_batch_size x require_batches prompts
-    validate(config)
+    validate(RunConfig.parse(config))
     assert config.data.train_batch_size == 0 and config.data.gen_batch_size == 1  # what verl's rollouter asserts
