@@ -12,8 +12,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from agent_tune.errors import ConfigError
-from agent_tune.options import AgentTuneOptions, TaskWeightingConfig, parse_options
 from agent_tune.launch.run_config import RunConfig
+from agent_tune.options import AgentTuneOptions, TaskWeightingConfig, parse_options
 from agent_tune.rollout.worker_gc import WorkerGC
 from agent_tune.utils.typed_config import OptionError, check_arguments, check_value
 

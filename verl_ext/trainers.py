@@ -19,9 +19,7 @@ staleness bound); :func:`check_trainer` fails at start-up, naming the key, on a 
 from __future__ import annotations
 
 import logging
-from typing import Callable
-
-from typing import get_args
+from typing import Callable, get_args
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 

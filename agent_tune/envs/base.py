@@ -347,7 +347,8 @@ class BaseToolEnv(ABC):
         """Raise ``ValueError`` naming the option when constructor ``kwargs`` (a config's ``env_kwargs``
         entry) are invalid, before any episode starts; the launcher calls it at start-up. Default: every key
         is a constructor parameter, and each value fits the constructor's annotation of it
-        (:func:`agent_tune.utils.typed_config.check_arguments`: an :class:`~agent_tune.utils.typed_config.OptionError` keyed by the
+        (:func:`~agent_tune.utils.typed_config.check_arguments`: an :class:`~agent_tune.utils.typed_config.OptionError`
+        keyed by the
         parameter, e.g. ``reward``; annotations it cannot check are skipped). An env whose construction is cheap
         constructs itself too, checking the values' ranges."""
         from agent_tune.utils.typed_config import check_arguments

@@ -24,6 +24,7 @@ import logging
 from pathlib import Path
 
 from omegaconf import OmegaConf, open_dict
+
 import verl_ext
 from agent_tune.errors import ConfigError
 from agent_tune.launch.run_config import RunConfig

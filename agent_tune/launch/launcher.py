@@ -40,8 +40,6 @@ from typing import IO, Callable, Sequence
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from agent_tune.errors import ConfigError, SetupError, exit_code
-from agent_tune.launch.run_config import RunConfig
-from agent_tune.options import ConsoleMode
 from agent_tune.launch.compose import (
     SMOLLM2_ALIAS,
     check_data_files,
@@ -51,6 +49,8 @@ from agent_tune.launch.compose import (
     resolve_model_paths,
     smollm2_dir,
 )
+from agent_tune.launch.run_config import RunConfig
+from agent_tune.options import ConsoleMode
 
 logger = logging.getLogger(__name__)
 

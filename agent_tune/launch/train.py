@@ -121,7 +121,8 @@ def _step_batch_view(run: RunConfig) -> DictConfig:
 
 def check_env_kwargs(options: AgentTuneOptions) -> None:
     """Each ``agent_tune.env_kwargs`` entry, with the parsers the agent loop adds, as its environment class
-    checks it: each value against the constructor's annotation (:func:`agent_tune.utils.typed_config.check_arguments`, also
+    checks it: each value against the constructor's annotation
+    (:func:`~agent_tune.utils.typed_config.check_arguments`, also
     for envs whose own ``check_kwargs`` does not call ``BaseToolEnv``'s), then ``check_kwargs``. A bad reward
     option fails here, not in a rollout worker, naming ``agent_tune.env_kwargs.<env>.<option>`` when the type
     check finds it."""

@@ -11,8 +11,8 @@ from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch import attention  # noqa: E402
 from agent_tune.launch.batch_split import check_batch_split, data_parallel  # noqa: E402
 from agent_tune.launch.compose import compose_config, default_config_dir  # noqa: E402
-from agent_tune.launch.train import validate  # noqa: E402
 from agent_tune.launch.run_config import RunConfig  # noqa: E402
+from agent_tune.launch.train import validate  # noqa: E402
 
 # every shipped trainer config, GPU and CPU (the SFT ones are verl SFT-trainer configs without rollouts)
 SHIPPED = sorted(p.stem for p in default_config_dir().glob("*.yaml") if not p.stem.startswith("agent_tune_sft"))

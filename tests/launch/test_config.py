@@ -12,8 +12,8 @@ pytest.importorskip("hydra")
 
 from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch.compose import compose_config  # noqa: E402
-from agent_tune.launch.train import MODEL_KEYS, TrainLauncher  # noqa: E402
 from agent_tune.launch.run_config import RunConfig  # noqa: E402
+from agent_tune.launch.train import MODEL_KEYS, TrainLauncher  # noqa: E402
 
 # Keys our configs add to verl's ppo_trainer YAML, each checked below against what reads it.
 ADDED_KEYS = {

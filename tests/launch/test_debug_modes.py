@@ -13,7 +13,6 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch.compose import compose_config  # noqa: E402
-from agent_tune.launch.run_config import RunConfig  # noqa: E402
 from agent_tune.launch.debug_modes import (  # noqa: E402
     BASE_LOOPS,
     MANAGER_KEY,
@@ -21,9 +20,10 @@ from agent_tune.launch.debug_modes import (  # noqa: E402
     REPLAY_MANAGER,
     prepare_debug,
 )
+from agent_tune.launch.run_config import RunConfig  # noqa: E402
 from agent_tune.options import parse_options  # noqa: E402
-from agent_tune.utils.typed_config import OptionError  # noqa: E402
 from agent_tune.rollout.dump import append_jsonl, step_dump_path  # noqa: E402
+from agent_tune.utils.typed_config import OptionError  # noqa: E402
 
 CPU = "agent_tune_toolcall_cpu"
 OWN = {"agent_tune_record": "verl_ext.replay_loop.RecordingLoop",
@@ -110,7 +110,7 @@ def test_rollout_only_refuses(tmp_path, overrides, message) -> None:
 def test_rollout_only_refuses_a_used_dump_folder(tmp_path) -> None:
     dump = _dump(tmp_path / "dump")
     with pytest.raises(ConfigError, match=r"'agent_tune.debug.dump_dir': .* already holds the dump of steps \[1\]"):
-        prepare_debug(RunConfig.parse(_config(tmp_path, "+debug=rollout_only", f"agent_tune.debug.dump_dir={dump}"))).options.debug
+        prepare_debug(RunConfig.parse(_config(tmp_path, "+debug=rollout_only", f"agent_tune.debug.dump_dir={dump}")))
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
@@ -128,4 +128,4 @@ def test_replay_refuses(tmp_path, overrides, message) -> None:
 
 def test_replay_refuses_a_folder_without_a_dump(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"'agent_tune.debug.replay_dir': no step dump"):
-        prepare_debug(RunConfig.parse(_config(tmp_path, "+debug=replay", f"agent_tune.debug.replay_dir={tmp_path}"))).options.debug
+        prepare_debug(RunConfig.parse(_config(tmp_path, "+debug=replay", f"agent_tune.debug.replay_dir={tmp_path}")))

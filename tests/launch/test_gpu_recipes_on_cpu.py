@@ -15,8 +15,8 @@ pytest.importorskip("hydra")
 
 from agent_tune.launch import attention  # noqa: E402
 from agent_tune.launch.compose import compose_config, default_config_dir  # noqa: E402
-from agent_tune.launch.train import validate  # noqa: E402
 from agent_tune.launch.run_config import RunConfig  # noqa: E402
+from agent_tune.launch.train import validate  # noqa: E402
 
 PROBE = "+device=cpu_probe"
 GPU_RECIPES = ["agent_tune_bfcl", "agent_tune_toolrl", "agent_tune_tau2", "agent_tune_retool"]

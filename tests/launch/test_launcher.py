@@ -72,7 +72,8 @@ def test_sigterm_to_the_launcher_stops_the_child_and_says_so(tmp_path: Path) -> 
 
     before = signal.getsignal(signal.SIGTERM)
     launcher = Stopped("import time; time.sleep(60)")
-    assert launcher.launch(RunConfig.parse(_config(tmp_path / "run")), "cfg", False, time.monotonic()) == -signal.SIGTERM
+    run = RunConfig.parse(_config(tmp_path / "run"))
+    assert launcher.launch(run, "cfg", False, time.monotonic()) == -signal.SIGTERM
     assert launcher.followed.stop_requested() and signal.getsignal(signal.SIGTERM) is before
 
 
@@ -114,7 +115,8 @@ def test_sft_follows_its_child_and_reports_the_checkpoint(tmp_path: Path, monkey
     """, monkeypatch)
     echo = io.StringIO()
     monkeypatch.setattr(sys, "stdout", echo)
-    assert launcher.launch(RunConfig.parse(_config(out, model={"lora_rank": 0})), "sft_cfg", False, time.monotonic()) == 0
+    run = RunConfig.parse(_config(out, model={"lora_rank": 0}))
+    assert launcher.launch(run, "sft_cfg", False, time.monotonic()) == 0
     shown = echo.getvalue()
     assert "SFT rows: 2 rendered, 0 skipped\nstep 1/2: loss 0.5000, lr 0.0001\n" in shown and "noise" not in shown
     assert f"checkpoint: {out / 'global_step_1'}" in shown

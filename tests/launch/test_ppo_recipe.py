@@ -16,8 +16,8 @@ pytest.importorskip("hydra")
 from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch import attention  # noqa: E402
 from agent_tune.launch.compose import compose_config, resolve_model_paths  # noqa: E402
-from agent_tune.launch.train import MODEL_KEYS, TrainLauncher, validate  # noqa: E402
 from agent_tune.launch.run_config import RunConfig  # noqa: E402
+from agent_tune.launch.train import MODEL_KEYS, TrainLauncher, validate  # noqa: E402
 from tests.launch.test_config import _has, _keys, _verl_base  # noqa: E402
 
 RECIPE = "+recipe=ppo"

@@ -12,8 +12,8 @@ from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch import attention  # noqa: E402
 from agent_tune.launch.compose import compose_config, default_config_dir  # noqa: E402
 from agent_tune.launch.resolvers import resolve_own  # noqa: E402
-from agent_tune.launch.train import validate  # noqa: E402
 from agent_tune.launch.run_config import RunConfig  # noqa: E402
+from agent_tune.launch.train import validate  # noqa: E402
 
 # GRPO configs; the SFT configs (agent_tune_sft*) are verl SFT-trainer configs: tests/launch/test_sft.py
 SHIPPED = sorted(p.stem for p in default_config_dir().glob("*.yaml") if not p.stem.startswith("agent_tune_sft"))

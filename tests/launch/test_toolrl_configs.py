@@ -12,8 +12,8 @@ pytest.importorskip("hydra")
 from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch import attention  # noqa: E402
 from agent_tune.launch.compose import compose_config  # noqa: E402
-from agent_tune.launch.train import validate  # noqa: E402
 from agent_tune.launch.run_config import RunConfig  # noqa: E402
+from agent_tune.launch.train import validate  # noqa: E402
 
 KEY = "agent_tune.env_kwargs.toolcall.reward"
 

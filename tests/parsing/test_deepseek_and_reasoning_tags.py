@@ -8,7 +8,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_tune.options import AgentTuneOptions, parse_options
-from agent_tune.utils.typed_config import OptionError
 from agent_tune.parsing import (
     ParserSpecError,
     TagReasoningParser,
@@ -19,6 +18,7 @@ from agent_tune.parsing import (
     tool_parser_names,
 )
 from agent_tune.parsing.deepseek import CALL_BEGIN, CALL_END, CALLS_BEGIN, CALLS_END, SEP
+from agent_tune.utils.typed_config import OptionError
 
 DEEPSEEK = ["deepseek_v3", "deepseek_v31"]
 CALLS = [ToolCall("f", {"a": "Zoë ☕ \"q\" \n", "b": [1, None, {"c": True}]}), ToolCall("g", {})]

@@ -18,8 +18,8 @@ from omegaconf import OmegaConf  # noqa: E402
 from verl.protocol import DataProto  # noqa: E402
 from verl.trainer.ppo import ray_trainer  # noqa: E402
 
-from agent_tune.options import TaskWeightingConfig, TaskWeightingMode, parse_options  # noqa: E402
 from agent_tune.launch.run_config import RunConfig  # noqa: E402
+from agent_tune.options import TaskWeightingConfig, TaskWeightingMode, parse_options  # noqa: E402
 from agent_tune.utils.typed_config import OptionError  # noqa: E402
 from verl_ext import advantage_weighting as adv  # noqa: E402
 from verl_ext import task_weighting, task_weighting_runner  # noqa: E402
@@ -266,6 +266,6 @@ def test_shipped_tau2_configs() -> None:
     switched = compose_config("agent_tune_tau2", ["agent_tune.task_weighting.mode=sample"])
     assert RunConfig.parse(switched).options.task_weighting.mode == "sample"
     with pytest.raises(ConfigError, match="agent_tune.task_weighting.mode"):
-        RunConfig.parse(compose_config("agent_tune_tau2_cpu", ["agent_tune.task_weighting.mode=advantages"])).options.task_weighting
+        RunConfig.parse(compose_config("agent_tune_tau2_cpu", ["agent_tune.task_weighting.mode=advantages"]))
     weighting = adv.from_config(compose_config("agent_tune_tau2", ["trainer.default_local_dir=/tmp/x"]))
     assert weighting.config.mode == "advantage" and str(weighting.state_path) == "/tmp/x/task_weighting.json"

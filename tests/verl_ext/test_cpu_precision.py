@@ -56,7 +56,8 @@ def test_the_cpu_configs_follow_the_setting(setting: str, fsdp: str, vllm: str) 
         assert actor.mixed_precision.param_dtype == fsdp and cfg.actor_rollout_ref.rollout.dtype == vllm
         # master weights, optimizer state and the gradient reduction stay fp32 either way
         assert actor.model_dtype == "fp32" and actor.mixed_precision.reduce_dtype == "fp32"
-        assert describe_precision(RunConfig.parse(cfg)) == f"; CPU compute {setting} (agent_tune.cpu_precision={setting})"
+        expected = f"; CPU compute {setting} (agent_tune.cpu_precision={setting})"
+        assert describe_precision(RunConfig.parse(cfg)) == expected
 
 
 def test_auto_resolves_on_this_machine_when_composed() -> None:

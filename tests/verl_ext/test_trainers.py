@@ -10,8 +10,8 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from agent_tune.errors import ConfigError  # noqa: E402
 from agent_tune.launch.compose import compose_config  # noqa: E402
-from agent_tune.launch.train import validate  # noqa: E402
 from agent_tune.launch.run_config import RunConfig  # noqa: E402
+from agent_tune.launch.train import validate  # noqa: E402
 from verl_ext.trainers import (  # noqa: E402
     FULLY_ASYNC,
     MAIN_PPO,
