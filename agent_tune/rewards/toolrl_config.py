@@ -38,11 +38,8 @@ Scale = Literal["default", "max1", "two_stage", "smooth"]
 Granularity = Literal["default", "finegrained", "intermediate", "coarse"]
 Matching = Literal["toolrl", "optimal"]
 NoCallTasks = Literal["scored", "ignored"]
-LENGTH_MODES: tuple[str, ...] = get_args(LengthMode)
-SCALES: tuple[str, ...] = get_args(Scale)
-GRANULARITIES: tuple[str, ...] = get_args(Granularity)
+GRANULARITIES: tuple[str, ...] = get_args(Granularity)  # match_calls checks its arguments against these
 MATCHINGS: tuple[str, ...] = get_args(Matching)
-NO_CALL_TASKS: tuple[str, ...] = get_args(NoCallTasks)
 
 # the least value of each integer option
 _LEAST = {"length_target": 1, "length_target_start": 1, "length_target_end": 1, "length_schedule_steps": 1,
