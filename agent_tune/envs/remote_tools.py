@@ -4,7 +4,7 @@ a call is checked before it is sent.
 One rule for every adapter: a tool is an OpenAI-style function tool whose ``parameters`` are the server's input
 schema; a decoded call of an unknown tool, or whose arguments that schema rejects, is refused before it reaches
 the server (the policy reads why, and it counts as a format error); a schema the server got wrong itself is left
-for the server to judge.
+for the server to judge. One rule for their options too: :func:`check_limits`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from agent_tune.parsing import ToolCall
+from agent_tune.utils.typed_config import OptionError
 
 
 def function_tool(name: str, description: str | None, schema: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -35,3 +36,13 @@ def refusal(call: ToolCall, schemas: Mapping[str, Mapping[str, Any]]) -> str | N
     except jsonschema.SchemaError:
         return None  # the server's own schema is broken: let the server judge
     return None
+
+
+def check_limits(max_steps: int, **timeouts: float) -> None:
+    """The options every remote server's env has: ``max_steps`` >= 1 and each of ``timeouts`` (keyed by its option)
+    > 0; :class:`OptionError` naming the option."""
+    if max_steps < 1:
+        raise OptionError("max_steps", f"must be >= 1, got {max_steps}")
+    for key, seconds in timeouts.items():
+        if seconds <= 0:
+            raise OptionError(key, f"must be > 0, got {seconds}")

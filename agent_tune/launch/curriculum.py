@@ -49,14 +49,16 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 from omegaconf import DictConfig, OmegaConf
+from pydantic import Field, field_validator, model_validator
 
 from agent_tune.errors import AgentTuneError, ConfigError, RolloutError, exit_code
 from agent_tune.launch.compose import check_override_syntax
+from agent_tune.utils.typed_config import ConfigModel, OptionError
 
 logger = logging.getLogger("agent_tune.launch.curriculum")  # also when run as __main__
 
@@ -79,8 +81,7 @@ class CurriculumError(ConfigError):
 
 # --- the curriculum file ---------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Plateau:
+class Plateau(ConfigModel):
     """When a stage's metric stops improving: the mean of the last ``window`` steps improves on the mean
     of the ``window`` steps before by less than ``min_delta`` (``mode: max``; for ``min`` a decrease is
     the improvement), checked from ``min_steps`` steps on (default ``2 * window``)."""
@@ -88,36 +89,89 @@ class Plateau:
     metric: str = "reward"
     window: int = 5
     min_delta: float = 0.01
-    mode: str = "max"
+    mode: Literal["max", "min"] = "max"
     min_steps: int | None = None
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _in_range(self) -> Plateau:
         if self.window < 1:
-            raise CurriculumError(f"plateau.window must be >= 1, got {self.window}")
-        if self.mode not in ("max", "min"):
-            raise CurriculumError(f"plateau.mode must be max or min, got {self.mode!r}")
+            raise OptionError("window", f"must be >= 1, got {self.window}")
         if self.min_steps is not None and self.min_steps < 2 * self.window:
-            raise CurriculumError(f"plateau.min_steps must be >= 2 * window ({2 * self.window}), got {self.min_steps}")
+            raise OptionError("min_steps", f"must be >= 2 * window ({2 * self.window}), got {self.min_steps}")
+        return self
 
 
-@dataclass(frozen=True)
-class Stage:
-    """One stage: a trainer config, its overrides, and when it ends."""
+class StageEnd(ConfigModel):
+    """A stage's ``end``: ``max_steps`` (its last training step; ``None``: verl's ``total_epochs``) and
+    optionally a ``plateau`` (an empty one is none)."""
+
+    unknown_key_problem = "unknown keys under end: {key} (known: {known})"
+
+    max_steps: int | None = None
+    plateau: Plateau | None = None
+
+    @field_validator("plateau", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return None if value == {} else value
+
+    @model_validator(mode="after")
+    def _in_range(self) -> StageEnd:
+        if self.max_steps is not None and self.max_steps < 1:
+            raise OptionError("max_steps", f"must be a positive integer, got {self.max_steps!r}")
+        return self
+
+
+class Stage(ConfigModel):
+    """One stage of the curriculum file: a trainer config, its overrides, and when it ends."""
+
+    unknown_key_problem = "unknown keys: {key} (known: {known})"
 
     name: str
     config_name: str
     overrides: tuple[str, ...] = ()
-    max_steps: int | None = None
-    plateau: Plateau | None = None
+    end: StageEnd = Field(default_factory=StageEnd)
+
+    @field_validator("overrides", mode="before")
+    @classmethod
+    def _overrides_as_tuple(cls, value: Any) -> Any:
+        """The file gives a list (or null); a stage keeps a tuple."""
+        if value is None:
+            return ()
+        return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("end", mode="before")
+    @classmethod
+    def _null_end(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    @model_validator(mode="after")
+    def _usable(self) -> Stage:
+        for key in ("name", "config_name"):
+            if not getattr(self, key):
+                raise OptionError(key, "required (a non-empty string)")
+        if "/" in self.name or self.name.startswith("."):
+            raise OptionError("name", f"{self.name!r} must be a plain folder name")
+        for override in self.overrides:
+            if "=" not in override and not override.startswith("~"):
+                raise OptionError("overrides", f"must be a list of Hydra overrides (key=value), got {override!r}")
+        return self
+
+    @property
+    def max_steps(self) -> int | None:
+        return self.end.max_steps
+
+    @property
+    def plateau(self) -> Plateau | None:
+        return self.end.plateau
 
 
-@dataclass(frozen=True)
-class Curriculum:
+class Curriculum(ConfigModel):
     """A named, ordered list of stages (``source``: the resolved curriculum file)."""
 
     name: str
     stages: tuple[Stage, ...]
-    source: dict[str, Any] = field(default_factory=dict)
+    source: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def stage_names(self) -> list[str]:
@@ -165,43 +219,14 @@ def parse_curriculum(raw: DictConfig | dict[str, Any], name: str, run_dir: str |
         raise CurriculumError(f"curriculum {name}: 'stages' must be a non-empty list")
     stages = []
     for i, item in enumerate(stages_raw):
-        stages.append(_parse_stage(item, f"curriculum {name}, stage {i}"))
+        try:
+            stages.append(Stage.parse(item, f"stages.{i}"))
+        except OptionError as exc:
+            raise CurriculumError(f"curriculum {name}: {exc}") from exc
     names = [s.name for s in stages]
     if len(set(names)) != len(names):
         raise CurriculumError(f"curriculum {name}: stage names must be unique, got {names}")
     return Curriculum(name=name, stages=tuple(stages), source=data)
-
-
-def _parse_stage(item: Any, where: str) -> Stage:
-    if not isinstance(item, dict):
-        raise CurriculumError(f"{where}: a stage is a mapping (name, config_name, overrides, end)")
-    unknown = set(item) - {"name", "config_name", "overrides", "end"}
-    if unknown:
-        raise CurriculumError(f"{where}: unknown keys {sorted(unknown)}")
-    for key in ("name", "config_name"):
-        if not item.get(key) or not isinstance(item[key], str):
-            raise CurriculumError(f"{where}: '{key}' is required")
-    if "/" in item["name"] or item["name"].startswith("."):
-        raise CurriculumError(f"{where}: name {item['name']!r} must be a plain folder name")
-    overrides = item.get("overrides") or []
-    if not isinstance(overrides, list) or not all(isinstance(o, str) and ("=" in o or o.startswith("~"))
-                                                  for o in overrides):
-        raise CurriculumError(f"{where}: overrides must be a list of Hydra overrides (key=value)")
-    end = item.get("end") or {}
-    unknown = set(end) - {"max_steps", "plateau"}
-    if unknown:
-        raise CurriculumError(f"{where}: unknown keys under end: {sorted(unknown)}")
-    max_steps = end.get("max_steps")
-    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
-        raise CurriculumError(f"{where}: end.max_steps must be a positive integer, got {max_steps!r}")
-    plateau = None
-    if end.get("plateau"):
-        try:
-            plateau = Plateau(**end["plateau"])
-        except TypeError as exc:
-            raise CurriculumError(f"{where}: end.plateau: {exc}") from exc
-    return Stage(name=item["name"], config_name=item["config_name"], overrides=tuple(overrides),
-                 max_steps=max_steps, plateau=plateau)
 
 
 def load_curriculum(name: str, run_dir: str | Path, overrides: Sequence[str] = (),

@@ -26,52 +26,38 @@ accuracy. The pipeline reads these numbers from environment variables; here they
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from typing import Any, Mapping
 
-from agent_tune.utils.config_checks import reject_unknown_keys
+from pydantic import Field, model_validator
 
-COMPONENTS: tuple[str, ...] = ("action", "communicate", "env_assertion", "db")
+from agent_tune.utils.typed_config import ConfigModel, OptionError
+
 KNOWN_DOMAINS: tuple[str, ...] = ("mock", "airline", "retail", "telecom")
-PREFIX = "reward_shaping"
 
 
-def _number(key: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{PREFIX}.{key}={value!r} must be a number")
-    if value < 0:
-        raise ValueError(f"{PREFIX}.{key}={value!r} must be >= 0")
-    return float(value)
-
-
-@dataclass(frozen=True)
-class PartialWeights:
-    """Weights of the partial-score components (renormalised over those present)."""
+class PartialWeights(ConfigModel):
+    """Weights of the partial-score components (renormalised over those present), each >= 0, not all 0."""
 
     action: float = 0.5
     communicate: float = 0.15
     env_assertion: float = 0.35
     db: float = 0.0
 
-    @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any] | PartialWeights, key: str) -> PartialWeights:
-        """From a mapping (unknown names and bad numbers fail, naming ``reward_shaping.<key>.<name>``)."""
-        if isinstance(raw, PartialWeights):
-            return raw
-        if not isinstance(raw, Mapping):
-            raise ValueError(f"{PREFIX}.{key} must be a mapping of {', '.join(COMPONENTS)}, got {raw!r}")
-        unknown = sorted(set(raw) - set(COMPONENTS))
-        if unknown:
-            raise ValueError(f"{PREFIX}.{key}: unknown component(s) {', '.join(map(str, unknown))} "
-                             f"(known: {', '.join(COMPONENTS)})")
-        values = {name: _number(f"{key}.{name}", raw[name]) for name in raw}
-        weights = cls(**values)
-        if sum(weights.as_dict().values()) <= 0:
-            raise ValueError(f"{PREFIX}.{key}: the weights must not all be 0")
-        return weights
+    @model_validator(mode="after")
+    def _in_range(self) -> PartialWeights:
+        for name, weight in self.as_dict().items():
+            if weight < 0:
+                raise OptionError(name, f"{weight!r} must be >= 0")
+        if sum(self.as_dict().values()) <= 0:
+            raise OptionError("", "the weights must not all be 0")
+        return self
 
     def as_dict(self) -> dict[str, float]:
         return {name: getattr(self, name) for name in COMPONENTS}
+
+
+COMPONENTS: tuple[str, ...] = tuple(PartialWeights.model_fields)
 
 
 def _default_domain_alpha() -> dict[str, float]:
@@ -82,45 +68,30 @@ def _default_domain_weights() -> dict[str, PartialWeights]:
     return {"telecom": PartialWeights(action=0.35, communicate=0.35, env_assertion=0.30, db=0.0)}
 
 
-@dataclass(frozen=True)
-class Tau2ShapingConfig:
-    """tau2 reward shaping (defaults: the pipeline's, with ``alpha=0``: shaping off until a config sets it).
+class Tau2ShapingConfig(ConfigModel):
+    """tau2 reward shaping, the env's ``reward_shaping`` block (defaults: the pipeline's, with ``alpha=0``:
+    shaping off until a config sets it). :meth:`parse` it at ``reward_shaping``; a bad value names its key."""
 
-    Raises ``ValueError`` naming the key on a bad value.
-    """
+    unknown_key_problem = "unknown key(s) {key} (known: {known})"
 
     alpha: float = 0.0  # the pipeline's recipe: 0.25
     domain_adaptive: bool = True  # alpha x domain_alpha[domain] (a domain not listed: x 1.0)
-    domain_alpha: Mapping[str, float] = field(default_factory=_default_domain_alpha)
-    weights: PartialWeights = field(default_factory=PartialWeights)
-    domain_weights: Mapping[str, PartialWeights] = field(default_factory=_default_domain_weights)
+    domain_alpha: dict[str, float] = Field(default_factory=_default_domain_alpha)
+    weights: PartialWeights = Field(default_factory=PartialWeights)
+    domain_weights: dict[str, PartialWeights] = Field(default_factory=_default_domain_weights)
 
-    @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any] | Tau2ShapingConfig | None) -> Tau2ShapingConfig:
-        """Build from a config mapping (Hydra's ``reward_shaping:`` block); ``None``: the defaults."""
-        if raw is None:
-            return cls()
-        if isinstance(raw, Tau2ShapingConfig):
-            return raw
-        if not isinstance(raw, Mapping):
-            raise ValueError(f"{PREFIX} must be a mapping, got {raw!r}")
-        reject_unknown_keys(PREFIX, raw, (f.name for f in fields(cls)))
-        kwargs: dict[str, Any] = {}
-        if "alpha" in raw:
-            kwargs["alpha"] = _number("alpha", raw["alpha"])
-        if "domain_adaptive" in raw:
-            if not isinstance(raw["domain_adaptive"], bool):
-                raise ValueError(f"{PREFIX}.domain_adaptive={raw['domain_adaptive']!r} must be true or false")
-            kwargs["domain_adaptive"] = raw["domain_adaptive"]
-        if "domain_alpha" in raw:
-            kwargs["domain_alpha"] = {d: _number(f"domain_alpha.{d}", v)
-                                      for d, v in _domains("domain_alpha", raw["domain_alpha"]).items()}
-        if "weights" in raw:
-            kwargs["weights"] = PartialWeights.from_mapping(raw["weights"], "weights")
-        if "domain_weights" in raw:
-            kwargs["domain_weights"] = {d: PartialWeights.from_mapping(v, f"domain_weights.{d}")
-                                        for d, v in _domains("domain_weights", raw["domain_weights"]).items()}
-        return cls(**kwargs)
+    @model_validator(mode="after")
+    def _in_range(self) -> Tau2ShapingConfig:
+        if self.alpha < 0:
+            raise OptionError("alpha", f"{self.alpha!r} must be >= 0")
+        for key in ("domain_alpha", "domain_weights"):
+            unknown = sorted(set(getattr(self, key)) - set(KNOWN_DOMAINS))
+            if unknown:
+                raise OptionError(key, f"unknown domain(s) {', '.join(unknown)} (known: {', '.join(KNOWN_DOMAINS)})")
+        for domain, alpha in self.domain_alpha.items():
+            if alpha < 0:
+                raise OptionError(f"domain_alpha.{domain}", f"{alpha!r} must be >= 0")
+        return self
 
     @property
     def enabled(self) -> bool:
@@ -134,16 +105,6 @@ class Tau2ShapingConfig:
 
     def weights_for(self, domain: str | None) -> PartialWeights:
         return self.domain_weights.get(domain or "", self.weights)
-
-
-def _domains(key: str, raw: Any) -> Mapping[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise ValueError(f"{PREFIX}.{key} must be a mapping of domain -> value, got {raw!r}")
-    unknown = sorted(set(raw) - set(KNOWN_DOMAINS))
-    if unknown:
-        raise ValueError(f"{PREFIX}.{key}: unknown domain(s) {', '.join(map(str, unknown))} "
-                         f"(known: {', '.join(KNOWN_DOMAINS)})")
-    return raw
 
 
 def _as_dict(reward_info: Any) -> dict[str, Any]:

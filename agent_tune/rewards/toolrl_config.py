@@ -27,73 +27,74 @@ The schedules' horizon is ``total_training_steps`` (the trainer's, passed by the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any, Literal, get_args
 
-LENGTH_MODES = ("none", "fixed", "scheduled")
-SCALES = ("default", "max1", "two_stage", "smooth")
-GRANULARITIES = ("default", "finegrained", "intermediate", "coarse")
-MATCHINGS = ("toolrl", "optimal")
-NO_CALL_TASKS = ("scored", "ignored")
-_CHOICES = {"length": LENGTH_MODES, "scale": SCALES, "granularity": GRANULARITIES, "matching": MATCHINGS,
-            "no_call_tasks": NO_CALL_TASKS}
+from pydantic import ValidationError, ValidatorFunctionWrapHandler, model_validator
+
+from agent_tune.utils.typed_config import ConfigModel, OptionError
+
+LengthMode = Literal["none", "fixed", "scheduled"]
+Scale = Literal["default", "max1", "two_stage", "smooth"]
+Granularity = Literal["default", "finegrained", "intermediate", "coarse"]
+Matching = Literal["toolrl", "optimal"]
+NoCallTasks = Literal["scored", "ignored"]
+GRANULARITIES: tuple[str, ...] = get_args(Granularity)  # match_calls checks its arguments against these
+MATCHINGS: tuple[str, ...] = get_args(Matching)
+
+# the least value of each integer option
+_LEAST = {"length_target": 1, "length_target_start": 1, "length_target_end": 1, "length_schedule_steps": 1,
+          "two_stage_step": 0, "smooth_schedule_steps": 1, "total_training_steps": 1}
 
 
-@dataclass(frozen=True)
-class ToolRLRewardConfig:
-    """Which ToolRL reward variant to compute, and its parameters (defaults: ToolRL's own numbers).
+class ToolRLRewardConfig(ConfigModel):
+    """Which ToolRL reward variant to compute, and its parameters (defaults: ToolRL's own numbers); the toolcall
+    env's ``reward`` option.
 
-    Raises ``ValueError`` naming the key (``reward.<field>``) and the allowed values on a bad value.
+    A bad value is an :class:`OptionError` whose problem is worded as ToolRL's config has always worded it,
+    naming the key (``reward.<field>=<value> ...``) and the allowed values.
     """
 
-    length: str = "none"  # none | fixed | scheduled
+    unknown_key_problem = "reward.{key} is not a reward option; known: {known}"
+
+    length: LengthMode = "none"
     length_target: int = 512  # fixed: words of reasoning that earn the whole length reward
     length_target_start: int = 384  # scheduled: the target at step 0 ...
     length_target_end: int = 640  # ... growing linearly to this at the horizon
     length_schedule_steps: int | None = None  # scheduled: the horizon; None: total_training_steps (ToolRL: 105)
-    scale: str = "default"  # default | max1 | two_stage | smooth
+    scale: Scale = "default"
     two_stage_step: int = 30  # two_stage: the first step of the second stage
     smooth_schedule_steps: int | None = 150  # smooth: the horizon (ToolRL's constant); None: total_training_steps
-    granularity: str = "default"  # default | finegrained | intermediate | coarse
+    granularity: Granularity = "default"
     # toolrl: ToolRL's code's matching (users switching from ToolRL get its numbers) | optimal: order-free, best
     # one-to-one pairing, for tasks whose parallel calls may come in any order (a reordering is not penalised)
-    matching: str = "toolrl"
-    no_call_tasks: str = "scored"  # scored | ignored
+    matching: Matching = "toolrl"
+    no_call_tasks: NoCallTasks = "scored"
     total_training_steps: int | None = None  # the trainer's, for the schedules' default horizon
 
-    def __post_init__(self) -> None:
-        for key, allowed in _CHOICES.items():
-            value = getattr(self, key)
-            if value not in allowed:
-                raise ValueError(f"reward.{key}={value!r} is not one of {', '.join(allowed)}")
-        for key in ("length_target", "length_target_start", "length_target_end"):
-            _check_int(key, getattr(self, key), minimum=1)
-        _check_int("two_stage_step", self.two_stage_step, minimum=0)
-        for key in ("length_schedule_steps", "smooth_schedule_steps", "total_training_steps"):
-            if getattr(self, key) is not None:
-                _check_int(key, getattr(self, key), minimum=1)
-        if self.length == "scheduled" and self._horizon(self.length_schedule_steps) is None:
-            raise ValueError("reward.length=scheduled needs a horizon: reward.length_schedule_steps, or "
-                             "reward.total_training_steps (the configs pass ${trainer.total_training_steps})")
-        if self.scale == "smooth" and self._horizon(self.smooth_schedule_steps) is None:
-            raise ValueError("reward.scale=smooth needs a horizon: reward.smooth_schedule_steps, or "
-                             "reward.total_training_steps (the configs pass ${trainer.total_training_steps})")
-
+    @model_validator(mode="wrap")
     @classmethod
-    def from_mapping(cls, value: Mapping[str, Any] | ToolRLRewardConfig | None) -> ToolRLRewardConfig:
-        """Build from a config mapping (Hydra's ``reward: {...}``); ``None`` gives the defaults."""
-        if value is None:
-            return cls()
-        if isinstance(value, cls):
-            return value
-        if not isinstance(value, Mapping):
-            raise ValueError(f"reward must be a mapping of {', '.join(f.name for f in fields(cls))}, "
-                             f"got {type(value).__name__}")
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(value) - set(known))
-        if unknown:
-            raise ValueError(f"reward.{unknown[0]} is not a reward option; known: {', '.join(known)}")
-        return cls(**dict(value))
+    def _in_toolrl_words(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> ToolRLRewardConfig:
+        """A refused choice, a non-integer or a non-mapping worded as ToolRL's config has always worded them."""
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            reworded = _toolrl_problem(exc.errors(include_url=False)[0])
+            if reworded is None:
+                raise
+            raise reworded from None
+
+    @model_validator(mode="after")
+    def _in_range(self) -> ToolRLRewardConfig:
+        for key, least in _LEAST.items():
+            value = getattr(self, key)
+            if value is not None and value < least:
+                raise OptionError(key, f"reward.{key}={value!r} must be an integer >= {least}")
+        for key, mode, steps in (("length", "scheduled", "length_schedule_steps"),
+                                 ("scale", "smooth", "smooth_schedule_steps")):
+            if getattr(self, key) == mode and self._horizon(getattr(self, steps)) is None:
+                raise OptionError(key, f"reward.{key}={mode} needs a horizon: reward.{steps}, or "
+                                       "reward.total_training_steps (the configs pass ${trainer.total_training_steps})")
+        return self
 
     # ------------------------------------------------------------------ the formulas, one each
 
@@ -173,6 +174,17 @@ def _step(step: int | None) -> int:
     return max(0, int(step)) if step is not None else 0
 
 
-def _check_int(key: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"reward.{key}={value!r} must be an integer >= {minimum}")
+def _toolrl_problem(error: Any) -> OptionError | None:
+    """pydantic's ``error`` of a reward config in ToolRL's words (``None``: the mechanism's own are right)."""
+    kind, loc, value = error["type"], error["loc"], error.get("input")
+    fields = ToolRLRewardConfig.model_fields
+    if not loc:
+        if kind in ("model_type", "model_attributes_type", "dict_type"):
+            return OptionError("", f"reward must be a mapping of {', '.join(fields)}, got {type(value).__name__}")
+        return None
+    key = str(loc[0])
+    if kind == "literal_error" and key in fields:
+        return OptionError(key, f"reward.{key}={value!r} is not one of {', '.join(get_args(fields[key].annotation))}")
+    if key in _LEAST and kind.startswith("int_"):
+        return OptionError(key, f"reward.{key}={value!r} must be an integer >= {_LEAST[key]}")
+    return None

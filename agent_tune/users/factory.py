@@ -12,7 +12,7 @@ from agent_tune.users.scripted import ScriptedUser
 
 def make_user(config: Mapping[str, Any] | UserConfig | None) -> User:
     """A fresh user for one episode, as ``config`` describes it."""
-    config = UserConfig.from_mapping(config)
+    config = UserConfig.parse(config, "user")
     if ":" in config.kind:
         return user_class(config.kind, config.kwargs)(**config.kwargs)
     if config.kind == "scripted":

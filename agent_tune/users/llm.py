@@ -27,7 +27,7 @@ class LLMUser:
     """
 
     def __init__(self, config: UserConfig | dict[str, Any]) -> None:
-        self.config = UserConfig.from_mapping(config)
+        self.config = UserConfig.parse(config, "user")
         if self.config.kind != "llm":
             raise ValueError(f"LLMUser needs user.kind=llm, got {self.config.kind!r}")
         self.url = self.config.base_url.rstrip("/")

@@ -61,6 +61,9 @@ class ConfigModel(BaseModel):
 
     model_config: ClassVar[ConfigDict] = ConfigDict(strict=True, extra="forbid", frozen=True,
                                                     arbitrary_types_allowed=True)
+    # How this block words an unknown key ({key}: that key, {known}: the block's keys); a block whose callers
+    # read an older wording keeps it here.
+    unknown_key_problem: ClassVar[str] = "unknown key (known: {known})"
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -322,8 +325,11 @@ def _describe_error(error: Mapping[str, Any], key: str, at: Any, parent: Any) ->
     if isinstance(cause, OptionError):  # a model's own range check, keyed relative to the model
         return cause.under(key)
     if kind == "extra_forbidden":
-        known = ", ".join(_strip(parent).model_fields) if _is_model(_strip(parent)) else ""
-        return OptionError(key, f"unknown key (known: {known})" if known else "unknown key")
+        model = _strip(parent)
+        if not _is_model(model) or not model.model_fields:
+            return OptionError(key, "unknown key")
+        template = getattr(model, "unknown_key_problem", ConfigModel.unknown_key_problem)
+        return OptionError(key, template.format(key=error["loc"][-1], known=", ".join(model.model_fields)))
     if kind == "missing":
         return OptionError(key, "required, missing")
     if kind in ("value_error", "assertion_error") and cause is not None:

@@ -13,7 +13,7 @@ import pytest
 
 from agent_tune.envs import get_env_class, make_env
 from agent_tune.envs.tau2 import loader
-from agent_tune.envs.tau2.judge import JudgeConfig
+from agent_tune.envs.tau2.judge import JudgeConfig, configured_judge
 from tests.envs.tau2_helpers import hermes
 from tests.users.fake_openai import FakeOpenAI, completion, free_port_url
 
@@ -114,8 +114,8 @@ def test_judge_config_is_checked_at_start_up(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(ValueError, match="judge.model is required"):
         tau2.check_kwargs({**kwargs, "judge": {"base_url": url}})
     with pytest.raises(ValueError, match="judge: unknown key"):
-        JudgeConfig.from_mapping({"base_url": url, "model": "m", "temprature": 0.1})
+        JudgeConfig.parse({"base_url": url, "model": "m", "temprature": 0.1}, "judge")
     monkeypatch.delenv("AT_TEST_JUDGE_KEY", raising=False)
     with pytest.raises(ValueError, match="AT_TEST_JUDGE_KEY"):
-        JudgeConfig.from_mapping({"base_url": url, "model": "m", "api_key_env": "AT_TEST_JUDGE_KEY"})
-    assert JudgeConfig.from_mapping(None) is None and JudgeConfig.from_mapping({}) is None
+        JudgeConfig.parse({"base_url": url, "model": "m", "api_key_env": "AT_TEST_JUDGE_KEY"}, "judge")
+    assert configured_judge(None) is None and configured_judge({}) is None

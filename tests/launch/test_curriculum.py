@@ -214,7 +214,7 @@ def test_state_round_trip_and_other_curriculum_refused(tmp_path):
     save_state(tmp_path, state)
     assert load_state(tmp_path, c) == state
     assert not (tmp_path / "curriculum_state.json.tmp").exists()
-    other = Curriculum("u", (Stage("x", "cfg"),))
+    other = Curriculum(name="u", stages=(Stage(name="x", config_name="cfg"),))
     with pytest.raises(CurriculumError, match="another --run-dir"):
         load_state(tmp_path, other)
 

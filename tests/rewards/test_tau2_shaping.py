@@ -61,13 +61,13 @@ def test_domain_adaptive_alpha() -> None:
     assert shape_reward(0.0, None, "airline", config).reward == 0.0
 
 
-def test_config_from_mapping_and_validation() -> None:
-    config = Tau2ShapingConfig.from_mapping({"alpha": 0.25, "weights": {"action": 1, "communicate": 0,
-                                                                        "env_assertion": 0, "db": 0},
-                                             "domain_alpha": {"airline": 2.0}})
+def test_config_parse_and_validation() -> None:
+    config = Tau2ShapingConfig.parse({"alpha": 0.25, "weights": {"action": 1, "communicate": 0,
+                                                                  "env_assertion": 0, "db": 0},
+                                      "domain_alpha": {"airline": 2.0}}, "reward_shaping")
     assert config.alpha_for("airline") == 0.5 and config.alpha_for("retail") == 0.25
     assert partial_score(INFO, config.weights_for("airline")) == 0.5
-    assert not Tau2ShapingConfig.from_mapping(None).enabled
+    assert not Tau2ShapingConfig.parse(None, "reward_shaping").enabled
     for bad, key in (({"alpha": -1}, "reward_shaping.alpha"), ({"alpha": "x"}, "reward_shaping.alpha"),
                      ({"alfa": 0.1}, "unknown key(s) alfa"), ({"weights": {"acton": 1}}, "acton"),
                      ({"weights": {"action": 0, "communicate": 0, "env_assertion": 0, "db": 0}}, "all be 0"),
@@ -75,7 +75,7 @@ def test_config_from_mapping_and_validation() -> None:
                      ({"domain_adaptive": "yes"}, "reward_shaping.domain_adaptive"),
                      ({"domain_weights": {"telecom": {"action": -0.1}}}, "domain_weights.telecom.action")):
         with pytest.raises(ValueError, match=key.replace("(", r"\(").replace(")", r"\)")):
-            Tau2ShapingConfig.from_mapping(bad)
+            Tau2ShapingConfig.parse(bad, "reward_shaping")
 
 
 def test_env_rejects_bad_shaping_naming_the_key() -> None:

@@ -344,16 +344,16 @@ def test_bad_values_name_the_key_and_the_allowed_values(kwargs: dict, message: s
     assert message in str(info.value)
 
 
-def test_from_mapping() -> None:
-    assert ToolRLRewardConfig.from_mapping(None) == ToolRLRewardConfig()
+def test_parse() -> None:
+    assert ToolRLRewardConfig.parse(None, "reward") == ToolRLRewardConfig()
     assert ToolRLRewardConfig().matching == "toolrl"  # ToolRL's numbers unless asked otherwise
-    assert ToolRLRewardConfig.from_mapping({"matching": "optimal"}).matching == "optimal"
-    cfg = ToolRLRewardConfig.from_mapping({"length": "scheduled", "total_training_steps": 105, "scale": "smooth"})
-    assert cfg.length == "scheduled" and cfg.scale == "smooth" and ToolRLRewardConfig.from_mapping(cfg) is cfg
+    assert ToolRLRewardConfig.parse({"matching": "optimal"}, "reward").matching == "optimal"
+    cfg = ToolRLRewardConfig.parse({"length": "scheduled", "total_training_steps": 105, "scale": "smooth"}, "reward")
+    assert cfg.length == "scheduled" and cfg.scale == "smooth" and ToolRLRewardConfig.parse(cfg, "reward") is cfg
     with pytest.raises(ValueError, match="reward.lenght is not a reward option; known: length, "):
-        ToolRLRewardConfig.from_mapping({"lenght": "fixed"})
+        ToolRLRewardConfig.parse({"lenght": "fixed"}, "reward")
     with pytest.raises(ValueError, match="reward must be a mapping"):
-        ToolRLRewardConfig.from_mapping("fixed")  # type: ignore[arg-type]
+        ToolRLRewardConfig.parse("fixed", "reward")
 
 
 def test_toolrl_answer_task() -> None:

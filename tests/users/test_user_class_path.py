@@ -39,7 +39,7 @@ def test_a_user_class_reacts_to_what_it_is_shown() -> None:
 
 
 def test_make_user_builds_one_per_episode() -> None:
-    config = UserConfig.from_mapping({"kind": PATH})
+    config = UserConfig.parse({"kind": PATH}, "user")
     a, b = make_user(config), make_user(config)
     assert isinstance(a, EchoUser) and a is not b and a.stop_word == "bye"
 
@@ -53,4 +53,4 @@ def test_make_user_builds_one_per_episode() -> None:
 ])
 def test_bad_user_fails_at_start_up_naming_the_key(user, message) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        UserConfig.from_mapping(user)
+        UserConfig.parse(user, "user")

@@ -24,16 +24,16 @@ MESSAGES = [{"role": "system", "content": "You are a user."}, {"role": "user", "
 
 def test_config_errors_name_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="user.kind"):
-        UserConfig.from_mapping({"kind": "robot"})
+        UserConfig.parse({"kind": "robot"}, "user")
     with pytest.raises(ValueError, match="user.base_url"):
-        UserConfig.from_mapping({"kind": "llm", "model": "m"})
+        UserConfig.parse({"kind": "llm", "model": "m"}, "user")
     with pytest.raises(ValueError, match="user.temperature"):
-        UserConfig.from_mapping({"base_url": "http://x/v1", "model": "m", "temperature": 5})
+        UserConfig.parse({"base_url": "http://x/v1", "model": "m", "temperature": 5}, "user")
     with pytest.raises(ValueError, match="unknown keys"):
-        UserConfig.from_mapping({"base_url": "http://x/v1", "model": "m", "temprature": 0.5})
+        UserConfig.parse({"base_url": "http://x/v1", "model": "m", "temprature": 0.5}, "user")
     monkeypatch.delenv("AT_TEST_USER_KEY", raising=False)
     with pytest.raises(ValueError, match="AT_TEST_USER_KEY"):
-        UserConfig.from_mapping({"base_url": "http://x/v1", "model": "m", "api_key_env": "AT_TEST_USER_KEY"})
+        UserConfig.parse({"base_url": "http://x/v1", "model": "m", "api_key_env": "AT_TEST_USER_KEY"}, "user")
     assert isinstance(make_user({"kind": "scripted", "turns": ["a"]}), ScriptedUser)
 
 

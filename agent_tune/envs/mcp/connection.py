@@ -25,9 +25,12 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from pydantic import Field, model_validator
+
 from agent_tune.envs.remote_tools import function_tool
 from agent_tune.errors import EnvError
 from agent_tune.sync import background_loop, submit, wait
+from agent_tune.utils.typed_config import ConfigModel, OptionError
 
 STDERR_TAIL_CHARS = 2000
 
@@ -40,51 +43,42 @@ class ServerGoneError(EnvError, RuntimeError):
     """The MCP server went away mid-episode (it exited, closed the connection, or a request timed out)."""
 
 
-@dataclass(frozen=True)
-class ServerSpec:
-    """Where an MCP server is: a stdio ``command`` (argv list; a first word ``python`` is the interpreter running
-    agent-tune) with optional ``env`` (added to this process's environment) and ``cwd``, or a ``url``."""
+class ServerSpec(ConfigModel):
+    """Where an MCP server is (the env's ``server`` option): a stdio ``command`` (an argv list, or one word; a first
+    word ``python`` is the interpreter running agent-tune) with optional ``env`` (added to this process's
+    environment) and ``cwd``, or a ``url`` (streamable HTTP). Hashable: the session pool's key."""
 
-    command: tuple[str, ...] = ()
-    env: tuple[tuple[str, str], ...] = ()  # sorted pairs: a spec is hashable (the session pool's key)
+    command: list[str] | str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
     url: str | None = None
 
-    @classmethod
-    def parse(cls, raw: Any) -> ServerSpec:
-        """From the env's ``server`` option; ``ValueError`` naming what is wrong."""
-        if isinstance(raw, ServerSpec):
-            return raw
-        if not isinstance(raw, Mapping):
-            raise ValueError(f"mcp env: server must be a mapping with `command` or `url`, got {type(raw).__name__}")
-        unknown = set(raw) - {"command", "env", "cwd", "url"}
-        if unknown:
-            raise ValueError(f"mcp env: server has unknown keys {sorted(unknown)} (known: command, env, cwd, url)")
-        command, url = raw.get("command"), raw.get("url")
-        if (command is None) == (url is None):
-            raise ValueError("mcp env: server needs exactly one of `command` (a stdio server) or `url` (HTTP)")
-        if url is not None:
-            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-                raise ValueError(f"mcp env: server.url must be an http(s) URL, got {url!r}")
-            if raw.get("env") or raw.get("cwd"):
-                raise ValueError("mcp env: server.env and server.cwd apply to a stdio `command`, not a `url`")
-            return cls(url=url)
-        if isinstance(command, str):
-            command = [command]
-        if not (isinstance(command, (list, tuple)) and command and all(isinstance(c, str) for c in command)):
-            raise ValueError(f"mcp env: server.command must be a non-empty list of strings, got {command!r}")
-        env = raw.get("env") or {}
-        if not (isinstance(env, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
-            raise ValueError("mcp env: server.env must map strings to strings")
-        cwd = raw.get("cwd")
-        if cwd is not None and not isinstance(cwd, str):
-            raise ValueError(f"mcp env: server.cwd must be a string, got {cwd!r}")
-        if command[0] == "python":  # the interpreter running agent-tune (a Ray worker's PATH may lack the venv)
-            command = [sys.executable, *command[1:]]
-        return cls(command=tuple(command), env=tuple(sorted(env.items())), cwd=cwd)
+    @model_validator(mode="after")
+    def _one_server(self) -> ServerSpec:
+        if (self.command is None) == (self.url is None):
+            raise OptionError("", "needs exactly one of `command` (a stdio server) or `url` (HTTP)")
+        if self.url is not None:
+            if not self.url.startswith(("http://", "https://")):
+                raise OptionError("url", f"must be an http(s) URL, got {self.url!r}")
+            if self.env or self.cwd:
+                raise OptionError("", "env and cwd apply to a stdio `command`, not a `url`")
+        elif not self.argv:
+            raise OptionError("command", "must be a non-empty list of strings")
+        return self
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """The stdio server's command line (``()`` for a URL)."""
+        words = (self.command,) if isinstance(self.command, str) else tuple(self.command or ())
+        if words[:1] == ("python",):  # the interpreter running agent-tune (a Ray worker's PATH may lack the venv)
+            return (sys.executable, *words[1:])
+        return words
+
+    def __hash__(self) -> int:
+        return hash((self.argv, tuple(sorted(self.env.items())), self.cwd, self.url))
 
     def describe(self) -> str:
-        return self.url or " ".join(self.command)
+        return self.url or " ".join(self.argv)
 
 
 # ---------------------------------------------------------------------------------------------- results
@@ -135,7 +129,7 @@ class MCPConnection:
         self._session: Any = None
         self._closing: asyncio.Event | None = None
         self._task: Future[None] | None = None
-        self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") if spec.command else None
+        self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") if spec.argv else None
         self.gone: str | None = None  # why the server went away, once it did
 
     # -- start and stop
@@ -182,8 +176,8 @@ class MCPConnection:
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
 
-        command, *args = self.spec.command
-        params = StdioServerParameters(command=command, args=list(args), env={**os.environ, **dict(self.spec.env)},
+        command, *args = self.spec.argv
+        params = StdioServerParameters(command=command, args=list(args), env={**os.environ, **self.spec.env},
                                        cwd=self.spec.cwd)
         return stdio_client(params, errlog=self._stderr or sys.stderr)
 

@@ -57,7 +57,7 @@ from agent_tune.envs.mcp.connection import (
     ServerSpec,
 )
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.remote_tools import refusal
+from agent_tune.envs.remote_tools import check_limits, refusal
 from agent_tune.envs.shots import draw_shots, example_messages
 from agent_tune.parsing import ToolCall, get_tool_parser
 from agent_tune.parsing.response import ResponseParser
@@ -229,7 +229,7 @@ class MCPToolEnv(BaseToolEnv):
 
     def __init__(
         self,
-        server: Mapping[str, Any],
+        server: ServerSpec | Mapping[str, Any],
         verifier: str | None = None,
         tool_parser: str = "hermes",
         reasoning_parser: str = "none",
@@ -239,11 +239,8 @@ class MCPToolEnv(BaseToolEnv):
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
         reset_tool: str | None = None,
     ) -> None:
-        self.spec = ServerSpec.parse(server)
-        if int(max_steps) < 1:
-            raise ValueError(f"mcp env: max_steps must be >= 1, got {max_steps}")
-        if float(call_timeout) <= 0 or float(start_timeout) <= 0:
-            raise ValueError("mcp env: call_timeout and start_timeout must be > 0")
+        self.spec = ServerSpec.parse(server, "server")
+        check_limits(int(max_steps), call_timeout=float(call_timeout), start_timeout=float(start_timeout))
         self.verifier = load_verifier(verifier) if verifier else None
         self.parser = ResponseParser(tool_parser, reasoning_parser)
         self.max_steps = int(max_steps)

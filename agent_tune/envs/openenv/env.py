@@ -70,7 +70,7 @@ from agent_tune.envs.base import (
     ToolResult,
 )
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.remote_tools import function_tool, refusal
+from agent_tune.envs.remote_tools import check_limits, function_tool, refusal
 from agent_tune.errors import EnvError
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse
@@ -243,10 +243,7 @@ class OpenEnvEnv(BaseToolEnv):
             raise ValueError(f"openenv env: mode must be 'text' or 'tools', got {mode!r}")
         if not action_field:
             raise ValueError("openenv env: action_field must name the action's text field")
-        if int(max_steps) < 1:
-            raise ValueError(f"openenv env: max_steps must be >= 1, got {max_steps}")
-        if float(connect_timeout) <= 0 or float(call_timeout) <= 0:
-            raise ValueError("openenv env: connect_timeout and call_timeout must be > 0")
+        check_limits(int(max_steps), connect_timeout=float(connect_timeout), call_timeout=float(call_timeout))
         self.base_url = base_url.rstrip("/")
         self.mode = mode
         self.action_field, self.observation_field = action_field, observation_field

@@ -50,7 +50,7 @@ from agent_tune.envs.registry import register_env
 from agent_tune.envs.tau2 import catalogue as tau2_catalogue
 from agent_tune.envs.tau2 import loader
 from agent_tune.envs.tau2.episode import DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS, USER, Tau2Episode
-from agent_tune.envs.tau2.judge import JudgeConfig
+from agent_tune.envs.tau2.judge import JudgeConfig, configured_judge
 from agent_tune.envs.tau2.messages import (
     assistant_message,
     call_problem,
@@ -63,6 +63,7 @@ from agent_tune.envs.tau2.scoring import progress, reward_summary, score_simulat
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.rewards.tau2_shaping import Tau2ShapingConfig, shape_reward
 from agent_tune.users import LLMUser, User, UserConfig, make_user, run_sync
+from agent_tune.utils.typed_config import OptionError
 
 # tau2's termination reasons in the vocabulary (a failed simulated user is a failed backend; an agent message tau2
 # cannot process, an env that cannot go on)
@@ -108,17 +109,11 @@ class Tau2ToolEnv(BaseToolEnv):
             raise ValueError("tau2 env: `user` is required (user.kind=llm with base_url and model, kind=scripted, or "
                              "a user class by path)")
         try:
-            self.user_config = UserConfig.from_mapping(user)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"tau2 env: {exc}") from None
-        try:
-            self.shaping = Tau2ShapingConfig.from_mapping(reward_shaping)
-        except ValueError as exc:
-            raise ValueError(f"tau2 env: {exc}") from None
-        try:
-            self.judge = JudgeConfig.from_mapping(judge)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"tau2 env: {exc}") from None
+            self.user_config = UserConfig.parse(user, "user")
+            self.shaping = Tau2ShapingConfig.parse(reward_shaping, "reward_shaping")
+            self.judge = configured_judge(judge, "judge")
+        except OptionError as exc:
+            raise ValueError(f"tau2 env: {exc.key}: {exc.problem}") from None
         self.domain = domain
         self.task_id = None if task_id is None else str(task_id)
         self.task_set = task_set

@@ -21,63 +21,38 @@ from __future__ import annotations
 import os
 import time
 from contextvars import ContextVar
-from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
+from pydantic import model_validator
 from tau2.data_model.simulation import RewardInfo, SimulationRun
 from tau2.data_model.tasks import RewardType, Task
 from tau2.evaluator import evaluator_nl_assertions
 from tau2.evaluator.evaluator import EvaluationType, evaluate_simulation
 
-from agent_tune.users.endpoint import check_endpoint, check_endpoint_options
-from agent_tune.utils.config_checks import reject_unknown_keys
+from agent_tune.users.endpoint import EndpointOptions, check_endpoint
+from agent_tune.utils.typed_config import OptionError
 
 NO_KEY = "EMPTY"  # what litellm's OpenAI client sends when the judge has no API key (it requires one)
 
 
-@dataclass(frozen=True)
-class JudgeConfig:
-    """An OpenAI-compatible endpoint for tau2's NL-assertion judge.
+class JudgeConfig(EndpointOptions):
+    """An OpenAI-compatible endpoint for tau2's NL-assertion judge (the env's ``judge`` block; the options:
+    :class:`~agent_tune.users.endpoint.EndpointOptions`); ``temperature`` is tau2's default for its judge (0.0).
+    ``base_url: null`` (the default) means no judge: :func:`configured_judge` is then ``None``."""
 
-    ``base_url`` (e.g. ``http://127.0.0.1:8002/v1``) serving ``model``; ``api_key_env`` names the environment
-    variable holding the API key (``None``: no key); ``temperature`` is tau2's default for its judge (0.0). A
-    request waits ``timeout_s``; an unusable verdict is retried ``max_retries`` times, ``backoff_s`` then twice
-    as long each time between tries. ``base_url: null`` means no judge (:meth:`from_mapping` returns ``None``).
-    """
+    unknown_key_problem = "judge: unknown key(s) {key} (known: {known})"
 
-    base_url: str | None = None
-    model: str | None = None
-    api_key_env: str | None = None
-    temperature: float = 0.0
-    timeout_s: float = 120.0
     max_retries: int = 2
-    backoff_s: float = 1.0
 
-    @classmethod
-    def from_mapping(cls, value: Mapping[str, Any] | JudgeConfig | None) -> JudgeConfig | None:
-        """A checked config, or ``None`` when no judge is configured (``None``, ``{}`` or no ``base_url``);
-        ``ValueError`` names the bad key (``judge.<key>``)."""
-        if value is None:
-            return None
-        if isinstance(value, JudgeConfig):
-            config = value
-        else:
-            if not isinstance(value, Mapping):
-                raise ValueError(f"judge: expected a mapping or null, got {type(value).__name__}")
-            reject_unknown_keys("judge", value, (f.name for f in fields(cls)))
-            config = cls(**dict(value))
-        if config.base_url is None:
-            return None
-        config.check()
-        return config
-
-    def check(self) -> None:
-        """Raise ``ValueError`` naming the key (``judge.<key>``) of the first invalid option."""
-        if not isinstance(self.base_url, str):
-            raise ValueError(f"judge.base_url must be a string (got {self.base_url!r})")
-        if not isinstance(self.model, str) or not self.model:
-            raise ValueError(f"judge.model is required when judge.base_url is set (got {self.model!r})")
-        check_endpoint_options("judge", self)
+    @model_validator(mode="after")
+    def _usable(self) -> JudgeConfig:
+        if self.base_url is None:  # no judge
+            return self
+        if not self.model:
+            raise OptionError("", f"judge.model is required when judge.base_url is set (got {self.model!r})")
+        self.check_endpoint_options()
+        return self
 
     def api_key(self) -> str | None:
         return os.environ[self.api_key_env] if self.api_key_env else None
@@ -86,6 +61,13 @@ class JudgeConfig:
         """Start-up: ``GET <base_url>/models`` must answer and list ``model`` (``ValueError`` names the URL;
         :mod:`agent_tune.openai_client`, the client the eval and the simulated user use)."""
         check_endpoint(self.base_url, self.model, self.api_key(), self.timeout_s, "NL-assertion judge")
+
+
+def configured_judge(raw: Any, key: str = "judge") -> JudgeConfig | None:
+    """The ``judge`` block (a mapping, a :class:`JudgeConfig` or ``None``) checked, or ``None`` when it configures
+    no judge (``None``, ``{}``, ``base_url: null``); :class:`OptionError` names ``<key>.<option>``."""
+    config = JudgeConfig.parse(raw, key)
+    return None if config.base_url is None else config
 
 
 def needs_judge(task: Task) -> bool:

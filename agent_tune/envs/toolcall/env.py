@@ -58,6 +58,7 @@ from agent_tune.parsing.response import ResponseParser
 from agent_tune.rewards.toolrl import ToolRLScore, toolrl_score
 from agent_tune.rewards.toolrl_config import ToolRLRewardConfig
 from agent_tune.rewards.toolrl_format import toolrl_format_ok, toolrl_reasoning, toolrl_system_prompt
+from agent_tune.utils.typed_config import OptionError
 
 # the constructor's string choices (its annotations, checked at launch); the tuples follow them
 RewardScale = Literal["toolrl", "unit"]
@@ -113,9 +114,9 @@ class ToolCallToolEnv(BaseToolEnv):
             raise ValueError(f"toolcall env: answer_format=toolrl reads calls with tool_parser=toolrl, got "
                              f"{tool_parser!r} (set agent_tune.tool_parser=toolrl)")
         try:
-            self.reward_config = ToolRLRewardConfig.from_mapping(reward)
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"toolcall env: {exc}") from None
+            self.reward_config = ToolRLRewardConfig.parse(reward, "reward")
+        except OptionError as exc:  # its problem names the key, in ToolRL's words (reward.<key>=...)
+            raise ValueError(f"toolcall env: {exc.problem}") from None
         self.parser = ResponseParser(tool_parser, reasoning_parser)
         self.require_reasoning = require_reasoning
         self.reward_scale = reward_scale
