@@ -96,13 +96,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--url", default="http://localhost:8080", help="SandboxFusion url (sandbox_fusion backend)")
     args = ap.parse_args(argv)
 
-    cfg = SandboxConfig.from_dict(
+    cfg = SandboxConfig.parse(
         {
             "backend": args.backend,
             "max_concurrency": args.concurrency,
             "limits": ExecutionLimits(wall_seconds=60),
             "sandbox_fusion": {"url": args.url},
-        }
+        },
+        "sandbox",
     )
     t0 = time.perf_counter()
     box = make_sandbox(cfg)

@@ -3,58 +3,51 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
+
+from pydantic import Field, field_validator, model_validator
 
 from agent_tune.tools.fusion_sandbox import SandboxFusionConfig, SandboxFusionSandbox
 from agent_tune.tools.local_sandbox import LocalSandbox, LocalSandboxConfig
 from agent_tune.tools.sandbox import CodeSandbox, ExecutionLimits
+from agent_tune.utils.typed_config import ConfigModel, OptionError
 
 Backend = Literal["local", "sandbox_fusion"]
+CONFIG_KEY = "sandbox"  # the retool env's option
 
 
-@dataclass(frozen=True)
-class SandboxConfig:
-    """Which backend runs programs, with what limits and how many at once.
+class SandboxConfig(ConfigModel):
+    """Which backend runs programs, with what limits and how many at once (the retool env's ``sandbox``).
 
     ``local`` (default) needs no server: bubblewrap on this machine. ``sandbox_fusion`` talks to a
-    SandboxFusion server at ``sandbox_fusion.url``.
+    SandboxFusion server at ``sandbox_fusion.url``. A section given as ``null`` is its defaults. Read it with
+    ``SandboxConfig.parse(raw, "sandbox")``; frozen and hashable: one shared sandbox per config.
     """
 
+    unknown_key_problem = "unknown sandbox config keys: {key} (known: {known})"
+
     backend: Backend = "local"
-    limits: ExecutionLimits = field(default_factory=ExecutionLimits)
+    limits: ExecutionLimits = Field(default_factory=ExecutionLimits)
     max_concurrency: int = 4
-    local: LocalSandboxConfig = field(default_factory=LocalSandboxConfig)
-    sandbox_fusion: SandboxFusionConfig = field(default_factory=SandboxFusionConfig)
+    local: LocalSandboxConfig = Field(default_factory=LocalSandboxConfig)
+    sandbox_fusion: SandboxFusionConfig = Field(default_factory=SandboxFusionConfig)
 
-    def __post_init__(self) -> None:
-        if self.backend not in ("local", "sandbox_fusion"):
-            raise ValueError(f"sandbox backend must be 'local' or 'sandbox_fusion', got {self.backend!r}")
-
+    @field_validator("limits", "local", "sandbox_fusion", mode="before")
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | "SandboxConfig" | None) -> "SandboxConfig":
-        """Build from a plain mapping (e.g. Hydra/OmegaConf converted to a dict); unknown keys raise."""
-        if data is None:
-            return cls()
-        if isinstance(data, SandboxConfig):
-            return data
-        data = dict(data)
-        known = {"backend", "limits", "max_concurrency", "local", "sandbox_fusion"}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown sandbox config keys {sorted(unknown)}; known: {sorted(known)}")
-        kwargs: dict[str, Any] = {k: data[k] for k in ("backend", "max_concurrency") if k in data}
-        sections = (("limits", ExecutionLimits), ("local", LocalSandboxConfig), ("sandbox_fusion", SandboxFusionConfig))
-        for key, typ in sections:
-            if key in data and data[key] is not None:
-                value = data[key]
-                kwargs[key] = value if isinstance(value, typ) else typ(**dict(value))
-        return cls(**kwargs)
+    def _null_section(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    @model_validator(mode="after")
+    def _in_range(self) -> SandboxConfig:
+        if self.max_concurrency < 1:
+            raise OptionError("max_concurrency", f"must be >= 1, got {self.max_concurrency!r}")
+        return self
 
 
 def make_sandbox(config: SandboxConfig | Mapping[str, Any] | None = None) -> CodeSandbox:
-    """Build the configured sandbox; raises ``SandboxUnavailableError`` if it cannot run here."""
-    cfg = SandboxConfig.from_dict(config)
+    """Build the configured sandbox; raises ``SandboxUnavailableError`` if it cannot run here, an
+    :class:`~agent_tune.utils.typed_config.OptionError` naming ``sandbox.<key>`` for a bad option."""
+    cfg = SandboxConfig.parse(config, CONFIG_KEY)
     if cfg.backend == "local":
         return LocalSandbox(cfg.local, limits=cfg.limits, max_concurrency=cfg.max_concurrency)
     return SandboxFusionSandbox(cfg.sandbox_fusion, limits=cfg.limits, max_concurrency=cfg.max_concurrency)
@@ -71,7 +64,7 @@ def shared_sandbox(config: SandboxConfig | Mapping[str, Any] | None = None) -> C
     the programs running at once across all episodes of this process, whether an episode steps
     synchronously (``run`` in its own thread) or asynchronously (``arun`` through the pool).
     """
-    cfg = SandboxConfig.from_dict(config)
+    cfg = SandboxConfig.parse(config, CONFIG_KEY)
     with _shared_lock:
         box = _shared.get(cfg)
         if box is None or box._closed:

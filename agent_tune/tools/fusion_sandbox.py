@@ -13,15 +13,14 @@ import json
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from typing import Any
 
 from agent_tune.tools.sandbox import CodeSandbox, ExecutionLimits, ExecutionResult, SandboxUnavailableError
+from agent_tune.utils.typed_config import ConfigModel
 
 
-@dataclass(frozen=True)
-class SandboxFusionConfig:
-    """Where the SandboxFusion server is and how to talk to it.
+class SandboxFusionConfig(ConfigModel):
+    """Where the SandboxFusion server is and how to talk to it (``sandbox.sandbox_fusion``).
 
     ``request_timeout_margin_s`` is added to the run's wall-clock limit for the HTTP timeout;
     ``max_retries`` retries transport errors and ``SandboxError`` replies (not program failures);

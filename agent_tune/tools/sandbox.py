@@ -14,25 +14,27 @@ import asyncio
 import threading
 from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
+from pydantic import model_validator
+
 from agent_tune.errors import SetupError
+from agent_tune.utils.typed_config import ConfigModel, OptionError
 
 
 class SandboxUnavailableError(SetupError, RuntimeError):
     """The sandbox backend cannot run programs here (raised once, at construction)."""
 
 
-@dataclass(frozen=True)
-class ExecutionLimits:
-    """Resource limits for one program run.
+class ExecutionLimits(ConfigModel):
+    """Resource limits for one program run (``sandbox.limits``).
 
     ``cpu_seconds`` and ``wall_seconds`` bound CPU and elapsed time; ``memory_mb`` the address space of
     each process; ``max_processes`` the processes and threads alive at once inside one sandbox;
     ``max_file_size_mb`` any single file written; ``max_open_files`` the descriptors per process;
     ``max_output_bytes`` what is read from stdout and from stderr (each) before the run is killed;
-    ``tmp_size_mb`` the size of the private writable ``/tmp``.
+    ``tmp_size_mb`` the size of the private writable ``/tmp``. Each must be positive.
     """
 
     cpu_seconds: int = 10
@@ -44,20 +46,13 @@ class ExecutionLimits:
     max_output_bytes: int = 64 * 1024
     tmp_size_mb: int = 64
 
-    def __post_init__(self) -> None:
-        for name in (
-            "cpu_seconds",
-            "wall_seconds",
-            "memory_mb",
-            "max_processes",
-            "max_file_size_mb",
-            "max_open_files",
-            "max_output_bytes",
-            "tmp_size_mb",
-        ):
+    @model_validator(mode="after")
+    def _positive(self) -> ExecutionLimits:
+        for name in type(self).model_fields:  # every field is a limit
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"ExecutionLimits.{name} must be a positive number, got {value!r}")
+            if value <= 0:
+                raise OptionError(name, f"must be a positive number, got {value!r}")
+        return self
 
 
 @dataclass(frozen=True)
@@ -130,8 +125,8 @@ class CodeSandbox(ABC):
         return list(await asyncio.gather(*(self.arun(c, limits) for c in codes)))
 
     def with_limits(self, **overrides: float) -> ExecutionLimits:
-        """This sandbox's default limits with some fields replaced."""
-        return replace(self.limits, **overrides)
+        """This sandbox's default limits with some fields replaced (checked as a new :class:`ExecutionLimits`)."""
+        return type(self.limits)(**{**self.limits.model_dump(), **overrides})
 
     def close(self) -> None:
         """Stop the pool (waiting for running programs). Safe to call twice."""

@@ -135,7 +135,7 @@ def test_blas_stays_single_threaded_and_cpu_limit_holds(box):
 
 
 def test_packages_come_from_config_with_their_requirements():
-    cfg = SandboxConfig.from_dict({"local": {"packages": ["sympy"]}, "limits": {"wall_seconds": 30}})
+    cfg = SandboxConfig.parse({"local": {"packages": ["sympy"]}, "limits": {"wall_seconds": 30}}, "sandbox")
     assert cfg.local.packages == ("sympy",)
     with LocalSandbox(cfg.local, limits=cfg.limits) as box:
         assert {d.split("==")[0].lower() for d in box.packages.distributions} == {"sympy", "mpmath"}

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from agent_tune.tools import ExecutionLimits, LocalSandbox, SandboxConfig, close_shared_sandboxes, shared_sandbox
+from agent_tune.utils.typed_config import OptionError
 
 from .sandbox_helpers import wait_no_children
 
@@ -87,13 +88,13 @@ def test_shared_sandbox_is_one_per_config_and_closes():
 
 
 def test_config_from_dict_validates():
-    cfg = SandboxConfig.from_dict(
-        {"backend": "local", "limits": {"cpu_seconds": 3}, "local": {"process_limit": "auto"}}
+    cfg = SandboxConfig.parse(
+        {"backend": "local", "limits": {"cpu_seconds": 3}, "local": {"process_limit": "auto"}}, "sandbox"
     )
     assert cfg.limits.cpu_seconds == 3 and cfg.limits.wall_seconds == ExecutionLimits().wall_seconds
     with pytest.raises(ValueError, match="unknown sandbox config keys"):
-        SandboxConfig.from_dict({"backend": "local", "timeout": 3})
+        SandboxConfig.parse({"backend": "local", "timeout": 3}, "sandbox")
     with pytest.raises(ValueError, match="backend"):
         SandboxConfig(backend="docker")  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        SandboxConfig.from_dict({"limits": {"cpu_secs": 3}})
+    with pytest.raises(OptionError, match="limits.cpu_secs"):
+        SandboxConfig.parse({"limits": {"cpu_secs": 3}}, "sandbox")
