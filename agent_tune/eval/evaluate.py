@@ -150,11 +150,13 @@ def load_tokenizer(path: str) -> Any:
 
 
 def episode_turns(result: EpisodeResult) -> list[list[str]]:
-    """The policy's text of every stepped generation, grouped by the user turn it answered."""
-    texts = [m["content"] for m in result.messages if m.get("role") == "assistant"]
+    """The policy's text of every generation, grouped by the user turn it answered.
+
+    Only what the policy generated (:attr:`EpisodeResult.generations`): a prompt's worked example (assistant
+    and tool turns before the question) and a raw-text env's observations are not the policy's."""
     turns: list[list[str]] = []
     turn = 0
-    for i, text in enumerate(texts):
+    for i, text in enumerate(result.generations):
         while len(turns) <= turn:
             turns.append([])
         turns[turn].append(text)
