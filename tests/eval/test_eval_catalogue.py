@@ -82,6 +82,12 @@ async def test_record_holds_only_what_the_policy_generated(qwen_tok, tmp_path, s
     assert record["responses"] == [[script(task.id, 0, 0), script(task.id, 0, 1)]]
     examples = {m["content"] for m in EXAMPLE if m["role"] == "assistant"}
     assert not examples & {text for turn in record["responses"] for text in turn}
+    # the record is also the episode record training keeps: the conversation, its prompt (examples included) marked
+    prompt, after = record["messages"][:record["prompt_messages"]], record["messages"][record["prompt_messages"]:]
+    assert examples <= {m["content"] for m in prompt if m["role"] == "assistant"}
+    assert [m["content"] for m in after if m["role"] == "assistant"] == record["responses"][0]
+    assert [s["who"] for s in record["segments"]] == ["policy", "env", "policy"]
+    assert record["tools"] == ["calculator"] and record["metrics"]["acc"] == record["accuracy"] == 1.0
 
 
 @pytest.mark.parametrize("argv, message", [
