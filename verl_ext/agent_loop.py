@@ -46,7 +46,7 @@ from agent_tune.rollout import (
     RolloutLimits,
     run_episode,
 )
-from agent_tune.rollout.dump import append_jsonl, episode_record, trajectory_record
+from agent_tune.rollout.dump import append_jsonl, episode_record
 from agent_tune.rollout.episode_metrics import episode_metrics
 from agent_tune.rollout.records import EpisodeRecording, append_gzip_record
 from agent_tune.rollout.worker_gc import apply_worker_gc
@@ -250,10 +250,8 @@ class AgentTuneLoop(AgentLoopBase):
             append_jsonl(os.path.join(str(samples_dir), f"samples-{os.getpid()}.jsonl"), [sample.as_dict()])
         dump_dir = self.options.dump_rollouts_dir
         if dump_dir:
-            record = trajectory_record(traj, self.renderer.decode, result.reward, result.info,
-                                       tokens=self.options.dump_rollout_tokens,
-                                       env=name, index=extra.get("index"), stop_reason=result.stop_reason.value,
-                                       global_steps=kwargs.get("global_steps"))
+            record = episode_record(result, self.renderer.decode, tokens=self.options.dump_rollout_tokens,
+                                    env=name, index=extra.get("index"), global_steps=kwargs.get("global_steps"))
             append_jsonl(os.path.join(str(dump_dir), f"rollouts-{os.getpid()}.jsonl"), [record])
         episodes_file = self.options.episodes.path()
         if episodes_file is not None:  # the run's episode log (agent_tune.rollout.records)

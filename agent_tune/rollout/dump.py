@@ -28,7 +28,8 @@ from agent_tune.rollout.trajectory import Trajectory
 if TYPE_CHECKING:
     from agent_tune.rollout.runner import EpisodeResult
 
-TOKEN_KEYS = ("prompt_ids", "response_ids", "response_mask", "response_logprobs")
+# what ``tokens=True`` adds to a record: the trajectory's lists, and (episode_record) each response token's text
+TOKEN_KEYS = ("prompt_ids", "response_ids", "response_mask", "response_logprobs", "response_pieces")
 
 
 def segments(traj: Trajectory, decode: Callable[[Sequence[int]], str]) -> list[dict[str, Any]]:

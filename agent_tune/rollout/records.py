@@ -128,10 +128,15 @@ def read_records(path: str | Path, offset: int = 0) -> Iterator[dict[str, Any]]:
 
     A last line without its newline (a writer killed or still writing) is dropped; a line that is not a JSON
     object elsewhere raises :class:`RecordFileError` naming the file and line."""
-    text = read_text(path)
-    lines = text.split("\n")
-    complete = lines[:-1]  # what follows the last newline is unfinished (or empty)
-    for number, line in enumerate(complete[offset:], offset + 1):
+    yield from read_new(path, offset)[0]
+
+
+def read_new(path: str | Path, lines_read: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """The records of ``path`` after its first ``lines_read`` complete lines, and how many complete lines it now
+    has: what a reader following a growing file (``agent-tune view --serve``) passes back next time."""
+    complete = read_text(path).split("\n")[:-1]  # what follows the last newline is unfinished (or empty)
+    out: list[dict[str, Any]] = []
+    for number, line in enumerate(complete[lines_read:], lines_read + 1):
         if not line.strip():
             continue
         try:
@@ -140,7 +145,8 @@ def read_records(path: str | Path, offset: int = 0) -> Iterator[dict[str, Any]]:
             raise RecordFileError(f"{path} line {number}: not JSON ({exc})") from None
         if not isinstance(value, dict):
             raise RecordFileError(f"{path} line {number}: not a JSON object")
-        yield value
+        out.append(value)
+    return out, max(lines_read, len(complete))
 
 
 def record_files(folder: str | Path, prefix: str = FILE_PREFIX) -> list[Path]:
