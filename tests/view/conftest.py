@@ -24,7 +24,7 @@ def qwen_renderer(qwen_tok) -> ChatRenderer:
 def synthetic_run(tmp_path_factory, qwen_renderer):
     """3 steps x 3 groups x 4 samples; token lists for every group."""
     pytest.importorskip("verl")
-    from agent_tune.testing.synthetic_run import write_synthetic_run
+    from tests.view.synthetic_run import write_synthetic_run
 
     return write_synthetic_run(tmp_path_factory.mktemp("run") / "checkpoints", qwen_renderer, steps=3, groups=3,
                                samples=4, tokens_every=1)
@@ -33,7 +33,7 @@ def synthetic_run(tmp_path_factory, qwen_renderer):
 @pytest.fixture(scope="session")
 def synthetic_curriculum(tmp_path_factory, qwen_renderer):
     pytest.importorskip("verl")
-    from agent_tune.testing.synthetic_run import write_synthetic_curriculum
+    from tests.view.synthetic_run import write_synthetic_curriculum
 
     folder = tmp_path_factory.mktemp("curriculum")
     return folder, write_synthetic_curriculum(folder, qwen_renderer, steps=2, groups=2, samples=2, tokens_every=0)

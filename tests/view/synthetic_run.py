@@ -1,4 +1,6 @@
-"""A training run folder written without a trainer, for the viewer's tests, benchmark and screenshots.
+"""A training run folder written without a trainer, for the viewer's tests, benchmark (``benchmarks/viewer_scale.py``)
+and the screenshots of ``docs/viewer.md``. It lives with the tests: it imports the agent loop (verl) and the launcher's
+metrics writer, which the library (``agent_tune.testing``) may not (``tests/test_import_cycles.py``).
 
 Real episodes, recorded by the real code; only the policy and the trainer are stand-ins. Each step plays
 ``groups`` BFCL multi-turn entries (in training mode, ``shots`` worked examples in every prompt, ``progress``
