@@ -179,14 +179,15 @@ def training_episode_record(result: EpisodeResult, kwargs: Mapping[str, Any], ex
     """The episode's record for the run's episode log (``agent_tune.episodes``,
     :func:`agent_tune.rollout.dump.episode_record`) with what places it in training: the trainer step
     (:func:`sample_step`), its GRPO group (:func:`group_id`; verl's ``uid``), the row's index, the sample's number
-    in its group (verl's ``session_id``), split, data source and task key; token lists for the groups
-    ``recording`` samples."""
+    in its group (verl's ``session_id``), split, data source and task key; token lists and the prompt's text for
+    the groups ``recording`` samples (the others' prompt is in their messages)."""
     extra = kwargs.get("extra_info") or {}
     group = group_id(kwargs)
     data_source = kwargs.get("data_source")
     sample = kwargs.get("session_id")
+    tokens = recording.with_tokens(group)
     return episode_record(
-        result, decode, tokens=recording.with_tokens(group),
+        result, decode, tokens=tokens, prompt=tokens,
         global_steps=sample_step(kwargs, extra_fields), group=group, uid=kwargs.get("uid"),
         index=extra.get("index", kwargs.get("index")), sample=None if sample is None else int(sample),
         env=env_name, split=str(extra.get("split") or "train"),

@@ -55,10 +55,12 @@ def trajectory_record(
     reward: float,
     info: Mapping[str, Any],
     tokens: bool = False,
+    prompt: bool = True,
     **extra: Any,
 ) -> dict[str, Any]:
     """The JSON-serialisable record of one episode; ``tokens`` adds the trajectory's lists (ids, mask and
-    the sampler's log-probs)."""
+    the sampler's log-probs); ``prompt=False`` leaves out the prompt's text (``prompt``: a record that holds the
+    conversation has its messages)."""
     record = {
         **extra,
         "reward": reward,
@@ -66,7 +68,7 @@ def trajectory_record(
         "response_tokens": len(traj),
         "policy_tokens": traj.num_policy_tokens,
         "truncated": traj.truncated,
-        "prompt": decode(traj.prompt_ids),
+        **({"prompt": decode(traj.prompt_ids)} if prompt else {}),
         "segments": segments(traj, decode),
         "info": {k: v for k, v in info.items() if _jsonable(v)},
     }
@@ -77,7 +79,8 @@ def trajectory_record(
 
 
 def episode_record(
-    result: EpisodeResult, decode: Callable[[Sequence[int]], str], tokens: bool = False, **extra: Any,
+    result: EpisodeResult, decode: Callable[[Sequence[int]], str], tokens: bool = False, prompt: bool = True,
+    **extra: Any,
 ) -> dict[str, Any]:
     """The record of a finished episode: :func:`trajectory_record` of its trajectory, then
 
@@ -87,8 +90,12 @@ def episode_record(
       ``num_generations``; ``metrics``: :func:`~agent_tune.rollout.episode_metrics.episode_metrics`;
     - with ``tokens``: the token lists, and ``response_pieces``, each response token's own text (decoded
       alone: a character split over two tokens shows as replacement characters in both).
+
+    ``prompt=False`` leaves out the prompt's rendered text (the messages hold its content; training's episode log
+    keeps it only beside token lists, where the token view shows it: about half a BFCL record's size).
     """
-    record = trajectory_record(result.trajectory, decode, float(result.reward), result.info, tokens=tokens, **extra)
+    record = trajectory_record(result.trajectory, decode, float(result.reward), result.info, tokens=tokens,
+                               prompt=prompt, **extra)
     record.update(
         messages=[_jsonable_message(m) for m in result.messages],
         prompt_messages=result.prompt_messages,
@@ -117,7 +124,7 @@ def _jsonable_message(message: Mapping[str, Any]) -> dict[str, Any]:
 def render_text(record: Mapping[str, Any]) -> str:
     """Terminal rendering: policy tokens inside ``[[ ]]``, environment tokens as they are."""
     body = "".join(f"[[{s['text']}]]" if s["who"] == "policy" else s["text"] for s in record["segments"])
-    return f"{record['prompt']}{body}\n--- reward {record['reward']}\n"
+    return f"{record.get('prompt', '')}{body}\n--- reward {record['reward']}\n"
 
 
 def append_jsonl(path: str | Path, records: Sequence[Mapping[str, Any]]) -> None:

@@ -81,7 +81,7 @@ class EpisodeTable:
         if "response_ids" in rec and "response_mask" in rec:
             out["tokens"] = {
                 "ids": rec["response_ids"], "mask": rec["response_mask"],
-                "lps": [_round(x) for x in rec.get("response_logprobs") or []],
+                "lps": _round_all(rec.get("response_logprobs") or []),
                 "pieces": rec.get("response_pieces"), "prompt_len": len(rec.get("prompt_ids") or []),
             }
         if ("tokens" in out or "messages" not in out) and rec.get("prompt") is not None:
@@ -124,6 +124,14 @@ class EpisodeTable:
                 self._calls.clear()
             self._calls[text] = found
         return found
+
+
+def _round_all(values: list[Any]) -> list[float | None]:
+    """Log-probs to 4 decimals (what the page shows), the common case without a check per value."""
+    try:
+        return [round(x, 4) for x in values]
+    except TypeError:  # a null among them
+        return [_round(x) for x in values]
 
 
 def _round(value: Any) -> float | None:

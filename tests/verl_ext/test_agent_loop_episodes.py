@@ -58,6 +58,7 @@ async def test_every_episode_is_recorded_with_its_group_and_tokens(qwen_tok, tmp
         assert rec["prompt_ids"] == out.prompt_ids and rec["response_ids"] == out.response_ids
         assert rec["response_mask"] == out.response_mask and rec["response_logprobs"] == out.response_logprobs
         assert rec["response_pieces"] == [qwen_tok.decode([t]) for t in out.response_ids]
+        assert rec["prompt"] == qwen_tok.decode(out.prompt_ids)  # the token view's prompt
     assert first["reward"] == 1.0 and second["reward"] < 1.0
     # the conversation, its prompt marked: the policy's messages are the generations, in order
     prompt = first["messages"][:first["prompt_messages"]]
@@ -73,6 +74,7 @@ async def test_token_lists_only_for_sampled_groups_and_nothing_when_off(qwen_tok
     await _play(qwen_tok, {"dir": str(tmp_path / "none"), "tokens_every": 0}, ["No."] * 12, entry.id, sample=0)
     [rec] = read_folder(tmp_path / "none")
     assert "response_ids" not in rec and "response_pieces" not in rec and rec["segments"]
+    assert "prompt" not in rec and rec["messages"][:rec["prompt_messages"]]  # the prompt as its messages only
     await _play(qwen_tok, {"dir": str(tmp_path / "off"), "enable": False}, ["No."] * 12, entry.id, sample=0)
     assert not (tmp_path / "off").exists()
     await _play(qwen_tok, {"tokens_every": 1}, ["No."] * 12, entry.id, sample=0)  # no dir: the launcher sets it

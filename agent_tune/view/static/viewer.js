@@ -52,10 +52,12 @@
   // the details decompress after the first render: the list never waits for them
   const detailsReady = (async () => {
     const b64 = $("#details").textContent.trim();
-    if (!b64) return;
-    const lines = (await gunzipBase64(b64)).split("\n");
-    shared = JSON.parse(lines[0]);
-    details = lines.slice(1);
+    if (b64) {
+      const lines = (await gunzipBase64(b64)).split("\n");
+      shared = JSON.parse(lines[0]);
+      details = lines.slice(1);
+    }
+    app.dataset.detailsMs = performance.now().toFixed(0); // since navigation: when an episode can open
   })();
 
   function detailOf(i) { return JSON.parse(details[i]); }
@@ -191,8 +193,9 @@
     sort.value = filters.sort;
     bar.append(el("label", {}, "sort", sort));
     bar.append(el("span", { id: "ep-count", class: "count" }));
-    const rs = rows.map((r) => r[C.reward]);
-    rewardRange = rs.length ? [Math.min(0, ...rs), Math.max(1e-9, ...rs)] : [0, 1];
+    let lo = 0, hi = 1e-9; // loops, not Math.min(...rows): spreading 100,000 arguments overflows the stack
+    for (const r of rows) { lo = Math.min(lo, r[C.reward]); hi = Math.max(hi, r[C.reward]); }
+    rewardRange = [lo, hi];
   }
 
   // ---------------------------------------------------------------------------------- virtual lists
@@ -502,11 +505,11 @@
   function chart(key) {
     const pts = META.curves.rows.filter((r) => typeof r[key] === "number").map((r) => [r.step, r[key], !!r.val]);
     const W = 640, H = 190, L = 44, R = 10, T = 10, B = 24;
-    const xs = pts.map((p) => p[0]);
-    const ys = pts.map((p) => p[1]);
     const stages = META.curves.stages || [];
-    const x0 = Math.min(...xs, ...stages.map((s) => s.first)), x1 = Math.max(...xs, x0 + 1);
-    let y0 = Math.min(...ys), y1 = Math.max(...ys);
+    let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
+    for (const [x, y] of pts) { x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y); }
+    for (const st of stages) x0 = Math.min(x0, st.first);
+    x1 = Math.max(x1, x0 + 1);
     if (y0 === y1) { y0 -= 0.5; y1 += 0.5; }
     const sx = (x) => L + ((x - x0) / (x1 - x0 || 1)) * (W - L - R);
     const sy = (y) => T + (1 - (y - y0) / (y1 - y0)) * (H - T - B);
@@ -633,7 +636,8 @@
       META.report = u.report;
       if (u.rows.length) {
         computeGroups();
-        buildFilters();
+        // new steps, stop reasons, ... join the filters' choices, unless the user is typing in one of them
+        if (!$("#filters").contains(document.activeElement)) buildFilters();
         applyFilters();
       }
       if (u.rows.length || !$("#tab-curves").hidden) renderCurves();
@@ -663,7 +667,10 @@
     $("#status").textContent = `${rows.length} episodes` + (META.live ? " · live" : "") + (META.built ? ` · built ${META.built}` : "");
     detailsReady.catch((e) => { $("#status").textContent = "episode details could not be read: " + e.message; });
     if (META.live) setInterval(poll, META.poll_ms || 3000);
-    app.dataset.ready = "1";
+    requestAnimationFrame(() => setTimeout(() => { // after the first frame is painted
+      app.dataset.renderMs = performance.now().toFixed(0); // since navigation: the list and curves shown
+      app.dataset.ready = "1";
+    }, 0));
   }
 
   start();
