@@ -79,3 +79,17 @@ def test_the_option_block_is_typed_and_on_by_default(tmp_path):
         parse_options({"episodes": {"tokens_every": -1}})
     with pytest.raises(OptionError, match=r"agent_tune.episodes.tokens"):
         parse_options({"episodes": {"tokens": True}})
+
+
+def test_members_larger_than_a_read_chunk(tmp_path):
+    """A member spans several of the reader's chunks (token lists make records of tens of KiB, compressed)."""
+    import random
+
+    rng = random.Random(0)
+    path = tmp_path / "episodes-5.jsonl.gz"
+    records = [{"i": i, "noise": "".join(rng.choice("abcdefghij0123456789") for _ in range(60_000))} for i in range(3)]
+    for r in records:
+        assert append_gzip_record(path, r) > 3 * 8192
+    assert list(read_records(path)) == records
+    path.write_bytes(path.read_bytes()[:-9000])  # the last member cut in its middle
+    assert [r["i"] for r in read_records(path)] == [0, 1]
