@@ -1,6 +1,6 @@
 """``agent-tune view`` at scale: a 10,000-episode run against a 1,000-episode one, opened in headless chromium.
 
-Both runs are written like the viewer tests' (``tests/view/synthetic_run.py``): BFCL multi-turn episodes (1
+Both runs are written like the viewer tests' (``agent_tune/testing/synthetic_run.py``): BFCL multi-turn episodes (1
 worked example per prompt, ``progress`` reward) played by the one runner with scripted samples, recorded by the
 agent loop's own recording functions with the default token sample (``tokens_every=8``), the launcher's
 ``metrics.jsonl``; SmolLM2's tokenizer and template. Sizes: ``--small`` episodes (steps x 10 groups x 4 samples)
@@ -27,10 +27,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent_tune.envs.bfcl.multi_turn.data import ensure_bfcl_project_root  # noqa: E402
+from agent_tune.launch.step_metrics import StepMetricsWriter  # noqa: E402
 from agent_tune.rollout import ChatRenderer  # noqa: E402
 from agent_tune.testing.browser import chromium, missing_browser  # noqa: E402
+from agent_tune.testing.synthetic_run import RunWriters, write_synthetic_run  # noqa: E402
 from agent_tune.view.cli import write_page  # noqa: E402
-from tests.view.synthetic_run import write_synthetic_run  # noqa: E402
+from verl_ext.agent_loop import sample_record, training_episode_record  # noqa: E402
 
 GROUPS_SMALL, GROUPS_LARGE, SAMPLES = 10, 20, 4
 
@@ -100,13 +102,14 @@ def main() -> None:
         raise SystemExit(f"viewer_scale: {reason}")
     ensure_bfcl_project_root()
     renderer = load_renderer()
+    writers = RunWriters(training_episode_record, sample_record, StepMetricsWriter)
     with tempfile.TemporaryDirectory() as tmp:
         base = args.keep or Path(tmp)
         results = {}
         for label, episodes, groups in (("small", args.small, GROUPS_SMALL), ("large", args.large, GROUPS_LARGE)):
             steps = max(1, episodes // (groups * SAMPLES))
             t0 = time.perf_counter()
-            run = write_synthetic_run(base / label, renderer, steps=steps, groups=groups, samples=SAMPLES,
+            run = write_synthetic_run(base / label, renderer, writers, steps=steps, groups=groups, samples=SAMPLES,
                                       tokens_every=8)
             print(f"{label}: wrote {run.episodes} episodes in {run.steps} steps ({time.perf_counter() - t0:.0f} s)",
                   flush=True)

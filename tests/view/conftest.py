@@ -20,23 +20,32 @@ def qwen_renderer(qwen_tok) -> ChatRenderer:
     return ChatRenderer(qwen_tok, "qwen3_instruct")
 
 
+def real_writers():
+    """The agent loop's recording functions and the launcher's metrics writer (verl needed)."""
+    pytest.importorskip("verl")
+    from agent_tune.launch.step_metrics import StepMetricsWriter
+    from agent_tune.testing.synthetic_run import RunWriters
+    from verl_ext.agent_loop import sample_record, training_episode_record
+
+    return RunWriters(training_episode_record, sample_record, StepMetricsWriter)
+
+
 @pytest.fixture(scope="session")
 def synthetic_run(tmp_path_factory, qwen_renderer):
     """3 steps x 3 groups x 4 samples; token lists for every group."""
-    pytest.importorskip("verl")
-    from tests.view.synthetic_run import write_synthetic_run
+    from agent_tune.testing.synthetic_run import write_synthetic_run
 
-    return write_synthetic_run(tmp_path_factory.mktemp("run") / "checkpoints", qwen_renderer, steps=3, groups=3,
-                               samples=4, tokens_every=1)
+    return write_synthetic_run(tmp_path_factory.mktemp("run") / "checkpoints", qwen_renderer, real_writers(),
+                               steps=3, groups=3, samples=4, tokens_every=1)
 
 
 @pytest.fixture(scope="session")
 def synthetic_curriculum(tmp_path_factory, qwen_renderer):
-    pytest.importorskip("verl")
-    from tests.view.synthetic_run import write_synthetic_curriculum
+    from agent_tune.testing.synthetic_run import write_synthetic_curriculum
 
     folder = tmp_path_factory.mktemp("curriculum")
-    return folder, write_synthetic_curriculum(folder, qwen_renderer, steps=2, groups=2, samples=2, tokens_every=0)
+    return folder, write_synthetic_curriculum(folder, qwen_renderer, real_writers(), steps=2, groups=2, samples=2,
+                                              tokens_every=0)
 
 
 def _calculator_script(tasks):

@@ -1,6 +1,5 @@
 """A training run folder written without a trainer, for the viewer's tests, benchmark (``benchmarks/viewer_scale.py``)
-and the screenshots of ``docs/viewer.md``. It lives with the tests: it imports the agent loop (verl) and the launcher's
-metrics writer, which the library (``agent_tune.testing``) may not (``tests/test_import_cycles.py``).
+and the screenshots of ``docs/viewer.md``.
 
 Real episodes, recorded by the real code; only the policy and the trainer are stand-ins. Each step plays
 ``groups`` BFCL multi-turn entries (in training mode, ``shots`` worked examples in every prompt, ``progress``
@@ -11,6 +10,9 @@ is then written as the agent loop writes it (``verl_ext.agent_loop``: :func:`tra
 ``<run>/episodes/``, :func:`sample_record` into ``<run>/samples/``), a line of verl's step log per step
 (``verl_metrics.jsonl``: the mean reward and response length, the step's wall time) and the launcher's per-step
 metrics writer joins them into ``metrics.jsonl``. Log-probs are synthetic (no model samples here).
+
+The agent loop's recording functions and the launcher's metrics writer are handed in (:class:`RunWriters`; the
+caller imports them: the library imports neither ``verl_ext`` nor the launchers, ``tests/test_import_cycles.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from agent_tune.envs import make_env
 from agent_tune.envs.bfcl.multi_turn.data import SCORED_CATEGORIES, load_entry
@@ -36,6 +38,16 @@ MALFORMED = '<tool_call>\n{"name": "ls", "arguments": {oops\n</tool_call>'
 SILENT = "I cannot do that."
 RAMBLE = "Let me think about this step by step. " * 1000
 WRITER_PID = 4242  # the file name's "pid": one writer
+
+
+@dataclass(frozen=True)
+class RunWriters:
+    """The real recording code a synthetic run goes through: ``verl_ext.agent_loop.training_episode_record`` and
+    ``sample_record``, and ``agent_tune.launch.step_metrics.StepMetricsWriter``."""
+
+    episode_record: Callable[..., dict[str, Any]]
+    sample_record: Callable[..., Any]
+    step_metrics: Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -91,16 +103,13 @@ async def _play(renderer: ChatRenderer, test_id: str, behaviour: str, truth: lis
         env.close()
 
 
-def write_synthetic_run(folder: str | Path, renderer: ChatRenderer, steps: int = 3, groups: int = 2,
-                        samples: int = 4, tokens_every: int = 1, shots: int = 1, entries_per_category: int = 25,
-                        max_response_length: int = 4096) -> SyntheticRun:
+def write_synthetic_run(folder: str | Path, renderer: ChatRenderer, writers: RunWriters, steps: int = 3,
+                        groups: int = 2, samples: int = 4, tokens_every: int = 1, shots: int = 1,
+                        entries_per_category: int = 25, max_response_length: int = 4096) -> SyntheticRun:
     """Write a run folder of ``steps`` x ``groups`` x ``samples`` episodes (see the module docstring).
 
     ``tokens_every``: as ``agent_tune.episodes.tokens_every``; ``max_response_length``: the token budget the
     rambling samples run past."""
-    from agent_tune.launch.step_metrics import StepMetricsWriter
-    from verl_ext.agent_loop import sample_record, training_episode_record
-
     folder = Path(folder)
     recording = EpisodeRecording(dir=str(folder / EPISODES_DIR), tokens_every=tokens_every)
     episodes_file = recording.path(WRITER_PID)
@@ -124,25 +133,25 @@ def write_synthetic_run(folder: str | Path, renderer: ChatRenderer, steps: int =
                 kwargs = {"uid": uid, "global_steps": step, "session_id": sample, "data_source": "bfcl",
                           "extra_info": {"index": (step - 1) * groups + group, "split": "train",
                                          "env": {"name": "bfcl", "kwargs": {"test_id": test_id}}}}
-                append_gzip_record(episodes_file, training_episode_record(result, kwargs, {}, "bfcl", recording,
-                                                                          renderer.decode))
-                append_jsonl(samples_file, [sample_record(result, kwargs, {}).as_dict()])
+                append_gzip_record(episodes_file, writers.episode_record(result, kwargs, {}, "bfcl", recording,
+                                                                         renderer.decode))
+                append_jsonl(samples_file, [writers.sample_record(result, kwargs, {}).as_dict()])
                 rewards.append(result.reward)
                 lengths.append(len(result.trajectory))
                 count += 1
         data = {"critic/score/mean": sum(rewards) / len(rewards), "response_length/mean": sum(lengths) / len(lengths),
                 "timing_s/step": time.perf_counter() - started}
         append_jsonl(folder / "verl_metrics.jsonl", [{"step": step, "data": data}])
-    StepMetricsWriter(folder / "verl_metrics.jsonl", folder / "samples", folder / "metrics.jsonl").poll()
+    writers.step_metrics(folder / "verl_metrics.jsonl", folder / "samples", folder / "metrics.jsonl").poll()
     return SyntheticRun(folder, count, steps)
 
 
-def write_synthetic_curriculum(folder: str | Path, renderer: ChatRenderer, stages: Sequence[str] = ("syntax", "base"),
-                               **kwargs: Any) -> list[SyntheticRun]:
+def write_synthetic_curriculum(folder: str | Path, renderer: ChatRenderer, writers: RunWriters,
+                               stages: Sequence[str] = ("syntax", "base"), **kwargs: Any) -> list[SyntheticRun]:
     """A curriculum run folder: one :func:`write_synthetic_run` per stage in ``<folder>/<stage>/checkpoints`` and
     the runner's state file naming the stages."""
     folder = Path(folder)
-    runs = [write_synthetic_run(folder / name / "checkpoints", renderer, **kwargs) for name in stages]
+    runs = [write_synthetic_run(folder / name / "checkpoints", renderer, writers, **kwargs) for name in stages]
     (folder / "curriculum_state.json").write_text(json.dumps({"curriculum": "synthetic", "stages": list(stages),
                                                               "current": len(stages), "records": {}}))
     return runs
