@@ -54,7 +54,9 @@ EXTRAS = {
     # --no-deps by scripts/install.sh: verifiers pins mcp<2 (vLLM has 2.3.0), openai-agents websockets<17, and
     # renderers' openai-harmony would replace the openai_harmony vLLM imports (docs/envs.md).
     "verifiers": ["aiolimiter==1.3.0", "prime-sandboxes==0.5.1", "prime-pydantic-config==0.4.3", "griffelib>=2"],
-    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity", "ruff"],
+    # playwright drives the system's chromium in the viewer's browser tests (scripts/install.sh installs Debian's
+    # chromium; playwright's own browser download is never run)
+    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity", "ruff", "playwright"],
 }
 
 
@@ -85,7 +87,7 @@ setup(
     ),
     python_requires=">=3.10",
     packages=find_packages(include=["agent_tune", "agent_tune.*", "verl_ext", "verl_ext.*"]),
-    package_data={"agent_tune": ["rollout/templates/*.jinja"], "verl_ext": ["agent_loops.yaml"]},
+    package_data={"agent_tune": ["rollout/templates/*.jinja", "view/static/*"], "verl_ext": ["agent_loops.yaml"]},
     include_package_data=True,
     install_requires=CORE,
     extras_require=EXTRAS,

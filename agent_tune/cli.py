@@ -1,5 +1,5 @@
 """The ``agent-tune`` command line: ``envs``, ``data``, ``train``, ``sft``, ``sft-data``, ``curriculum``, ``eval``,
-``plot``."""
+``plot``, ``view``."""
 
 from __future__ import annotations
 
@@ -49,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         from agent_tune.view.plot import main as plot_main
 
         return int(plot_main(argv[1:]) or 0)
+    if argv and argv[0] == "view":
+        from agent_tune.view.cli import main as view_main
+
+        return int(view_main(argv[1:]) or 0)
     from agent_tune.utils.logs import setup_logging
 
     setup_logging()  # train and eval configure it themselves
@@ -69,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("plot", help="a run's per-step metrics as a PNG, first steps against last: agent-tune plot "
                    "RUN/checkpoints/metrics.jsonl --out F.png; --table: keys of verl's step log, a line a step "
                    "(see agent-tune plot -h)")
+    sub.add_parser("view", help="a training run, curriculum, eval output or rollout dump as one HTML page: curves, "
+                   "episodes down to the token, GRPO groups: agent-tune view PATH [--out F.html] [--serve] "
+                   "(see agent-tune view -h)")
     args = parser.parse_args(argv)
     return int(args.func(args))
 

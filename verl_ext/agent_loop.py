@@ -20,6 +20,9 @@ its start-up heap frozen, full collections rarer; a missing key leaves the colle
 trains it (:func:`sample_step`), the row's ``extra_info.split`` and its task key, appended to
 ``<dir>/samples-<pid>.jsonl``; the launcher turns them into per-step metrics (verl's own step metrics do not
 carry them), and the task weighting (:mod:`verl_ext.task_weighting`) into per-task sampling weights.
+``episodes`` (``{enable, dir, tokens_every}``, :class:`agent_tune.rollout.records.EpisodeRecording`; the launcher
+sets ``dir``): every episode's record (:func:`training_episode_record`) appended as its own gzip member to
+``<dir>/episodes-<pid>.jsonl.gz``, what ``agent-tune view`` shows.
 """
 
 from __future__ import annotations
@@ -43,8 +46,9 @@ from agent_tune.rollout import (
     RolloutLimits,
     run_episode,
 )
-from agent_tune.rollout.dump import append_jsonl, trajectory_record
+from agent_tune.rollout.dump import append_jsonl, episode_record
 from agent_tune.rollout.episode_metrics import episode_metrics
+from agent_tune.rollout.records import EpisodeRecording, append_gzip_record
 from agent_tune.rollout.worker_gc import apply_worker_gc
 from verl_ext.sample_records import SampleRecord
 from verl_ext.task_weighting import task_key
@@ -170,6 +174,27 @@ def sample_record(result: EpisodeResult, kwargs: Mapping[str, Any], extra_fields
     )
 
 
+def training_episode_record(result: EpisodeResult, kwargs: Mapping[str, Any], extra_fields: Mapping[str, Any],
+                            env_name: str, recording: EpisodeRecording, decode: Any) -> dict[str, Any]:
+    """The episode's record for the run's episode log (``agent_tune.episodes``,
+    :func:`agent_tune.rollout.dump.episode_record`) with what places it in training: the trainer step
+    (:func:`sample_step`), its GRPO group (:func:`group_id`; verl's ``uid``), the row's index, the sample's number
+    in its group (verl's ``session_id``), split, data source and task key; token lists and the prompt's text for
+    the groups ``recording`` samples (the others' prompt is in their messages)."""
+    extra = kwargs.get("extra_info") or {}
+    group = group_id(kwargs)
+    data_source = kwargs.get("data_source")
+    sample = kwargs.get("session_id")
+    tokens = recording.with_tokens(group)
+    return episode_record(
+        result, decode, tokens=tokens, prompt=tokens,
+        global_steps=sample_step(kwargs, extra_fields), group=group, uid=kwargs.get("uid"),
+        index=extra.get("index", kwargs.get("index")), sample=None if sample is None else int(sample),
+        env=env_name, split=str(extra.get("split") or "train"),
+        data_source=None if data_source is None else str(data_source), task=task_key(extra),
+    )
+
+
 @register(LOOP_NAME)
 class AgentTuneLoop(AgentLoopBase):
     """Plays one row's environment with agent-tune's episode runner."""
@@ -226,11 +251,13 @@ class AgentTuneLoop(AgentLoopBase):
             append_jsonl(os.path.join(str(samples_dir), f"samples-{os.getpid()}.jsonl"), [sample.as_dict()])
         dump_dir = self.options.dump_rollouts_dir
         if dump_dir:
-            record = trajectory_record(traj, self.renderer.decode, result.reward, result.info,
-                                       tokens=self.options.dump_rollout_tokens,
-                                       env=name, index=extra.get("index"), stop_reason=result.stop_reason.value,
-                                       global_steps=kwargs.get("global_steps"))
+            record = episode_record(result, self.renderer.decode, tokens=self.options.dump_rollout_tokens,
+                                    env=name, index=extra.get("index"), global_steps=kwargs.get("global_steps"))
             append_jsonl(os.path.join(str(dump_dir), f"rollouts-{os.getpid()}.jsonl"), [record])
+        episodes_file = self.options.episodes.path()
+        if episodes_file is not None:  # the run's episode log (agent_tune.rollout.records)
+            append_gzip_record(episodes_file, training_episode_record(
+                result, kwargs, policy.extra_fields, name, self.options.episodes, self.renderer.decode))
         return AgentLoopOutput(
             prompt_ids=list(traj.prompt_ids),
             response_ids=list(traj.response_ids),

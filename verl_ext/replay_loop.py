@@ -3,7 +3,7 @@
 - :class:`RecordingLoop` (rollout-only): agent-tune's own loop (:class:`verl_ext.agent_loop.AgentTuneLoop`,
   unchanged: same env, runner, sampling), and every sample it returns to verl written to the step dump
   ``<agent_tune.debug.dump_dir>/step_<N>/rollouts-<pid>.jsonl`` (:func:`agent_tune.rollout.dump.step_dump_path`):
-  the episode record of :func:`agent_tune.rollout.dump.trajectory_record` with its token lists (prompt and
+  the episode record of :func:`agent_tune.rollout.dump.episode_record` with its token lists (prompt and
   response ids, loss mask, the sampler's log-probs), plus its key (``global_steps``, the row's ``index``, the
   ``sample`` number in its group), verl's ``uid``, ``num_turns``, the episode ``metrics`` verl got as
   ``reward_extra_info`` and the loop's samples record (``sample_record``:
@@ -38,6 +38,7 @@ from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
 
 from agent_tune.options import options_of
 from agent_tune.rollout.dump import (
+    TOKEN_KEYS,
     DumpError,
     append_jsonl,
     read_step_dump,
@@ -108,8 +109,7 @@ class RecordingLoop(AgentTuneLoop):
             append_jsonl(os.path.join(options.sample_metrics_dir, f"samples-{pid}.jsonl"), [samples[0].as_dict()])
         if options.dump_rollouts_dir:
             episode = episodes[0] if options.dump_rollout_tokens else {
-                k: v for k, v in episodes[0].items()
-                if k not in ("prompt_ids", "response_ids", "response_mask", "response_logprobs")}
+                k: v for k, v in episodes[0].items() if k not in TOKEN_KEYS}
             append_jsonl(os.path.join(options.dump_rollouts_dir, f"rollouts-{pid}.jsonl"), [episode])
         record = {
             **episodes[0], "global_steps": step, "index": index, "sample": sample, "uid": str(kwargs.get("uid")),

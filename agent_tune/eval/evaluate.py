@@ -20,7 +20,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from agent_tune.envs import get_env_class, make_env
 from agent_tune.envs.base import StopReason
@@ -40,6 +40,7 @@ from agent_tune.eval.store import ResultStore
 from agent_tune.eval.task_rows import TaskRow, catalogue_task_rows, load_task_rows, row_env_kwargs
 from agent_tune.parsing import get_tool_parser
 from agent_tune.rollout import ChatRenderer, EpisodeResult, PromptTooLongError, RolloutLimits, run_episode
+from agent_tune.rollout.dump import episode_record
 from agent_tune.rollout.episode_metrics import METRIC_KEYS, episode_metrics
 
 MODES = ("tokens", "chat")
@@ -150,11 +151,13 @@ def load_tokenizer(path: str) -> Any:
 
 
 def episode_turns(result: EpisodeResult) -> list[list[str]]:
-    """The policy's text of every stepped generation, grouped by the user turn it answered."""
-    texts = [m["content"] for m in result.messages if m.get("role") == "assistant"]
+    """The policy's text of every generation, grouped by the user turn it answered.
+
+    Only what the policy generated (:attr:`EpisodeResult.generations`): a prompt's worked example (assistant
+    and tool turns before the question) and a raw-text env's observations are not the policy's."""
     turns: list[list[str]] = []
     turn = 0
-    for i, text in enumerate(texts):
+    for i, text in enumerate(result.generations):
         while len(turns) <= turn:
             turns.append([])
         turns[turn].append(text)
@@ -165,14 +168,23 @@ def episode_turns(result: EpisodeResult) -> list[list[str]]:
 
 def build_record(
     test_id: str, sample: int, result: EpisodeResult, category: str, tokens_generated: int | None = None,
+    decode: Callable[[Sequence[int]], str] | None = None,
 ) -> dict[str, Any]:
     """One results-file line for a finished episode (``decoded_calls`` as the env reports them: BFCL's per
     turn and step, the toolcall env's one list of ``{name, arguments}``); ``category`` is used when the env
-    reports none (the entry's, :class:`~agent_tune.eval.task_rows.TaskRow`)."""
+    reports none (the entry's, :class:`~agent_tune.eval.task_rows.TaskRow`).
+
+    With ``decode`` (the run's tokenizer), the line is also the episode record training keeps
+    (:func:`agent_tune.rollout.dump.episode_record`: the conversation with its prompt marked, the loss-mask
+    segments, the env's info), under the eval's own keys: where both have a key the eval's stands (``truncated``:
+    1.0 when the episode ended before the env said done, as the metric)."""
     info = result.info
     keys = ("category", "accuracy", "num_turns", "force_terminated", "turn_scores", "turn_errors", "decoded_calls",
             "end_reason")
     rec: dict[str, Any] = {"test_id": test_id, "sample": sample}
+    if decode is not None:
+        episode = episode_record(result, decode)
+        rec.update({k: v for k, v in episode.items() if k not in rec})
     rec.update({k: info.get(k) for k in keys})
     rec.update(episode_metrics(result))  # the keys training logs too (agent_tune.rollout.episode_metrics)
     rec["category"] = rec["category"] or category
@@ -277,7 +289,7 @@ class Evaluator:
                 tokens = chat.usage.completion_tokens
                 for k in ("requests", "prompt_tokens", "completion_tokens"):
                     setattr(self.usage, k, getattr(self.usage, k) + getattr(chat.usage, k))
-            rec = build_record(test_id, sample, result, category, tokens)
+            rec = build_record(test_id, sample, result, category, tokens, decode=self.renderer.decode)
             rec.update(env.report.record_fields(env, sample))
             sft = None
             if self.rft_filter is not None and self.rft_filter.keep(rec["accuracy"], rec["reward"]):

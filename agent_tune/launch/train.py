@@ -41,6 +41,7 @@ from agent_tune.launch.compose import describe_config_error
 from agent_tune.launch.launcher import Child, Launcher
 from agent_tune.launch.run_config import RunConfig
 from agent_tune.options import AgentTuneOptions
+from agent_tune.rollout.records import EPISODES_DIR
 from agent_tune.utils.typed_config import OptionError, check_arguments
 
 logger = logging.getLogger("agent_tune.launch.train")  # also when run as __main__
@@ -159,7 +160,9 @@ def prepare_outputs(run: RunConfig) -> RunConfig:
       samples there);
     - ``trainer.logger`` gains verl's ``file`` logger, written to ``<default_local_dir>/verl_metrics.jsonl``;
     - ``agent_tune.sample_metrics_dir``: ``<default_local_dir>/samples`` (the agent loop's per-episode records);
-    - ``agent_tune.metrics_file``: ``<default_local_dir>/metrics.jsonl`` (see :mod:`agent_tune.launch.step_metrics`).
+    - ``agent_tune.metrics_file``: ``<default_local_dir>/metrics.jsonl`` (see :mod:`agent_tune.launch.step_metrics`);
+    - ``agent_tune.episodes.dir``: ``<default_local_dir>/episodes`` (every episode's record,
+      :mod:`agent_tune.rollout.records`).
     """
     config, out = run.config, run.run_dir
     with open_dict(config):
@@ -177,8 +180,10 @@ def prepare_outputs(run: RunConfig) -> RunConfig:
         env_vars = OmegaConf.to_container(existing, resolve=True) if existing else {}
         env_vars["VERL_FILE_LOGGER_PATH"] = str(out / VERL_LOG)
         OmegaConf.update(config, "ray_kwargs.ray_init.runtime_env.env_vars", env_vars, force_add=True, merge=False)
+    episodes = run.options.episodes
     return run.set_options(sample_metrics_dir=run.options.sample_metrics_dir or str(out / "samples"),
-                           metrics_file=run.options.metrics_file or str(out / "metrics.jsonl"))
+                           metrics_file=run.options.metrics_file or str(out / "metrics.jsonl"),
+                           episodes=episodes.model_copy(update={"dir": episodes.dir or str(out / EPISODES_DIR)}))
 
 
 def prepare(run: RunConfig) -> RunConfig:

@@ -1,9 +1,13 @@
-"""Human-readable dumps of token trajectories, with the loss mask shown.
+"""The episode record, one format for every place episodes are kept, with the loss mask shown.
 
-One JSON object per episode: the prompt text, then the response as alternating segments, each
-tagged ``policy`` (mask 1: trained on) or ``env`` (mask 0: observations, template glue), with its
-token count and mean log-prob; plus reward and the environment's info. A plain-text rendering
-marks policy spans with ``[[`` ``]]`` for reading in a terminal.
+One JSON object per episode (:func:`trajectory_record`): the prompt text, then the response as alternating
+segments, each tagged ``policy`` (mask 1: trained on) or ``env`` (mask 0: observations, template glue), with
+its token count and mean log-prob; plus reward and the environment's info. :func:`episode_record` adds what the
+runner knows of a finished episode (:class:`~agent_tune.rollout.runner.EpisodeResult`): the conversation with
+the prompt's end marked (``messages``, ``prompt_messages``), how it ended, its metrics and, with ``tokens``,
+the token lists and each response token's text. Training's episode log (:mod:`agent_tune.rollout.records`, which
+also reads every kind of record file), the eval's results file and the step dumps below all write it. A
+plain-text rendering marks policy spans with ``[[`` ``]]`` for reading in a terminal.
 
 Step dumps (the rollout-only debugging mode, :mod:`verl_ext.debug_modes`): the same records, with their token
 lists, filed per trainer step under ``<dump_dir>/step_<N>/rollouts-<worker>.jsonl`` and keyed by the row's
@@ -15,10 +19,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from agent_tune.errors import DataError
+from agent_tune.rollout.episode_metrics import episode_metrics
 from agent_tune.rollout.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from agent_tune.rollout.runner import EpisodeResult
+
+# what ``tokens=True`` adds to a record: the trajectory's lists, and (episode_record) each response token's text
+TOKEN_KEYS = ("prompt_ids", "response_ids", "response_mask", "response_logprobs", "response_pieces")
 
 
 def segments(traj: Trajectory, decode: Callable[[Sequence[int]], str]) -> list[dict[str, Any]]:
@@ -44,10 +55,12 @@ def trajectory_record(
     reward: float,
     info: Mapping[str, Any],
     tokens: bool = False,
+    prompt: bool = True,
     **extra: Any,
 ) -> dict[str, Any]:
     """The JSON-serialisable record of one episode; ``tokens`` adds the trajectory's lists (ids, mask and
-    the sampler's log-probs)."""
+    the sampler's log-probs); ``prompt=False`` leaves out the prompt's text (``prompt``: a record that holds the
+    conversation has its messages)."""
     record = {
         **extra,
         "reward": reward,
@@ -55,7 +68,7 @@ def trajectory_record(
         "response_tokens": len(traj),
         "policy_tokens": traj.num_policy_tokens,
         "truncated": traj.truncated,
-        "prompt": decode(traj.prompt_ids),
+        **({"prompt": decode(traj.prompt_ids)} if prompt else {}),
         "segments": segments(traj, decode),
         "info": {k: v for k, v in info.items() if _jsonable(v)},
     }
@@ -65,10 +78,53 @@ def trajectory_record(
     return record
 
 
+def episode_record(
+    result: EpisodeResult, decode: Callable[[Sequence[int]], str], tokens: bool = False, prompt: bool = True,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The record of a finished episode: :func:`trajectory_record` of its trajectory, then
+
+    - ``messages``: the conversation (system, user, assistant, tool), ``prompt_messages``: how many of them are
+      the env's initial prompt (a worked example's assistant turns included: the policy wrote none of those);
+    - ``tools``: the names of the functions offered last; ``stop_reason``, ``finish_reasons`` (per generation),
+      ``num_generations``; ``metrics``: :func:`~agent_tune.rollout.episode_metrics.episode_metrics`;
+    - with ``tokens``: the token lists, and ``response_pieces``, each response token's own text (decoded
+      alone: a character split over two tokens shows as replacement characters in both).
+
+    ``prompt=False`` leaves out the prompt's rendered text (the messages hold its content; training's episode log
+    keeps it only beside token lists, where the token view shows it: about half a BFCL record's size).
+    """
+    record = trajectory_record(result.trajectory, decode, float(result.reward), result.info, tokens=tokens,
+                               prompt=prompt, **extra)
+    record.update(
+        messages=[_jsonable_message(m) for m in result.messages],
+        prompt_messages=result.prompt_messages,
+        tools=[_tool_name(t) for t in result.tools or []],
+        stop_reason=result.stop_reason.value,
+        finish_reasons=list(result.finish_reasons),
+        num_generations=result.num_generations,
+        metrics=episode_metrics(result),
+    )
+    if tokens:
+        record["response_pieces"] = [decode([t]) for t in result.trajectory.response_ids]
+    return record
+
+
+def _tool_name(schema: Mapping[str, Any]) -> str:
+    fn = schema.get("function") if isinstance(schema, Mapping) else None
+    name = (fn or schema).get("name") if isinstance(fn or schema, Mapping) else None
+    return str(name if name is not None else schema)
+
+
+def _jsonable_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A message as JSON can hold it: values JSON cannot encode become their text."""
+    return {str(k): (v if _jsonable(v) else str(v)) for k, v in message.items()}
+
+
 def render_text(record: Mapping[str, Any]) -> str:
     """Terminal rendering: policy tokens inside ``[[ ]]``, environment tokens as they are."""
     body = "".join(f"[[{s['text']}]]" if s["who"] == "policy" else s["text"] for s in record["segments"])
-    return f"{record['prompt']}{body}\n--- reward {record['reward']}\n"
+    return f"{record.get('prompt', '')}{body}\n--- reward {record['reward']}\n"
 
 
 def append_jsonl(path: str | Path, records: Sequence[Mapping[str, Any]]) -> None:

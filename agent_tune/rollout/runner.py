@@ -125,6 +125,12 @@ class EpisodeResult:
     final_observation: Observation | None = None  # what the env answered the last step (not in the tokens)
     drift: DriftReport | None = None
     timings: dict[str, float] = field(default_factory=dict)  # seconds: prompt, generate, decode, env, delta
+    # where the prompt ends in ``messages``: its first ``prompt_messages`` are the env's initial conversation
+    # (system, user, and any worked example's assistant and tool turns: the policy wrote none of them)
+    prompt_messages: int = 0
+    # the decoded text of each policy generation that produced tokens, in order (end-of-turn token left out):
+    # exactly what the policy wrote, never a prompt's example turn nor, in raw-text envs, an observation
+    generations: list[str] = field(default_factory=list)
 
     @property
     def truncated(self) -> bool:
@@ -163,6 +169,7 @@ async def run_episode(
     else:  # reset in the start thread too
         start = await _in_start_thread(lambda: _start(env, env.reset(**task_kwargs), renderer, limits, text_mode))
     obs, traj, messages, timings["prompt"] = start
+    prompt_messages = len(obs.messages)
     initial_tools = list(obs.tools) if obs.tools else None
 
     base_params = _sampling_params(sampling_params, hints.stop, hints.include_stop_str_in_output,
@@ -176,6 +183,7 @@ async def run_episode(
     step_infos: list[dict[str, Any]] = []
     finish_reasons: list[str] = []
     num_generations = 0
+    generations: list[str] = []
     final_observation: Observation | None = None
     stop: StopReason | None = None
     eot = renderer.end_of_turn_id
@@ -207,6 +215,7 @@ async def run_episode(
         text = renderer.decode(ids[:-1] if closed else ids)
         timings["decode"] += time.perf_counter() - t0
         if ids:  # the transcript shows what was generated, even when the episode ends here
+            generations.append(text)
             if text_mode:
                 _append_assistant_text(messages, text)
             else:
@@ -280,6 +289,8 @@ async def run_episode(
         final_observation=final_observation,
         drift=drift,
         timings=timings,
+        prompt_messages=prompt_messages,
+        generations=generations,
     )
 
 

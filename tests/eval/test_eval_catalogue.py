@@ -65,6 +65,31 @@ async def test_eval_env_plays_the_catalogue(qwen_tok, tmp_path, server_questions
     assert not (tmp_path / "r_bfcl").exists()  # not BFCL entries: no BFCL result files
 
 
+async def test_record_holds_only_what_the_policy_generated(qwen_tok, tmp_path, server_questions) -> None:
+    """The calculator's prompt carries worked examples (assistant and tool turns before the question): the
+    record's ``responses`` are the policy's two generations only, none of the example turns."""
+    from examples.envs.calculator import EXAMPLE
+
+    async with ScriptedServer(qwen_tok, calculator_script(set()), [], questions=server_questions,
+                              locate=last_question) as srv:
+        argv = ["--base-url", srv.base_url, "--model", "scripted", "--template", "qwen3", "--no-progress",
+                "--env", ENV, "--split", "test", "--options", '{"size": 4}', "--limit", "1",
+                "--output", str(tmp_path / "r.jsonl")]
+        assert await asyncio.to_thread(run_main, argv, qwen_tok) == 0
+    (record,) = read_results(tmp_path / "r.jsonl")[1]
+    task = next(t for t in TASKS if t.id == record["test_id"])
+    script = calculator_script(set())
+    assert record["responses"] == [[script(task.id, 0, 0), script(task.id, 0, 1)]]
+    examples = {m["content"] for m in EXAMPLE if m["role"] == "assistant"}
+    assert not examples & {text for turn in record["responses"] for text in turn}
+    # the record is also the episode record training keeps: the conversation, its prompt (examples included) marked
+    prompt, after = record["messages"][:record["prompt_messages"]], record["messages"][record["prompt_messages"]:]
+    assert examples <= {m["content"] for m in prompt if m["role"] == "assistant"}
+    assert [m["content"] for m in after if m["role"] == "assistant"] == record["responses"][0]
+    assert [s["who"] for s in record["segments"]] == ["policy", "env", "policy"]
+    assert record["tools"] == ["calculator"] and record["metrics"]["acc"] == record["accuracy"] == 1.0
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--split", "val"], "has no split 'val'"),
     (["--options", '{"sise": 4}'], "sise"),

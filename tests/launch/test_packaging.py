@@ -41,6 +41,9 @@ def test_wheel_ships_configs(tmp_path: Path) -> None:
     assert modules == {p.relative_to(REPO) for package in packages
                        for p in (REPO / package).rglob("*.py") if "__pycache__" not in p.parts}
 
+    # the viewer's page is built from files shipped beside its modules
+    static = {p.name for p in (target / "agent_tune" / "view" / "static").iterdir()}
+    assert static == {p.name for p in (REPO / "agent_tune" / "view" / "static").iterdir()}
     env = {**os.environ, "PYTHONPATH": str(target)}
     out = subprocess.run([sys.executable, "-c", PROBE.format(target=str(target))], cwd=tmp_path, env=env,
                          capture_output=True, text=True)

