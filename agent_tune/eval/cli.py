@@ -381,6 +381,7 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
     except (AgentTuneError, OSError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_code(exc)
+    print(f"episodes, conversations and tokens: agent-tune view {args.output}")
     return 1 if outcome.failed else 0
 
 

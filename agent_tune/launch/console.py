@@ -378,6 +378,7 @@ def watch(
             logger.info("checkpoints: %s (latest %s)", files.checkpoints, files.checkpoints / f"global_step_{step}")
         else:
             logger.info("checkpoints: none saved in %s", files.checkpoints)
+        logger.info("episodes, curves and tokens: agent-tune view %s", files.checkpoints)
     else:
         cause = failure_excerpt(launch_lines()) or ["(the log is empty)"]
         logger.error("training failed (%s) after %s; from the log:\n%s", describe_exit(code), elapsed,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -151,6 +152,18 @@ AGENT_LOOPS_YAML = Path(verl_ext.__file__).resolve().with_name("agent_loops.yaml
 VERL_LOG = "verl_metrics.jsonl"  # verl's file logger, in the run folder
 
 
+def logger_locations(loggers: list[str], out: Path) -> dict[str, str]:
+    """Where verl's own loggers named in ``trainer.logger`` write in the run folder ``out``, as the variables
+    verl reads (``verl/utils/tracking.py``): ``tensorboard`` -> ``TENSORBOARD_DIR=<out>/tensorboard`` (verl's
+    default is relative to the working directory), ``mlflow`` -> ``MLFLOW_TRACKING_URI=file:<out>/mlruns``
+    (verl's default is a database in /tmp), ``wandb`` -> ``WANDB_DIR=<out>`` (``WANDB_MODE=offline`` keeps it
+    off the network)."""
+    where = {"tensorboard": ("TENSORBOARD_DIR", str(out / "tensorboard")),
+             "mlflow": ("MLFLOW_TRACKING_URI", (out / "mlruns").as_uri()),
+             "wandb": ("WANDB_DIR", str(out))}
+    return dict(where[name] for name in loggers if name in where)
+
+
 def prepare_outputs(run: RunConfig) -> RunConfig:
     """Fill in agent-tune's defaults for where a run writes (the launcher creates the run folder):
 
@@ -159,6 +172,8 @@ def prepare_outputs(run: RunConfig) -> RunConfig:
     - ``trainer.rollout_data_dir``: ``<trainer.default_local_dir>/rollouts`` (verl dumps every step's
       samples there);
     - ``trainer.logger`` gains verl's ``file`` logger, written to ``<default_local_dir>/verl_metrics.jsonl``;
+      verl's ``tensorboard``, ``mlflow`` and ``wandb`` loggers, when named, write there too
+      (:func:`logger_locations`);
     - ``agent_tune.sample_metrics_dir``: ``<default_local_dir>/samples`` (the agent loop's per-episode records);
     - ``agent_tune.metrics_file``: ``<default_local_dir>/metrics.jsonl`` (see :mod:`agent_tune.launch.step_metrics`);
     - ``agent_tune.episodes.dir``: ``<default_local_dir>/episodes`` (every episode's record,
@@ -175,10 +190,14 @@ def prepare_outputs(run: RunConfig) -> RunConfig:
         loggers = [loggers] if isinstance(loggers, str) else list(loggers or [])
         if "file" not in loggers:
             OmegaConf.update(config, "trainer.logger", loggers + ["file"], merge=False)
-        # verl's file logger takes its path from this variable (read in the trainer process)
+        # verl's loggers take their paths from these variables (read in the trainer process): its file logger
+        # always writes to the run folder; tensorboard and mlflow do too, unless the user points them elsewhere
         existing = OmegaConf.select(config, "ray_kwargs.ray_init.runtime_env.env_vars", default=None)
         env_vars = OmegaConf.to_container(existing, resolve=True) if existing else {}
         env_vars["VERL_FILE_LOGGER_PATH"] = str(out / VERL_LOG)
+        for variable, value in logger_locations(loggers, out).items():
+            if variable not in env_vars and variable not in os.environ:
+                env_vars[variable] = value
         OmegaConf.update(config, "ray_kwargs.ray_init.runtime_env.env_vars", env_vars, force_add=True, merge=False)
     episodes = run.options.episodes
     return run.set_options(sample_metrics_dir=run.options.sample_metrics_dir or str(out / "samples"),

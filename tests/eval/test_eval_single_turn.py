@@ -173,6 +173,7 @@ def test_cli_single_turn_suite(qwen_tok, qwen_tok_dir, tmp_path, capsys):
         assert eval_main(cmd) == 0  # a rerun resumes: nothing left to run
     printed = capsys.readouterr().out
     assert f"ran 0 episodes, {len(ids)} already in" in printed
+    assert f"episodes, conversations and tokens: agent-tune view {out}" in printed  # how to look at them
     meta, records = read_results(out)
     assert meta["env"] == "toolcall" and len(records) == len(ids)
     report = json.loads(Path(f"{out.with_suffix('')}.report.json").read_text())

@@ -24,11 +24,15 @@ GAP_BOUND = 0.05
 pytestmark = pytest.mark.slow
 
 
-def _run(work: Path, name: str, **env: str) -> str:
+# verl's own loggers through agent-tune train: tensorboard beside the run's metrics.jsonl (docs/viewer.md)
+LOGGERS = "trainer.logger=[console,tensorboard]"
+
+
+def _run(work: Path, name: str, *overrides: str, **env: str) -> str:
     log = work.parent / f"{name}.log"
     with open(log, "w") as out:
         proc = subprocess.run(
-            ["bash", str(REPO / "examples" / "run_grpo_bfcl_cpu.sh")],
+            ["bash", str(REPO / "examples" / "run_grpo_bfcl_cpu.sh"), *overrides],
             cwd=REPO, stdout=out, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S,
             env={**os.environ, "WORK_DIR": str(work), **env},
         )
@@ -56,12 +60,45 @@ def _episode_records(ckpt: Path) -> list[dict]:
     return [json.loads(line) for path in files for line in path.read_text().splitlines()]
 
 
+def _check_view(ckpt: Path, out: Path) -> None:
+    """Every episode the run trained on is in its episode log (``agent_tune.episodes``, on by default), and
+    ``agent-tune view`` shows them all; in a headless chromium where one is installed: the count, a step's
+    filter, and an episode's tokens with both mask classes."""
+    from agent_tune.rollout.records import read_folder
+    from agent_tune.testing.browser import chromium, missing_browser
+    from agent_tune.view.cli import write_page
+
+    logged = read_folder(ckpt / "episodes")
+    assert len(logged) == 24 and {r["global_steps"] for r in logged} == {1, 2, 3}
+    assert len({r["group"] for r in logged}) == 6  # 2 prompts a step, 4 samples each
+    assert all(r["stop_reason"] and r["segments"] and r["messages"] for r in logged)
+    page_file, view = write_page(ckpt, out / "view.html")
+    assert len(view.table) == 24
+    if missing_browser() is not None:
+        return
+    with chromium() as (page, log):
+        page.goto(page_file.resolve().as_uri())
+        page.wait_for_selector("#app[data-ready='1']", timeout=20_000)
+        assert int(page.get_attribute("#app", "data-episodes")) == 24
+        page.click("#tabbtn-episodes")
+        page.select_option("#f-step", "3")
+        assert int(page.get_attribute("#app", "data-episodes")) == 8
+        page.select_option("#f-step", "")
+        both = next(i for i, r in enumerate(logged) if {s["who"] for s in r["segments"]} == {"policy", "env"})
+        page.click(f".ep-row[data-index='{both}']")
+        page.click("#dt-tok")
+        page.wait_for_selector(".tok-policy")
+        assert page.locator(".tok-policy").count() > 0 and page.locator(".tok-env").count() > 0
+        page.screenshot(path=str(out / "main_job_view.png"))
+    assert log.errors == []
+
+
 def test_bfcl_grpo_on_cpu_then_resume(tmp_path: Path) -> None:
     pytest.importorskip("verl")
     pytest.importorskip("vllm")
     work = tmp_path / "bfcl_cpu"
     shm_before = _shm_files()
-    first = _run(work, "first")
+    first = _run(work, "first", LOGGERS)
     ckpt = work / "checkpoints"
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
     assert (ckpt / "global_step_2" / "actor" / "model_world_size_1_rank_0.pt").is_file()
@@ -101,7 +138,7 @@ def test_bfcl_grpo_on_cpu_then_resume(tmp_path: Path) -> None:
     # verl also dumped each step's samples
     assert (ckpt / "rollouts" / "1.jsonl").is_file()
 
-    second = _run(work, "second", TOTAL_STEPS="3")
+    second = _run(work, "second", LOGGERS, TOTAL_STEPS="3")
     assert f"Resuming from {ckpt / 'global_step_2'}" in second
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     rows = [json.loads(line) for line in (ckpt / "metrics.jsonl").read_text().splitlines()]
@@ -110,6 +147,15 @@ def test_bfcl_grpo_on_cpu_then_resume(tmp_path: Path) -> None:
     # differ, so some step has a policy gradient (one step has no informative group ~22% of the time)
     assert sum(r["num_calls"] for r in _episode_records(ckpt)) > 0
     assert any(r["pg_loss"] != 0.0 for r in rows), rows
+    _check_view(ckpt, tmp_path)
+    # verl's tensorboard logger wrote the same per-step numbers metrics.jsonl holds, in the run folder
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(ckpt / "tensorboard"))
+    events.Reload()
+    logged = {e.step: e.value for e in events.Scalars("actor/pg_loss")}
+    assert sorted(logged) == [1, 2, 3]
+    assert all(logged[r["step"]] == pytest.approx(r["pg_loss"], rel=1e-6, abs=1e-9) for r in rows), (logged, rows)
 
     # vLLM's shared-memory files from these runs were removed (others' files may come and go meanwhile)
     from verl_ext.cpu.shm import paths_in_use

@@ -158,6 +158,27 @@ def test_parse_args():
         parse_args(["not_an_override"])
 
 
+def test_verl_loggers_write_into_the_run_folder(tmp_path, monkeypatch):
+    from agent_tune.launch.train import prepare_outputs
+
+    monkeypatch.delenv("TENSORBOARD_DIR", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    config = compose_config("agent_tune_grpo_cpu", [f"trainer.default_local_dir={tmp_path}",
+                                                    "trainer.logger=[console,tensorboard,mlflow]"])
+    run = prepare_outputs(RunConfig.parse(config))
+    env = run.config.ray_kwargs.ray_init.runtime_env.env_vars
+    assert list(run.config.trainer.logger) == ["console", "tensorboard", "mlflow", "file"]
+    assert env.TENSORBOARD_DIR == str(tmp_path / "tensorboard")
+    assert env.MLFLOW_TRACKING_URI == (tmp_path / "mlruns").as_uri()
+    assert env.VERL_FILE_LOGGER_PATH == str(tmp_path / "verl_metrics.jsonl")
+    # a location the user chose stays theirs
+    monkeypatch.setenv("TENSORBOARD_DIR", "/elsewhere")
+    config = compose_config("agent_tune_grpo_cpu", [f"trainer.default_local_dir={tmp_path}",
+                                                    "trainer.logger=[console,tensorboard]"])
+    env = prepare_outputs(RunConfig.parse(config)).config.ray_kwargs.ray_init.runtime_env.env_vars
+    assert "TENSORBOARD_DIR" not in env and "MLFLOW_TRACKING_URI" not in env
+
+
 def test_smollm2_alias_resolves_to_cache(tmp_path, monkeypatch):
     from agent_tune.launch.compose import resolve_model_paths
     from agent_tune.models import smollm2

@@ -212,6 +212,7 @@ def test_watch_a_successful_child(tmp_path: Path) -> None:
     assert [s.split(" | ")[0] for s in steps] == ["[agent-tune] step 1/2 (50%)", "[agent-tune] step 2/2 (100%)"]
     assert "ETA 30s" in steps[0] and "ETA 0s" in steps[1] and "reward 1.000" in steps[1]
     assert f"[agent-tune] checkpoints: {tmp_path} (latest {tmp_path / 'global_step_2'})" in lines
+    assert f"[agent-tune] episodes, curves and tokens: agent-tune view {tmp_path}" in lines
     assert lines[-1] == f"[agent-tune] full log: {tmp_path / 'train.log'}"
     assert "noise" not in console and echoed == ""
     # a step whose groups all have equal rewards says so on the console
