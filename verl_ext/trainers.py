@@ -41,7 +41,7 @@ def check_trainer(config: DictConfig) -> str:
     """The trainer's name, after checking the config has what that trainer needs.
 
     Raises:
-        ValueError: naming the key (an unknown trainer, a missing ``rollout`` pool or ``async_training``
+        ValueError: naming the key (a missing ``rollout`` pool or ``async_training``
             section, the colocated ``naive`` weight sync or hybrid engine for a separate-pool trainer, a
             fully-async batch size other than verl's or ``multi_turn.enable`` off, which would replace the
             rows' agent loop).
