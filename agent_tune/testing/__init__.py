@@ -13,4 +13,7 @@ scripted BFCL episode, to show a change to the env keeps every output.
 ``lora_sync_check``: ``python -m agent_tune.testing.lora_sync_check --dump DIR --model M --checkpoint N=DIR``, did
 vLLM sample with the trained LoRA weights (a LoRA GRPO run's dumped tokens scored with the base and merged models;
 docs/lora.md).
+``renderers``: SmolLM2-135M's chat renderer, as the benchmarks play episodes with it.
+``synthetic_run``: a training run's files written by the real recording code (the viewer's tests and benchmark).
+``browser``: a headless system chromium driven by Playwright (the viewer's browser tests and benchmark).
 """
