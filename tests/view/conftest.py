@@ -84,3 +84,25 @@ def eval_output(tmp_path_factory, qwen_tok) -> Path:
 
     assert asyncio.run(run()) == 0
     return out
+
+
+@pytest.fixture
+def served_run(tmp_path, synthetic_run):
+    """A copy of the synthetic run that a test may append to, served on loopback: ``(server, run folder)``."""
+    import shutil
+    import threading
+
+    from agent_tune.view.page import View
+    from agent_tune.view.serve import ViewServer
+    from agent_tune.view.sources import open_source
+
+    run = tmp_path / "run"
+    shutil.copytree(synthetic_run.folder, run)
+    server = ViewServer(View(open_source(run)), port=0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server, run
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -10,7 +10,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 import urllib.request
 from pathlib import Path
 
@@ -200,31 +199,22 @@ def test_the_command_writes_one_self_contained_file(tmp_path, synthetic_run):
     assert bad.returncode == 1 and "no such file or folder" in bad.stderr
 
 
-def test_the_server_hands_a_polling_page_what_the_run_added(tmp_path, synthetic_run):
+def test_the_server_hands_a_polling_page_what_the_run_added(served_run):
     from agent_tune.rollout.records import append_gzip_record, record_files
-    from agent_tune.view.serve import ViewServer
 
-    run = tmp_path / "run"
-    shutil.copytree(synthetic_run.folder, run)
-    server = ViewServer(View(open_source(run)), port=0)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        page = urllib.request.urlopen(server.url, timeout=10).read().decode()
-        meta, rows, shared, _ = page_data(page)
-        assert meta["live"] is True and len(rows) == 36
-        url = f"{server.url}updates?rows={len(rows)}&shared={len(shared)}"
-        assert json.loads(urllib.request.urlopen(url, timeout=10).read())["rows"] == []
-        extra = {**read_folder(run / "episodes")[0], "global_steps": 4, "group": "new-group", "reward": 0.75}
-        append_gzip_record(record_files(run / "episodes")[0], extra)
-        with (run / "metrics.jsonl").open("a") as f:
-            f.write(json.dumps({"step": 4, "reward": 0.75}) + "\n")
-        update = json.loads(urllib.request.urlopen(url, timeout=10).read())
-        assert [(col(r, "step"), col(r, "group"), col(r, "reward")) for r in update["rows"]] == [(4, "new-group", 0.75)]
-        assert len(update["details"]) == 1 and update["shared"] == []  # its prompt was known already
-        assert [r["step"] for r in update["curves"]["rows"] if not r.get("val")] == [1, 2, 3, 4]
-        with pytest.raises(urllib.error.HTTPError):
-            urllib.request.urlopen(f"{server.url}nothing", timeout=10)
-    finally:
-        server.shutdown()
-        server.server_close()
+    server, run = served_run
+    page = urllib.request.urlopen(server.url, timeout=10).read().decode()
+    meta, rows, shared, _ = page_data(page)
+    assert meta["live"] is True and len(rows) == 36
+    url = f"{server.url}updates?rows={len(rows)}&shared={len(shared)}"
+    assert json.loads(urllib.request.urlopen(url, timeout=10).read())["rows"] == []
+    extra = {**read_folder(run / "episodes")[0], "global_steps": 4, "group": "new-group", "reward": 0.75}
+    append_gzip_record(record_files(run / "episodes")[0], extra)
+    with (run / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"step": 4, "reward": 0.75}) + "\n")
+    update = json.loads(urllib.request.urlopen(url, timeout=10).read())
+    assert [(col(r, "step"), col(r, "group"), col(r, "reward")) for r in update["rows"]] == [(4, "new-group", 0.75)]
+    assert len(update["details"]) == 1 and update["shared"] == []  # its prompt was known already
+    assert [r["step"] for r in update["curves"]["rows"] if not r.get("val")] == [1, 2, 3, 4]
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(f"{server.url}nothing", timeout=10)

@@ -8,8 +8,6 @@ Skipped, with the reason, where no chromium or no Playwright is installed (``scr
 
 from __future__ import annotations
 
-import shutil
-import threading
 from pathlib import Path
 
 import pytest
@@ -17,8 +15,6 @@ import pytest
 from agent_tune.rollout.records import append_gzip_record, read_folder, record_files
 from agent_tune.testing.browser import chromium, missing_browser
 from agent_tune.view.cli import write_page
-from agent_tune.view.page import View
-from agent_tune.view.sources import open_source
 
 pytestmark = pytest.mark.skipif(missing_browser() is not None, reason=str(missing_browser()))
 
@@ -112,26 +108,16 @@ def test_eval_output_page(tmp_path, eval_output):
 
 
 @pytest.mark.slow
-def test_a_served_page_follows_the_run(tmp_path, synthetic_run):
-    from agent_tune.view.serve import ViewServer
-
-    run = tmp_path / "run"
-    shutil.copytree(synthetic_run.folder, run)
-    server = ViewServer(View(open_source(run)), port=0)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        with chromium() as (page, log):
-            page.goto(server.url)
-            page.wait_for_selector("#app[data-ready='1']")
-            assert _count(page) == 36
-            new = {**read_folder(run / "episodes")[0], "global_steps": 4, "group": "later", "reward": 0.25}
-            append_gzip_record(record_files(run / "episodes")[0], new)
-            page.wait_for_function("document.querySelector('#app').dataset.episodes === '37'", timeout=15_000)
-            page.click("#tabbtn-episodes")
-            page.select_option("#f-step", "4")
-            assert _count(page) == 1 and _shown(page, "reward") == ["0.25"]
-        assert log.errors == []
-    finally:
-        server.shutdown()
-        server.server_close()
+def test_a_served_page_follows_the_run(served_run):
+    server, run = served_run
+    with chromium() as (page, log):
+        page.goto(server.url)
+        page.wait_for_selector("#app[data-ready='1']")
+        assert _count(page) == 36
+        new = {**read_folder(run / "episodes")[0], "global_steps": 4, "group": "later", "reward": 0.25}
+        append_gzip_record(record_files(run / "episodes")[0], new)
+        page.wait_for_function("document.querySelector('#app').dataset.episodes === '37'", timeout=15_000)
+        page.click("#tabbtn-episodes")
+        page.select_option("#f-step", "4")
+        assert _count(page) == 1 and _shown(page, "reward") == ["0.25"]
+    assert log.errors == []
