@@ -26,10 +26,11 @@ def last_question(text: str) -> tuple[str, int, int]:
     return matches[-1].group(1), 0, text[matches[-1].end():].count("<|im_start|>assistant\n") - 1
 
 
-def calculator_script(wrong: set[str]):
-    """Step 0: a calculator call with the question's expression; step 1: the answer (off by one for ``wrong``)."""
+def calculator_script(wrong: set[str], tasks=TASKS):
+    """Step 0: a calculator call with the question's expression; step 1: the answer (off by one for ``wrong``);
+    ``tasks``: the calculator tasks the test ids name."""
     def script(test_id: str, turn: int, step: int) -> str:
-        question = next(t.kwargs["question"] for t in TASKS if t.id == test_id)
+        question = next(t.kwargs["question"] for t in tasks if t.id == test_id)
         expression = question[len("What is "):-1]
         if step == 0:
             call = {"name": "calculator", "arguments": {"expression": expression}}

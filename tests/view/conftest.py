@@ -5,7 +5,6 @@ such stages, and an eval output (the calculator example against the scripted ser
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 
 import pytest
@@ -48,34 +47,21 @@ def synthetic_curriculum(tmp_path_factory, qwen_renderer):
                                               tokens_every=0)
 
 
-def _calculator_script(tasks):
-    """A call, then the answer: right for even task numbers, off by one for odd ones (both samples alike)."""
-    from examples.envs.calculator import format_number, safe_eval
-
-    def script(test_id: str, turn: int, step: int) -> str:
-        question = next(t.kwargs["question"] for t in tasks if t.id == test_id)
-        expression = question[len("What is "):-1]
-        if step == 0:
-            call = {"name": "calculator", "arguments": {"expression": expression}}
-            return f"<tool_call>\n{json.dumps(call)}\n</tool_call>"
-        wrong = int(test_id.rsplit("-", 1)[1]) % 2
-        return f"The answer is {format_number(safe_eval(expression) + wrong)}."
-    return script
-
-
 @pytest.fixture(scope="session")
 def eval_output(tmp_path_factory, qwen_tok) -> Path:
     """``agent-tune eval --env calculator --split test --n 2`` of 6 tasks against the scripted server."""
     from agent_tune.eval.cli import run_main
     from agent_tune.testing.scripted_server import ScriptedServer
     from examples.envs.calculator import CalculatorEnv
-    from tests.eval.test_eval_catalogue import last_question
+    from tests.eval.test_eval_catalogue import calculator_script, last_question
 
     tasks = CalculatorEnv.catalogue.tasks("test", size=6)
+    # right for even task numbers, off by one for odd ones (both samples alike)
+    wrong = {t.id for t in tasks if int(t.id.rsplit("-", 1)[1]) % 2}
     out = tmp_path_factory.mktemp("eval") / "calc.jsonl"
 
     async def run() -> int:
-        async with ScriptedServer(qwen_tok, _calculator_script(tasks), [], questions={t.kwargs["question"]: t.id
+        async with ScriptedServer(qwen_tok, calculator_script(wrong, tasks), [], questions={t.kwargs["question"]: t.id
                                   for t in tasks}, locate=last_question) as srv:
             argv = ["--base-url", srv.base_url, "--model", "scripted", "--template", "qwen3", "--no-progress",
                     "--env", CALCULATOR, "--split", "test", "--options", '{"size": 6}', "--n", "2",
