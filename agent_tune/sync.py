@@ -6,7 +6,7 @@ connections to remote environments live (MCP sessions, OpenEnv WebSockets, verif
 belongs to the loop that opened it, and an episode is opened in a thread (``reset``), stepped on the runner's
 loop and closed from anywhere, so its connection needs a loop that outlives each of them. Async code reaches
 it with :func:`on_background_loop` (awaited: no thread waits), synchronous code with :func:`wait`; every wait
-has a deadline."""
+has a deadline (the rule: :mod:`agent_tune.envs.time_limits`)."""
 
 from __future__ import annotations
 
@@ -53,21 +53,26 @@ def submit(coro: Coroutine[Any, Any, T]) -> Future[T]:
 
 async def on_background_loop(coro: Coroutine[Any, Any, T], timeout: float) -> T:
     """Await ``coro`` run on :func:`background_loop` from another event loop, at most ``timeout`` seconds (then
-    cancel it and raise :class:`TimeoutError`)."""
+    cancel it and raise :class:`~agent_tune.envs.time_limits.EnvTimeoutError`, a ``TimeoutError``)."""
+    from agent_tune.envs.time_limits import EnvTimeoutError  # here: agent_tune.envs imports this module
+
     future = submit(coro)
     try:
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
     except asyncio.TimeoutError:
         future.cancel()
-        raise TimeoutError(f"no answer in {timeout:g} s") from None
+        raise EnvTimeoutError(timeout) from None
 
 
 def wait(coro: Coroutine[Any, Any, T], timeout: float) -> T:
     """Run ``coro`` on :func:`background_loop` and wait for it at most ``timeout`` seconds (then cancel it and
-    raise :class:`TimeoutError`). Not to be called from the loop's own thread."""
+    raise :class:`~agent_tune.envs.time_limits.EnvTimeoutError`, a ``TimeoutError``). Not to be called from the
+    loop's own thread."""
+    from agent_tune.envs.time_limits import EnvTimeoutError  # here: agent_tune.envs imports this module
+
     future = submit(coro)
     try:
         return future.result(timeout)
     except FutureTimeout:
         future.cancel()
-        raise TimeoutError(f"no answer in {timeout:g} s") from None
+        raise EnvTimeoutError(timeout) from None

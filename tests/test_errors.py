@@ -174,6 +174,8 @@ CUSTOM: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "ModelNotFoundError": (("model 'm' is not served",), {"served": ("a", "b")}),
     "RequestError": ((400, "prompt too long"), {}),
     "Interrupted": ((signal.SIGTERM,), {}),
+    "EnvTimeoutError": ((5.0, "skyrl env gsm8k step"), {}),
+    "StartTimeoutError": ((60.0, "skyrl env gsm8k start"), {}),
 }
 
 

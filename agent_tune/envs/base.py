@@ -72,7 +72,8 @@ class StopReason(str, enum.Enum):
     EMPTY_GENERATION = "empty_generation"  # the runner: the policy generated nothing
     ABORTED = "aborted"  # the runner: the sampler aborted the generation
     PROMPT_TOO_LONG = "prompt_too_long"  # the eval: the first prompt does not fit; nothing was played
-    SERVER_ERROR = "server_error"  # a backend the env waits on failed or timed out (MCP / OpenEnv server, user)
+    SERVER_ERROR = "server_error"  # a backend the env waits on failed (MCP / OpenEnv server, tau2's user)
+    TIMEOUT = "timeout"  # a call or the start got no answer within call_timeout / start_timeout (time_limits.py)
     ENV_ERROR = "env_error"  # the env, or the framework it adapts, could not go on (tau2's agent_error, SkyRL)
 
     @property

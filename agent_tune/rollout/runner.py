@@ -40,6 +40,9 @@ Decisions (documented here because the trainer and the evaluator rely on them):
   ``sampler_hints.blocking_reset`` (tau2 waits for its simulated user's first message there) reset in the default
   executor instead, so a slow user never holds the start thread; their prompt is rendered in the start
   thread too.
+* An episode whose ``reset`` runs out of its ``start_timeout`` (``StartTimeoutError``: the time-limit rule,
+  :mod:`agent_tune.envs.time_limits`) is not played: its result has no response token, reward 0 and stop
+  reason ``timeout``, so one backend that does not start never fails a training batch or an eval.
 * Env steps are awaited (``BaseToolEnv.astep``): concurrency across episodes comes from the event loop
   running many episodes at once. An env whose acting hook is ``async`` (MCP, OpenEnv, verifiers, tau2's
   users, ReTool's sandbox pool) is awaited on the loop; a plain one runs in the env thread pool
@@ -74,6 +77,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, TypeVar
 
 from agent_tune.envs.base import BaseToolEnv, EpisodeInfo, Observation, StepResult, StopReason, in_env_thread
+from agent_tune.envs.time_limits import StartTimeoutError
 from agent_tune.errors import RolloutError
 from agent_tune.rollout.chat_render import ChatRenderer, DriftReport, check_drift
 from agent_tune.rollout.policy import GenerationOutput, Policy
@@ -163,11 +167,15 @@ async def run_episode(
     text_mode = hints.observation_kind == "text"
     env.status.global_step = None if global_step is None else int(global_step)
     task_kwargs = dict(task or {})
-    if hints.blocking_reset:
-        obs = await asyncio.to_thread(env.reset, **task_kwargs)
-        start = await _in_start_thread(_start, env, obs, renderer, limits, text_mode)
-    else:  # reset in the start thread too
-        start = await _in_start_thread(lambda: _start(env, env.reset(**task_kwargs), renderer, limits, text_mode))
+    try:
+        if hints.blocking_reset:
+            obs = await asyncio.to_thread(env.reset, **task_kwargs)
+            start = await _in_start_thread(_start, env, obs, renderer, limits, text_mode)
+        else:  # reset in the start thread too
+            start = await _in_start_thread(lambda: _start(env, env.reset(**task_kwargs), renderer, limits,
+                                                          text_mode))
+    except StartTimeoutError as exc:  # the time-limit rule: counted, the batch goes on
+        return _not_started(exc, renderer, limits, timings)
     obs, traj, messages, timings["prompt"] = start
     prompt_messages = len(obs.messages)
     initial_tools = list(obs.tools) if obs.tools else None
@@ -337,6 +345,22 @@ def _start(
         if text_mode:
             messages.append({"role": "assistant", "content": obs.text})
     return obs, traj, messages, time.perf_counter() - t0
+
+
+def _not_started(exc: StartTimeoutError, renderer: ChatRenderer, limits: RolloutLimits,
+                 timings: dict[str, float]) -> EpisodeResult:
+    """The record of an episode whose ``reset`` ran out of ``start_timeout``: nothing was played (no response
+    token, reward 0), stop reason ``timeout``, the error in ``info["error"]``. Its prompt is the error as a user
+    message (cut to ``max_prompt_length``): a trainer needs prompt tokens, and a reader sees why."""
+    error = str(exc)
+    messages = [{"role": "user", "content": f"(the episode did not start: {error})"}]
+    episode = EpisodeInfo(accuracy=0.0, progress=0.0, format_errors=0, num_steps=0, num_calls=0, turns_completed=0,
+                          stop_reason=StopReason.TIMEOUT, extras={"error": error})
+    return EpisodeResult(
+        trajectory=Trajectory(renderer.render_prompt(messages, None)[: limits.max_prompt_length]),
+        reward=0.0, info=episode.as_dict(), num_generations=0, messages=messages, tools=None, finish_reasons=[],
+        stop_reason=StopReason.TIMEOUT, episode=episode, timings=timings, prompt_messages=len(messages),
+    )
 
 
 def _sampling_params(

@@ -8,6 +8,8 @@ from __future__ import annotations
 import copy
 import json
 import sqlite3
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,24 @@ class BrokenOutputEnv(SQLEnv):
 
     def step(self, action: str) -> Any:
         return "not a step output"
+
+
+RELEASE = threading.Event()  # set at the end of the timeout tests: the abandoned threads return
+
+
+class BlockingGSM8kEnv(GSM8kEnv):
+    """skyrl-gym's gsm8k env whose step blocks (a dead service) on an answer saying BLOCK, and whose init blocks on
+    a prompt saying BLOCK, until the test releases them."""
+
+    def init(self, prompt: Any) -> Any:
+        if "BLOCK" in str(prompt):
+            RELEASE.wait(60)
+        return super().init(prompt)
+
+    def step(self, action: str) -> BaseTextEnvStepOutput:
+        if "BLOCK" in action:
+            RELEASE.wait(60)
+        return super().step(action)
 
 
 @pytest.fixture
@@ -298,3 +318,49 @@ def test_bad_options_and_tasks_fail_naming_the_cause(db_root: str) -> None:
     env = SkyRLGymEnv(env="text2sql", env_config={"db_path": db_root}, stop=["</sql>", "</solution>"])
     assert env.sampler_hints.stop == ("</sql>", "</solution>")
 
+
+
+async def test_a_blocked_step_ends_its_episode_on_time_and_the_batch_goes_on(qwen_tok) -> None:
+    """The time-limit rule (agent_tune/envs/time_limits.py): a SkyRL env whose step blocks ends its episode with stop
+    reason timeout within call_timeout, its thread abandoned; the other episodes of the batch finish meanwhile, and
+    an episode whose start blocks is counted by the runner (timeout, nothing played)."""
+    import asyncio
+
+    from agent_tune.rollout import ChatRenderer, RolloutLimits, ScriptedPolicy, run_episode
+    from agent_tune.rollout.episode_metrics import stop_shares
+
+    renderer = ChatRenderer(qwen_tok, template="qwen3_instruct")
+    task = {"prompt": "What is 6 * 7?", "reward_spec": {"ground_truth": "42"}}
+    blocked_start = {"prompt": "BLOCK: what is 6 * 7?", "reward_spec": {"ground_truth": "42"}}
+    plays = [("BLOCK #### 42", task)] + [("#### 42", task)] * 6 + [("#### 42", blocked_start)]
+    envs = [SkyRLGymEnv(env_class=f"{__name__}:BlockingGSM8kEnv", call_timeout=1.0, start_timeout=1.0) for _ in plays]
+    started = time.monotonic()
+    try:
+        results = await asyncio.wait_for(asyncio.gather(*(
+            run_episode(env, ScriptedPolicy(renderer, [answer]), renderer, RolloutLimits(1024, 256), task=t)
+            for env, (answer, t) in zip(envs, plays))), 30)
+        elapsed = time.monotonic() - started
+        for env in envs:
+            env.close()  # the abandoned env is dropped, not closed: closing never waits on its thread
+    finally:
+        RELEASE.set()
+    blocked, finished, not_started = results[0], results[1:-1], results[-1]
+    assert elapsed < 10, elapsed  # two 1 s limits waited at once, not a hung batch
+    assert blocked.stop_reason == "timeout" and blocked.reward == 0.0
+    assert blocked.info["error"] == f"no answer in 1 s (skyrl env {__name__}:BlockingGSM8kEnv step)"
+    assert blocked.episode.format_errors == 0 and blocked.num_generations == 1
+    assert all(r.stop_reason == "done" and r.reward == 1.0 for r in finished)
+    assert not_started.stop_reason == "timeout" and not_started.num_generations == 0
+    assert not_started.trajectory.response_ids == [] and not_started.reward == 0.0
+    assert not_started.info["error"].endswith("start)") and not_started.episode.stop_reason == "timeout"
+    shares = stop_shares([r.stop_reason.value for r in results])
+    assert shares["stop/timeout"] == pytest.approx(2 / 8) and shares["stop/done"] == pytest.approx(6 / 8)
+
+
+def test_time_limits_are_options_checked_by_name() -> None:
+    with pytest.raises(ValueError, match="call_timeout"):
+        SkyRLGymEnv.check_kwargs({"env": "gsm8k", "call_timeout": 0})
+    with pytest.raises(ValueError, match="start_timeout"):
+        SkyRLGymEnv(env="gsm8k", start_timeout=-1.0)
+    env = SkyRLGymEnv(env="gsm8k", call_timeout=5)
+    assert (env.limits.call_timeout, env.limits.start_timeout) == (5.0, 60.0)

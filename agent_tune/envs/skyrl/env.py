@@ -26,6 +26,13 @@ step's ``metadata`` says correct (one of :data:`CORRECT_KEYS` true or >= 1: AIME
 Counts: a step whose ``metadata`` names a ``tool_name`` (SkyRL's tool envs: text2sql, search, searchcode) counts
 as one call (``num_calls``, ``info["calls"]``); ``turns_completed`` is 1 when the SkyRL env said done.
 
+Time limits (:mod:`agent_tune.envs.time_limits`): building the env and its ``init`` run in a thread bounded by
+``start_timeout`` (no answer: ``reset`` raises ``StartTimeoutError``, which the runner counts as an episode not
+played, stop reason ``timeout``); each ``step`` (and ``get_metrics``, ``close``) in a thread bounded by
+``call_timeout``: a step that does not return in time ends the episode, stop reason ``timeout``, ``info["error"]``
+``no answer in N s (skyrl env ID step)``, scored on the rewards so far; its thread is abandoned (never joined,
+holding no worker the other episodes need) and the env is dropped without ``close``.
+
 Bad input: a SkyRL env that raises on the policy's text, or answers with something that is not a step output
 (a mapping with a list of ``{"role", "content"}`` observations), is a format error; the episode ends there (the
 env's state after a failure is unknown; stop reason ``env_error``), scored on the rewards so far, its error in
@@ -41,6 +48,7 @@ With ``row_env=False`` the rows' ``env_class`` is ignored and the run's ``env`` 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from pathlib import Path
@@ -49,6 +57,15 @@ from typing import Any, Mapping, Sequence
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import register_env
+from agent_tune.envs.time_limits import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT,
+    EnvTimeoutError,
+    StartTimeoutError,
+    TimeLimits,
+    acall_in_thread,
+    call_in_thread,
+)
 from agent_tune.parsing import ParsedResponse
 from agent_tune.utils.imports import import_object
 from agent_tune.utils.jsonl import jsonl_lines
@@ -91,6 +108,14 @@ def _says_correct(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     return isinstance(value, (int, float)) and value >= 1
+
+
+def _step_output(out: Any) -> tuple[list[dict[str, Any]], float, bool, Any]:
+    """A SkyRL step output's (observations, reward, done, metadata); ``TypeError`` for anything else."""
+    if not isinstance(out, Mapping):
+        raise TypeError(f"step() returned {type(out).__name__}, not a BaseTextEnvStepOutput")
+    observations = _messages(out.get("observations") or [], "step() observations")
+    return observations, float(out.get("reward") or 0.0), bool(out.get("done")), out.get("metadata") or {}
 
 
 def _check_options(env_config: Any, max_steps: Any, stop: Any) -> None:
@@ -199,7 +224,10 @@ class SkyRLGymEnv(BaseToolEnv):
         env_config: Mapping[str, Any] | None = None,
         max_steps: int | None = None,
         stop: Sequence[str] = (),
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
+        self.limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
         skyrl_gym = _skyrl()
         if (env is None) == (env_class is None):
             raise ValueError("skyrl env: give one of env (a skyrl_gym id) or env_class (module:Class), "
@@ -224,12 +252,14 @@ class SkyRLGymEnv(BaseToolEnv):
         self.env_config = dict(env_config or {})
         # Not the template's max_steps (which would end the episode without stepping the last generation).
         self.step_limit = None if max_steps is None else int(max_steps)
-        self.sampler_hints = SamplerHints(stop=tuple(stop))
+        # reset builds the env and calls its init, bounded by start_timeout: off the runner's start thread
+        self.sampler_hints = SamplerHints(stop=tuple(stop), blocking_reset=True)
         self.skyrl_env: Any = None
         self.rewards: list[float] = []
         self.last_metadata: dict[str, Any] = {}
         self.skyrl_done = False
         self.error: str | None = None
+        self._abandoned = False  # a call of the SkyRL env ran out of time: its thread may still hold it
 
     def _build(self, extras: dict[str, Any]) -> Any:
         from omegaconf import OmegaConf
@@ -262,16 +292,25 @@ class SkyRLGymEnv(BaseToolEnv):
             fields["max_turns"] = self.step_limit  # as SkyRL's generator passes generator.max_turns
         fields.update(extras)
         try:
-            self.skyrl_env = self._build(fields)
-            first, _metadata = self.skyrl_env.init(copy.deepcopy(messages))
+            self.skyrl_env, first = call_in_thread(self._start, fields, messages, timeout=self.limits.start_timeout,
+                                                   what=f"skyrl env {self.env_id} start", error=StartTimeoutError)
+        except StartTimeoutError:
+            raise  # the thread still runs: nothing to close; the runner counts the episode (stop reason timeout)
         except Exception as exc:
             self.close()
             raise ValueError(f"skyrl env {self.env_id!r}: cannot start the task "
                              f"({type(exc).__name__}: {exc})") from exc
         first = _messages(first, f"skyrl env {self.env_id!r}: init()")
         self.rewards, self.last_metadata, self.skyrl_done, self.error = [], {}, False, None
+        self._abandoned = False
         super().reset()
         return Observation(messages=first)
+
+    def _start(self, fields: dict[str, Any], messages: list[dict[str, Any]]) -> tuple[Any, Any]:
+        """Build the SkyRL env and ``init`` it (in a bounded thread): the env and its first messages."""
+        env = self._build(fields)
+        first, _metadata = env.init(copy.deepcopy(messages))
+        return env, first
 
     # the SkyRL env parses its own actions: no parser, and every generation is acted on
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
@@ -280,16 +319,20 @@ class SkyRLGymEnv(BaseToolEnv):
     def stop(self, raw_response: str) -> bool:
         return False
 
-    def act(self, step: Step) -> None:
-        """``skyrl_env.step(raw)``: its observations become the step's messages, its done ends the episode."""
+    async def act(self, step: Step) -> None:
+        """``skyrl_env.step(raw)`` in a thread of its own, bounded by ``call_timeout`` (a step that does not return
+        in time ends the episode, stop reason ``timeout``; its thread is abandoned): its observations become the
+        step's messages, its done ends the episode."""
         try:
-            out = self.skyrl_env.step(step.raw)
-            if not isinstance(out, Mapping):
-                raise TypeError(f"step() returned {type(out).__name__}, not a BaseTextEnvStepOutput")
-            observations = _messages(out.get("observations") or [], "step() observations")
-            reward = float(out.get("reward") or 0.0)
-            done = bool(out.get("done"))
-            metadata = out.get("metadata") or {}
+            out = await acall_in_thread(self.skyrl_env.step, step.raw, timeout=self.limits.call_timeout,
+                                        what=f"skyrl env {self.env_id} step")
+            observations, reward, done, metadata = _step_output(out)
+        except EnvTimeoutError as exc:
+            self.error, self._abandoned = str(exc), True
+            self.status.stop_reason = StopReason.TIMEOUT
+            step.messages.append({"role": "user", "content": f"Error: the environment did not answer ({exc})"})
+            step.done = True
+            return
         except Exception as exc:  # noqa: BLE001 - the env failed on model output: counted, never a crash
             self.error = f"{type(exc).__name__}: {exc}"
             step.format_errors += 1
@@ -320,9 +363,10 @@ class SkyRLGymEnv(BaseToolEnv):
                                   "skyrl_done": self.skyrl_done}
         if self.error is not None:
             extras["error"] = self.error
-        if self.skyrl_env is not None:
+        if self.skyrl_env is not None and not self._abandoned:
             try:
-                metrics = self.skyrl_env.get_metrics()
+                metrics = call_in_thread(self.skyrl_env.get_metrics, timeout=self.limits.call_timeout,
+                                         what=f"skyrl env {self.env_id} get_metrics")
             except Exception as exc:  # noqa: BLE001 - a metric is not worth the episode
                 metrics = {"error": f"{type(exc).__name__}: {exc}"}
             if metrics:
@@ -330,9 +374,12 @@ class SkyRLGymEnv(BaseToolEnv):
         return Outcome(reward=float(sum(self.rewards)), accuracy=float(solved), extras=extras)
 
     def close(self) -> None:
+        """Close the SkyRL env (bounded by ``call_timeout``); one whose call ran out of time is only dropped (its
+        thread may still be inside it)."""
         env, self.skyrl_env = self.skyrl_env, None
-        if env is not None:
-            env.close()
+        if env is not None and not self._abandoned:
+            with contextlib.suppress(EnvTimeoutError):
+                call_in_thread(env.close, timeout=self.limits.call_timeout, what=f"skyrl env {self.env_id} close")
 
 
 __all__ = ["CORRECT_KEYS", "SkyRLGymEnv", "read_rows"]

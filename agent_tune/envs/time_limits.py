@@ -1,0 +1,156 @@
+"""The time-limit rule every environment that waits on something it does not control follows.
+
+An adapter (SkyRL, verifiers, MCP, OpenEnv, Agent-R1, verl's tools) or a built-in backend (tau2's simulated
+user) waits on code or a server that may never answer: a slow SQL query, a dead service, a tool that loops. One
+rule bounds every such wait, with the same two options and the same counted outcome:
+
+* ``call_timeout`` (seconds, > 0): one call during an episode (a step of the adapted env, a tool call, a user's
+  reply, the scoring the backend does at the end). A call with no answer in time ends the episode: stop reason
+  :attr:`~agent_tune.envs.base.StopReason.TIMEOUT`, the ``error`` extra ``no answer in N s (what)``, scored on
+  what was done so far; training logs its share per step as ``stop/timeout``.
+* ``start_timeout`` (seconds, > 0): the start of one episode (``reset``: building the env, opening a session,
+  starting a server). A start with no answer in time raises :class:`StartTimeoutError` from ``reset``; the
+  episode runner records the episode as played by nobody (no response token, reward 0, stop reason ``timeout``,
+  the error kept), so a batch goes on: training and ``agent-tune eval`` count it, never crash on it.
+
+Both default to :data:`DEFAULT_CALL_TIMEOUT` and :data:`DEFAULT_START_TIMEOUT` (an adapter says so in its
+docstring when it derives another bound). The bounded calls:
+
+* :func:`call_in_thread` (sync code) and :func:`acall_in_thread` (async code) run a *blocking* function in a
+  thread of its own and wait at most ``timeout`` seconds. A call that does not return in time is abandoned, not
+  joined: its daemon thread goes on until the function returns (Python cannot stop a thread), holds no worker of
+  a pool (so other episodes never wait for it) and its result is dropped; the caller must not use the object the
+  call was working on again (end the episode, drop the env's handle).
+* :func:`bounded` awaits a coroutine at most ``timeout`` seconds (cancelling it then): for async backends.
+
+Each raises :class:`EnvTimeoutError` (a ``TimeoutError``) naming what waited and for how long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from concurrent.futures import Future
+from typing import Any, Awaitable, Callable, TypeVar
+
+from pydantic import model_validator
+
+from agent_tune.errors import EnvError
+from agent_tune.utils.typed_config import ConfigModel, OptionError
+
+T = TypeVar("T")
+
+DEFAULT_CALL_TIMEOUT = 60.0  # seconds for one call during an episode
+DEFAULT_START_TIMEOUT = 60.0  # seconds for the start of an episode (reset)
+
+
+class EnvTimeoutError(EnvError, TimeoutError):
+    """A bounded wait got no answer in time: ``what`` waited ``seconds``. The message is what an episode records
+    in its ``error`` extra: ``no answer in 5 s (skyrl env step)``."""
+
+    def __init__(self, seconds: float, what: str = "") -> None:
+        self.seconds, self.what = float(seconds), what
+        super().__init__(timeout_text(seconds, what))
+
+
+class StartTimeoutError(EnvTimeoutError):
+    """``reset`` could not start the episode within ``start_timeout``; the runner records the episode as not
+    played (stop reason ``timeout``) instead of failing the batch."""
+
+
+def timeout_text(seconds: float, what: str = "") -> str:
+    """How a timeout reads in an episode's ``error``: ``no answer in N s`` and, when given, what waited."""
+    return f"no answer in {float(seconds):g} s" + (f" ({what})" if what else "")
+
+
+def check_timeout(key: str, seconds: Any) -> float:
+    """``seconds`` as a float > 0, else :class:`OptionError` naming ``key`` (an env's ``call_timeout`` ...)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise OptionError(key, f"must be a number of seconds > 0, got {seconds!r}")
+    return float(seconds)
+
+
+class TimeLimits(ConfigModel):
+    """An env's two time limits, as its constructor takes them (``call_timeout``, ``start_timeout``; see the
+    module docstring). ``TimeLimits(call_timeout=5)`` keeps the other default; an invalid value is an
+    :class:`OptionError` naming the option."""
+
+    call_timeout: float = DEFAULT_CALL_TIMEOUT
+    start_timeout: float = DEFAULT_START_TIMEOUT
+
+    @model_validator(mode="after")
+    def _positive(self) -> TimeLimits:
+        check_timeout("call_timeout", self.call_timeout)
+        check_timeout("start_timeout", self.start_timeout)
+        return self
+
+
+def _started(fn: Callable[..., T], args: tuple[Any, ...], what: str) -> Future[T]:
+    """``fn(*args)`` started in a daemon thread of its own (in a copy of the caller's context); its future."""
+    future: Future[T] = Future()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            result = context.run(fn, *args)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    threading.Thread(target=run, name=f"agent_tune_bounded:{what or getattr(fn, '__name__', 'call')}"[:64],
+                     daemon=True).start()
+    return future
+
+
+def call_in_thread(fn: Callable[..., T], *args: Any, timeout: float, what: str = "",
+                   error: type[EnvTimeoutError] = EnvTimeoutError) -> T:
+    """``fn(*args)`` in a thread of its own, waited for at most ``timeout`` seconds from synchronous code; then
+    the thread is abandoned and ``error`` (:class:`EnvTimeoutError`, or :class:`StartTimeoutError` for a start)
+    is raised. What ``fn`` raises in time is raised here."""
+    future = _started(fn, args, what)
+    try:
+        return future.result(timeout)
+    except TimeoutError:
+        if future.done():  # fn itself raised a TimeoutError in time: its own, raised as it is
+            return future.result()
+        raise error(timeout, what) from None
+
+
+async def acall_in_thread(fn: Callable[..., T], *args: Any, timeout: float, what: str = "",
+                          error: type[EnvTimeoutError] = EnvTimeoutError) -> T:
+    """:func:`call_in_thread` awaited from an event loop: no thread of a pool waits, so a call that never returns
+    holds nothing the other episodes need."""
+    future = _started(fn, args, what)
+    try:
+        return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+    except asyncio.TimeoutError:
+        if future.done() and future.exception() is not None:
+            raise future.exception() from None  # type: ignore[misc]
+        raise error(timeout, what) from None
+
+
+async def bounded(awaitable: Awaitable[T], timeout: float, what: str = "",
+                  error: type[EnvTimeoutError] = EnvTimeoutError) -> T:
+    """Await ``awaitable`` at most ``timeout`` seconds; then cancel it and raise ``error``."""
+    try:
+        return await asyncio.wait_for(awaitable, timeout)
+    except asyncio.TimeoutError:
+        raise error(timeout, what) from None
+
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_START_TIMEOUT",
+    "EnvTimeoutError",
+    "StartTimeoutError",
+    "TimeLimits",
+    "acall_in_thread",
+    "bounded",
+    "call_in_thread",
+    "check_timeout",
+    "timeout_text",
+]
