@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -186,7 +187,8 @@ def test_a_server_that_crashes_or_hangs_ends_the_episode_with_its_reason() -> No
         assert "the tool server stopped" in crashed.observation.messages[0]["content"]
         env.reset(question="Hang.")
         hung = env.step(call("hang"))
-        assert hung.done and hung.info["error"] == "no answer in 2 s"
+        assert hung.done and hung.info["error"] == "no answer in 2 s (mcp tool hang)"
+        assert hung.info["stop_reason"] == "timeout" and hung.episode.format_errors == 0
         assert time.monotonic() - t0 < 2 * 2.0 + 8.0  # bounded by the call timeout, not the tool's 600 s
     finally:
         env.close()
@@ -299,3 +301,46 @@ async def test_an_episode_is_token_exact_through_the_runner(qwen_tok) -> None:
     assert result.reward == 1.0 and result.stop_reason == "done" and result.drift.ok, str(result.drift)
     assert len(traj.response_ids) == len(traj.response_mask) == len(traj.response_logprobs)
     assert sum(traj.response_mask) == traj.num_policy_tokens and 0 < traj.num_policy_tokens < len(traj)
+
+
+def test_a_raising_tool_is_a_tool_error_and_tool_error_keeps_its_message() -> None:
+    """A tool that raises is answered with is_error (counted in tool_errors, not a format error): a ToolError's
+    message reaches the policy, any other exception's is hidden by the MCP SDK."""
+    env = make_env("mcp", server=FAULTY)
+    try:
+        env.reset(question="Fail twice.")
+        told = env.step(call("fail")).observation.messages[0]["content"]
+        hidden = env.step(call("broken"))
+        assert "this tool always fails" in told
+        content = hidden.observation.messages[0]["content"]
+        assert "Error executing tool broken" in content and "internal detail" not in content
+        end = env.step("Both failed.")
+        assert end.info["tool_errors"] == 2 and end.episode.format_errors == 0 and end.info["stop_reason"] == "done"
+    finally:
+        env.close()
+
+
+def test_a_server_that_does_not_start_in_time_is_a_start_timeout() -> None:
+    """The time-limit rule: a start with no answer within start_timeout raises StartTimeoutError (the runner counts
+    it as an episode not played); a verifier that does not return within call_timeout ends the episode timed out."""
+    from agent_tune.envs.time_limits import StartTimeoutError
+
+    slow = {"command": [*FAULTY["command"], "--slow-start"]}
+    t0 = time.monotonic()
+    with pytest.raises(StartTimeoutError, match=r"no answer in 1 s \(MCP server `.*--slow-start` start\)"):
+        make_env("mcp", server=slow, start_timeout=1.0).reset(question="Anything.")
+    assert time.monotonic() - t0 < 1.0 + 5.0 + 5.0
+    env = make_env("mcp", server=FAULTY, verifier=f"{__name__}:slow_verifier", call_timeout=1.0)
+    try:
+        env.reset(question="Echo.")
+        end = env.step("Done.")
+        assert end.info["stop_reason"] == "timeout" and end.info["error"] == "no answer in 1 s (mcp verifier)"
+        assert end.reward == 0.0
+    finally:
+        env.close()
+
+
+def slow_verifier(task: dict, transcript: list, session: Any) -> float:
+    """A verifier that takes longer than the test's call_timeout."""
+    time.sleep(3)
+    return 1.0

@@ -6,7 +6,8 @@ connects to a streamable-HTTP one. The official ``mcp`` SDK speaks the protocol.
 lives on one event loop in a daemon thread (:func:`agent_tune.sync.background_loop`): a connection's session is
 entered and left by one task there (the SDK's transports are anyio task groups), and the env's synchronous methods
 submit coroutines to that loop and wait for them with a deadline, so a batch of episodes' calls runs concurrently
-and no call can hang a rollout: every request has the call timeout, the start has the start timeout.
+and no call can hang a rollout: every request has the call timeout, the start has the start timeout (the
+time-limit rule, :mod:`agent_tune.envs.time_limits`: a start that times out raises ``StartTimeoutError``).
 
 Errors: :class:`ServerStartError` (the server never answered ``initialize``: the command, its exit and the tail of
 its stderr), :class:`ServerGoneError` (the connection closed or the server stopped answering mid-episode).
@@ -28,6 +29,13 @@ from typing import Any, Mapping
 from pydantic import Field, model_validator
 
 from agent_tune.envs.remote_tools import function_tool
+from agent_tune.envs.time_limits import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT,
+    EnvTimeoutError,
+    StartTimeoutError,
+    timeout_text,
+)
 from agent_tune.errors import EnvError
 from agent_tune.sync import background_loop, submit, wait
 from agent_tune.utils.typed_config import ConfigModel, OptionError
@@ -121,7 +129,8 @@ class MCPConnection:
     """One session with one MCP server. :meth:`open` starts it (a stdio server is a new process), :meth:`close`
     ends it; :meth:`call` / :meth:`acall` call a tool, :meth:`read_resource` reads a resource."""
 
-    def __init__(self, spec: ServerSpec, start_timeout: float = 30.0, call_timeout: float = 30.0) -> None:
+    def __init__(self, spec: ServerSpec, start_timeout: float = DEFAULT_START_TIMEOUT,
+                 call_timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
         self.spec = spec
         self.start_timeout = float(start_timeout)
         self.call_timeout = float(call_timeout)
@@ -131,6 +140,7 @@ class MCPConnection:
         self._task: Future[None] | None = None
         self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") if spec.argv else None
         self.gone: str | None = None  # why the server went away, once it did
+        self.timed_out = False  # it went away by not answering within call_timeout (the time-limit rule)
 
     # -- start and stop
     def open(self) -> MCPConnection:
@@ -142,6 +152,8 @@ class MCPConnection:
         except BaseException as exc:
             message = self._start_failure(exc)
             self.close()
+            if _is_timeout(exc):  # the time-limit rule: the runner counts a start that timed out
+                raise StartTimeoutError(self.start_timeout, f"MCP server `{self.spec.describe()}` start") from None
             raise ServerStartError(message) from None
         return self
 
@@ -182,7 +194,7 @@ class MCPConnection:
         return stdio_client(params, errlog=self._stderr or sys.stderr)
 
     def _start_failure(self, exc: BaseException) -> str:
-        why = "no answer to initialize in time" if isinstance(exc, (TimeoutError, FutureTimeout)) else _first_error(exc)
+        why = "no answer to initialize in time" if _is_timeout(exc) else _first_error(exc)
         return f"MCP server `{self.spec.describe()}` did not start: {why}{self._stderr_tail()}"
 
     def _stderr_tail(self) -> str:
@@ -224,16 +236,22 @@ class MCPConnection:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - the SDK raises MCPError, anyio and OS errors
-            self.gone = self.gone or _gone_reason(exc, self.call_timeout)
+            self._went(exc, name)
             raise ServerGoneError(self.gone) from None
         return result_text(result)
+
+    def _went(self, exc: BaseException, what: str) -> None:
+        """Record why the server went away (the first reason stays): a timeout, by the time-limit rule's words."""
+        if self.gone is None:
+            self.timed_out = _is_timeout(exc) or "timed out" in _first_error(exc).lower()
+            self.gone = timeout_text(self.call_timeout, f"mcp tool {what}") if self.timed_out else _first_error(exc)
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> CallResult:
         """:meth:`acall` from synchronous code."""
         try:
             return wait(self.acall(name, arguments), self.call_timeout + 5.0)
-        except TimeoutError:
-            self.gone = self.gone or f"no answer in {self.call_timeout:g} s"
+        except EnvTimeoutError as exc:
+            self._went(exc, name)
             raise ServerGoneError(self.gone) from None
 
     def read_resource(self, uri: str) -> str:
@@ -249,7 +267,7 @@ class MCPConnection:
         try:
             return wait(read(), self.call_timeout + 5.0)
         except (TimeoutError, asyncio.TimeoutError) as exc:
-            raise ServerGoneError(_gone_reason(exc, self.call_timeout)) from None
+            raise ServerGoneError(timeout_text(self.call_timeout, f"mcp resource {uri}")) from exc
 
 
 def _first_error(exc: BaseException) -> str:
@@ -259,8 +277,7 @@ def _first_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _gone_reason(exc: BaseException, timeout: float) -> str:
-    text = _first_error(exc)
-    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)) or "timed out" in text:
-        return f"no answer in {timeout:g} s"
-    return text
+def _is_timeout(exc: BaseException) -> bool:
+    while getattr(exc, "exceptions", None):  # a (Base)ExceptionGroup
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return isinstance(exc, (TimeoutError, asyncio.TimeoutError, FutureTimeout))

@@ -26,9 +26,14 @@ Bad input, each a clear counted outcome (``info``), never a hung rollout:
 * a call of an unknown tool, or arguments the tool's schema rejects: an error observation and a format error;
 * a tool that fails on a well-formed call (the server's ``is_error``): its error text, counted in ``tool_errors``
   (not a format error);
-* a server that exits, closes the connection or does not answer within ``call_timeout``: the episode ends with
-  stop reason ``server_error`` and ``error`` naming why (its reward is the verifier's on what state it can read,
-  else 0);
+* a tool that raises: the server answers ``is_error`` (counted in ``tool_errors``); the MCP SDK shows the policy
+  the message of a ``ToolError`` (``raise ToolError("no note titled 'x'")``) and hides any other exception's
+  (``Error executing tool NAME``): raise ``ToolError`` for a message the policy can act on;
+* a server that exits or closes the connection: the episode ends with stop reason ``server_error`` and ``error``
+  naming why (its reward is the verifier's on what state it can read, else 0); one that does not answer a call
+  within ``call_timeout`` (or a verifier that does not return in it): stop reason ``timeout``, ``error``
+  ``no answer in N s (mcp tool NAME)`` (the time-limit rule, :mod:`agent_tune.envs.time_limits`); a start (the
+  server, ``setup`` calls) with no answer in ``start_timeout``: ``StartTimeoutError``, counted by the runner;
 * a server that never starts: :meth:`MCPToolEnv.check_kwargs` (run by ``agent-tune train`` and ``eval`` at
   start-up) starts it once and fails naming the command and its stderr; at ``reset`` the same error is raised.
 """
@@ -59,6 +64,14 @@ from agent_tune.envs.mcp.connection import (
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import check_limits, refusal
 from agent_tune.envs.shots import draw_shots, example_messages
+from agent_tune.envs.time_limits import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT,
+    EnvTimeoutError,
+    StartTimeoutError,
+    TimeLimits,
+    call_in_thread,
+)
 from agent_tune.parsing import ToolCall, get_tool_parser
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.sync import on_background_loop
@@ -234,17 +247,18 @@ class MCPToolEnv(BaseToolEnv):
         tool_parser: str = "hermes",
         reasoning_parser: str = "none",
         max_steps: int = 8,
-        call_timeout: float = 30.0,
-        start_timeout: float = 30.0,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
         system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
         reset_tool: str | None = None,
     ) -> None:
         self.spec = ServerSpec.parse(server, "server")
-        check_limits(int(max_steps), call_timeout=float(call_timeout), start_timeout=float(start_timeout))
+        check_limits(int(max_steps))
+        limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
         self.verifier = load_verifier(verifier) if verifier else None
         self.parser = ResponseParser(tool_parser, reasoning_parser)
         self.max_steps = int(max_steps)
-        self.call_timeout, self.start_timeout = float(call_timeout), float(start_timeout)
+        self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         self.system_prompt = system_prompt
         self.reset_tool = reset_tool
         self.connection: MCPConnection | None = None
@@ -261,12 +275,18 @@ class MCPToolEnv(BaseToolEnv):
         self._schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in self.connection.tools}
         self.tools = self.connection.tools
         for i, call in enumerate(task.get("setup") or []):
-            result = self.connection.call(call["name"], call.get("arguments") or {})
+            try:
+                result = self.connection.call(call["name"], call.get("arguments") or {})
+            except ServerGoneError:
+                if self.connection.timed_out:  # part of the start: the time-limit rule counts it
+                    raise StartTimeoutError(self.call_timeout, f"mcp setup call {i} ({call['name']})") from None
+                raise
             if result.is_error:
                 raise ValueError(f"mcp env: setup call {i} ({call['name']}) failed: {result.text}")
         self.task = {"question": question, **task}
         self.tool_errors = 0
         self.server_error: str | None = None
+        self.timed_out = False
         self.transcript = [dict(m) for m in messages]
         super().reset()
         return Observation(messages=messages, tools=self.tools)
@@ -298,7 +318,7 @@ class MCPToolEnv(BaseToolEnv):
             try:
                 result = await self.connection.acall(call.name, call.arguments)
             except ServerGoneError as exc:
-                self.server_error = str(exc)
+                self.server_error, self.timed_out = str(exc), self.connection.timed_out
                 step.results.append(ToolResult(f"Error: the tool server stopped ({exc})", call.name))
                 step.done = True
                 return
@@ -312,7 +332,13 @@ class MCPToolEnv(BaseToolEnv):
             step.end_turn()
         else:
             timeout = self.call_timeout * (len(step.parsed.calls) + 1) + 10.0
-            await on_background_loop(self._run_step(step), timeout)
+            try:  # a backstop: each call has its own call_timeout
+                await on_background_loop(self._run_step(step), timeout)
+            except EnvTimeoutError as exc:
+                self.server_error = self.server_error or f"{exc} (mcp step)"
+                self.timed_out = step.done = True
+                self._record(step)
+                return
             step.answer_undecodable()
         self._record(step)
 
@@ -326,12 +352,18 @@ class MCPToolEnv(BaseToolEnv):
         if self.server_error is not None:
             extras["error"] = self.server_error
             if not self.status.stop_reason.by_runner:
-                self.status.stop_reason = StopReason.SERVER_ERROR
+                self.status.stop_reason = StopReason.TIMEOUT if self.timed_out else StopReason.SERVER_ERROR
         if self.verifier is None or self.connection is None:
             return Outcome(0.0, 0.0, None, extras)
-        try:
-            reward, accuracy = verdict(self.verifier(dict(self.task), list(self.transcript),
-                                                     VerifierSession(self.connection)))
+        try:  # the verifier is a call too: bounded by call_timeout (its own calls to the server are, each)
+            reward, accuracy = verdict(call_in_thread(
+                self.verifier, dict(self.task), list(self.transcript), VerifierSession(self.connection),
+                timeout=self.call_timeout, what="mcp verifier"))
+        except EnvTimeoutError as exc:
+            extras["error"] = str(exc)
+            if not self.status.stop_reason.by_runner:
+                self.status.stop_reason = StopReason.TIMEOUT
+            return Outcome(0.0, 0.0, None, extras)
         except Exception as exc:  # noqa: BLE001 - a verifier's failure is recorded, the episode scores 0
             extras["verifier_error"] = f"{type(exc).__name__}: {exc}"
             return Outcome(0.0, 0.0, None, extras)
