@@ -43,7 +43,7 @@ class GuessObservation(Observation):
 
 class GuessEnvironment(Environment):
     """Guess a number in 1..100: "higher"/"lower" (-0.1 each), 1.0 and done when right. "crash" raises, "hang"
-    blocks (until RELEASE)."""
+    blocks (until RELEASE), and so does a reset with ``hang_reset``."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
@@ -54,6 +54,8 @@ class GuessEnvironment(Environment):
 
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None, target: Optional[int] = None,
               **kwargs: Any) -> GuessObservation:
+        if kwargs.get("hang_reset"):
+            RELEASE.wait(60)
         self.target = target if target is not None else random.Random(seed).randint(1, 100)
         self._state = State(episode_id=episode_id or f"guess-{id(self)}", step_count=0)
         SERVED_REWARDS[self._state.episode_id] = []
@@ -343,7 +345,8 @@ def test_a_server_that_hangs_ends_the_episode_within_the_timeout(guess_url: str)
         t0 = time.monotonic()
         hung = env.step("hang")
         elapsed = time.monotonic() - t0
-        assert hung.done and hung.info["error"] == "no answer in 1 s" and hung.info["accuracy"] == 0.0
+        assert hung.done and hung.info["error"] == "no answer in 1 s (openenv step)" and hung.info["accuracy"] == 0.0
+        assert hung.info["stop_reason"] == "timeout" and hung.episode.format_errors == 0
         assert hung.reward == pytest.approx(-0.1) and elapsed < 6.0
         env.reset(target=5, episode_id="after-hang")  # a new session, on a new connection
         assert env.step("5").reward == 1.0
@@ -355,7 +358,7 @@ def test_a_server_that_goes_away_ends_the_episode_and_fails_the_start_up_check()
     app = create_fastapi_app(GuessEnvironment, GuessAction, GuessObservation, max_concurrent_envs=4)
     env = None
     with served(app) as (url, stop):
-        env = guess_env(url, connect_timeout=2.0, call_timeout=5.0)
+        env = guess_env(url, start_timeout=2.0, call_timeout=5.0)
         env.reset(target=8, episode_id="gone")
         assert env.step("9").observation.messages[0]["content"] == "Lower."
         stop()  # mid-episode: uvicorn closes the session's WebSocket and the port
@@ -368,7 +371,38 @@ def test_a_server_that_goes_away_ends_the_episode_and_fails_the_start_up_check()
         env.reset(target=1)
     env.close()
     with pytest.raises(ValueError, match=f"no OpenEnv server answers at {url}"):
-        OpenEnvEnv.check_kwargs({"base_url": url, "connect_timeout": 2.0})
+        OpenEnvEnv.check_kwargs({"base_url": url, "start_timeout": 2.0})
+
+
+def test_a_server_serving_one_session_fails_the_second_episode_clearly() -> None:
+    """OpenEnv serves one WebSocket session at a time unless max_concurrent_envs says more; each episode holds one:
+    the second concurrent episode's reset names the cause and the fix."""
+    app = create_fastapi_app(GuessEnvironment, GuessAction, GuessObservation)  # OpenEnv's default: 1 session
+    with served(app) as (url, _):
+        first, second = guess_env(url), guess_env(url)
+        try:
+            first.reset(target=3, episode_id="one-session")
+            with pytest.raises(OpenEnvServerError, match="refused another session .*max_concurrent_envs"):
+                second.reset(target=4)
+            first.close()  # the session is free again
+            second.reset(target=4, episode_id="one-session-2")
+            assert second.step("4").reward == 1.0
+        finally:
+            first.close()
+            second.close()
+
+
+def test_a_start_with_no_answer_in_start_timeout_is_a_start_timeout(guess_url: str) -> None:
+    from agent_tune.envs.time_limits import StartTimeoutError
+
+    env = guess_env(guess_url, start_timeout=1.0)
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(StartTimeoutError, match=r"no answer in 1 s \(openenv server .* start\)"):
+            env.reset(target=5, hang_reset=True)
+    finally:
+        env.close()
+    assert time.monotonic() - t0 < 8.0
 
 
 def test_batch_step_runs_episodes_together(guess_url: str) -> None:

@@ -32,7 +32,11 @@ observation of one field is that field, and a larger one is its JSON object (Ope
 Reward: the sum of the rewards of the episode's steps (``None`` counts 0), reported once the episode ends (every
 step returns 0 until then, like BFCL), also when the runner cuts it short (:meth:`BaseToolEnv.finalize`); each
 step's own reward is in its ``info["openenv_reward"]``. Accuracy: 1 iff that sum reaches ``success_reward`` (1.0 by
-default) and the server never failed. The episode ends when the server says ``done``, at ``max_steps``, or (tools)
+default) and the server never failed. An ``MCPEnvironment`` (``tools`` mode) builds its ``CallToolObservation`` with
+no reward (``reward=None``: 0 here) and the WebSocket session calls its ``step_async``: it gives a reward by
+overriding ``step_async`` (``obs = await super().step_async(action, ...)``, then ``obs.reward = ...`` and, to end
+the episode, ``obs.done = True``). A tool that raises is answered with its error (a ``tool_errors`` count, not a
+format error). The episode ends when the server says ``done``, at ``max_steps``, or (tools)
 at an answer.
 
 Bad input, each a clear counted outcome, never a hung rollout:
@@ -42,8 +46,14 @@ Bad input, each a clear counted outcome, never a hung rollout:
   holds the code); the session goes on. In ``tools`` mode a call of an unknown tool or with arguments that break
   the tool's schema is refused before the server (a format error); a tool that fails on a well-formed call is its
   error text, counted in ``tool_errors``;
-* a server that closes the connection, goes away or does not answer within ``call_timeout``: the episode ends with
-  stop reason ``server_error`` and ``error`` naming why in its info (the reward earned so far; accuracy 0);
+* a server that closes the connection or goes away: the episode ends with stop reason ``server_error`` and
+  ``error`` naming why in its info (the reward earned so far; accuracy 0); one that does not answer within
+  ``call_timeout``: the same with stop reason ``timeout`` (``no answer in N s (openenv step)``); a start (connect,
+  reset, list the tools) with no answer within ``start_timeout``: ``StartTimeoutError``, which the runner counts
+  (the time-limit rule, :mod:`agent_tune.envs.time_limits`);
+* a server that refuses another session (``CAPACITY_REACHED``: OpenEnv serves one session at a time unless
+  ``max_concurrent_envs`` says more): ``reset`` raises :class:`OpenEnvServerError` saying so; concurrent episodes
+  need ``create_app(..., max_concurrent_envs=N)`` and an environment with ``SUPPORTS_CONCURRENT_SESSIONS``;
 * a server that is not there: :meth:`OpenEnvEnv.check_kwargs` (run by ``agent-tune train`` and ``eval`` at
   start-up) fails naming the URL (and checks ``action_field`` against the server's action schema); ``reset`` raises
   :class:`OpenEnvServerError` naming it.
@@ -71,6 +81,14 @@ from agent_tune.envs.base import (
 )
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import check_limits, function_tool, refusal
+from agent_tune.envs.time_limits import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT,
+    EnvTimeoutError,
+    StartTimeoutError,
+    TimeLimits,
+    timeout_text,
+)
 from agent_tune.errors import EnvError
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse
@@ -106,6 +124,10 @@ class _Refused(EnvError):
 
 class _Gone(EnvError):
     """The session is lost: the connection closed, the server failed the session, or no answer in time."""
+
+
+class _NoAnswer(_Gone):
+    """The session is lost by the time-limit rule: no answer within ``call_timeout``."""
 
 
 _CLIENT_CLASS: Any = None
@@ -212,9 +234,9 @@ class OpenEnvEnv(BaseToolEnv):
 
         url = http_url(env.base_url)
         try:
-            health = httpx.get(f"{url}/health", timeout=env.connect_timeout)
+            health = httpx.get(f"{url}/health", timeout=env.start_timeout)
             health.raise_for_status()
-            schema = httpx.get(f"{url}/schema", timeout=env.connect_timeout).json()
+            schema = httpx.get(f"{url}/schema", timeout=env.start_timeout).json()
         except (httpx.HTTPError, ValueError) as exc:
             raise ValueError(f"openenv env: no OpenEnv server answers at {url} ({_why(exc)})") from None
         if env.mode == "text":
@@ -234,8 +256,8 @@ class OpenEnvEnv(BaseToolEnv):
         reasoning_parser: str = "none",
         max_steps: int = 8,
         success_reward: float = 1.0,
-        connect_timeout: float = 10.0,
-        call_timeout: float = 60.0,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://", "ws://", "wss://")):
             raise ValueError(f"openenv env: base_url must be an http(s):// or ws(s):// URL, got {base_url!r}")
@@ -243,7 +265,8 @@ class OpenEnvEnv(BaseToolEnv):
             raise ValueError(f"openenv env: mode must be 'text' or 'tools', got {mode!r}")
         if not action_field:
             raise ValueError("openenv env: action_field must name the action's text field")
-        check_limits(int(max_steps), connect_timeout=float(connect_timeout), call_timeout=float(call_timeout))
+        check_limits(int(max_steps))
+        limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
         self.base_url = base_url.rstrip("/")
         self.mode = mode
         self.action_field, self.observation_field = action_field, observation_field
@@ -251,11 +274,12 @@ class OpenEnvEnv(BaseToolEnv):
         self.parser = ResponseParser(tool_parser, reasoning_parser)
         self.max_steps = int(max_steps)
         self.success_reward = float(success_reward)
-        self.connect_timeout, self.call_timeout = float(connect_timeout), float(call_timeout)
+        self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         self._client: Any = None
         self._schemas: dict[str, Any] = {}
         self.rewards: list[float] = []
         self.server_error: str | None = None
+        self.timed_out = False
         self.server_done = False
         self.tool_errors = 0
 
@@ -265,11 +289,19 @@ class OpenEnvEnv(BaseToolEnv):
         if self._client is None or self.server_error is not None:
             self.close()
         try:
-            first, tools = wait(self._start(task), self.connect_timeout + 2 * self.call_timeout + 5.0)
+            first, tools = wait(self._start(task), self.start_timeout)
+        except EnvTimeoutError:  # the time-limit rule: the runner counts the episode as not played
+            self.close()
+            raise StartTimeoutError(self.start_timeout, f"openenv server {self.base_url} start") from None
         except Exception as exc:  # noqa: BLE001 - the client raises OSError, websockets' and its own errors
             self.close()
-            why = exc.text if isinstance(exc, _Refused) else "no answer in time" if isinstance(exc, TimeoutError) \
-                else _why(exc)
+            if isinstance(exc, _Refused) and exc.code == "CAPACITY_REACHED":
+                raise OpenEnvServerError(
+                    f"openenv env: the OpenEnv server at {self.base_url} refused another session ({exc}): each "
+                    "episode holds one WebSocket session, and OpenEnv serves one at a time by default; serve the "
+                    "env with create_app(..., max_concurrent_envs=N) (N >= the episodes played at once) and an "
+                    "Environment whose SUPPORTS_CONCURRENT_SESSIONS is True") from None
+            why = exc.text if isinstance(exc, _Refused) else _why(exc)
             raise OpenEnvServerError(f"openenv env: the OpenEnv server at {self.base_url} did not start an episode: "
                                      f"{why}") from None
         self.tools = None
@@ -281,6 +313,7 @@ class OpenEnvEnv(BaseToolEnv):
                                          "(mode='tools' needs an MCPEnvironment; use mode='text')")
             self._schemas = {t["function"]["name"]: t["function"]["parameters"] for t in self.tools}
         self.rewards, self.server_error, self.server_done, self.tool_errors = [], None, False, 0
+        self.timed_out = False
         text = "\n\n".join(t for t in (question, observation_text(first.observation, self.observation_field)) if t)
         messages = [*([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []),
                     {"role": "user", "content": text}]
@@ -289,7 +322,7 @@ class OpenEnvEnv(BaseToolEnv):
 
     async def _start(self, task: Mapping[str, Any]) -> tuple[Any, list[Any]]:
         if self._client is None:
-            client = client_class()(base_url=self.base_url, connect_timeout_s=self.connect_timeout,
+            client = client_class()(base_url=self.base_url, connect_timeout_s=self.start_timeout,
                                     message_timeout_s=self.call_timeout, mode="simulation")
             self._client = client
             await client.connect()
@@ -314,13 +347,15 @@ class OpenEnvEnv(BaseToolEnv):
         except asyncio.CancelledError:
             raise
         except (asyncio.TimeoutError, TimeoutError):
-            raise _Gone(f"no answer in {self.call_timeout:g} s") from None
+            raise _NoAnswer(timeout_text(self.call_timeout, "openenv step")) from None
         except Exception as exc:  # noqa: BLE001 - websockets' ConnectionClosed, OSError, a bad payload
             raise _Gone(f"connection lost: {_why(exc)}") from None
 
-    async def _drop(self, why: str) -> None:
-        """The session is lost: record why and close the connection (bounded)."""
-        self.server_error = self.server_error or why
+    async def _drop(self, why: str, timed_out: bool = False) -> None:
+        """The session is lost: record why (``timed_out``: by the time-limit rule) and close the connection
+        (bounded)."""
+        if self.server_error is None:
+            self.server_error, self.timed_out = why, timed_out
         client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(BaseException):
@@ -354,7 +389,7 @@ class OpenEnvEnv(BaseToolEnv):
             step.info["rejected"] = exc.code
             step.messages.append({"role": "user", "content": exc.text})
         except _Gone as exc:
-            await self._drop(str(exc))
+            await self._drop(str(exc), isinstance(exc, _NoAnswer))
             step.messages.append({"role": "user", "content": f"Error: the environment server stopped ({exc})"})
             step.done = True
             return
@@ -385,7 +420,7 @@ class OpenEnvEnv(BaseToolEnv):
                 step.info["rejected"] = exc.code
                 continue
             except _Gone as exc:
-                await self._drop(str(exc))
+                await self._drop(str(exc), isinstance(exc, _NoAnswer))
                 step.results.append(ToolResult(f"Error: the environment server stopped ({exc})", call.name))
                 step.done = True
                 return
@@ -424,8 +459,10 @@ class OpenEnvEnv(BaseToolEnv):
             await on_background_loop(self._act(step), timeout)
         except Exception as exc:  # noqa: BLE001 - a backstop: each request has its own timeout
             if not step.done:
-                submit(self._drop(f"no answer in {timeout:g} s ({_why(exc)})"))
-                self.server_error = self.server_error or f"no answer in {timeout:g} s"
+                why = timeout_text(timeout, "openenv step") if isinstance(exc, TimeoutError) else _why(exc)
+                submit(self._drop(why, isinstance(exc, TimeoutError)))
+                if self.server_error is None:
+                    self.server_error, self.timed_out = why, isinstance(exc, TimeoutError)
                 step.done = True
 
     def outcome(self) -> Outcome:
@@ -436,7 +473,7 @@ class OpenEnvEnv(BaseToolEnv):
         if self.server_error is not None:
             extras["error"] = self.server_error
             if not self.status.stop_reason.by_runner:
-                self.status.stop_reason = StopReason.SERVER_ERROR
+                self.status.stop_reason = StopReason.TIMEOUT if self.timed_out else StopReason.SERVER_ERROR
         solved = self.server_error is None and total >= self.success_reward
         return Outcome(total, float(solved), None, extras)
 
