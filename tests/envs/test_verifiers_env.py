@@ -13,6 +13,7 @@ import json
 import re
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,24 @@ class RestartingGuessEnv(GuessEnv):
 def load_restarting_env() -> Any:
     return RestartingGuessEnv(dataset=Dataset.from_list([{"question": "Guess.", "answer": "7"}]),
                               rubric=guess_rubric())
+
+
+class SlowGuessEnv(GuessEnv):
+    """A guess env whose backend stops answering: setup_state for the answer "slow", env_response for GUESS: 0."""
+
+    async def setup_state(self, state: Any) -> Any:
+        if state["answer"] == "slow":
+            await asyncio.sleep(30)
+        return await super().setup_state(state)
+
+    async def env_response(self, messages: Any, state: Any, **kwargs: Any) -> Any:
+        if "GUESS: 0" in (messages[-1].content or ""):
+            await asyncio.sleep(30)
+        return await super().env_response(messages, state, **kwargs)
+
+
+def load_slow_env() -> Any:
+    return SlowGuessEnv(dataset=Dataset.from_list([{"question": "Guess.", "answer": "7"}]), rubric=guess_rubric())
 
 
 def score(rubric: Any, prompt: list[Any], completion: list[Any], answer: str) -> float:
@@ -412,3 +431,24 @@ def test_an_env_built_off_the_main_thread_leaves_the_signal_handlers_alone() -> 
     thread.start()
     thread.join()
     assert built and built[0].max_turns == 3 and signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_step_or_start_with_no_answer_in_time_follows_the_time_limit_rule() -> None:
+    """call_timeout ends a step verifiers does not finish (stop reason timeout, not a format error, the other
+    episode of the batch unaffected); start_timeout bounds setup_state (StartTimeoutError, counted by the runner)."""
+    from agent_tune.envs.time_limits import StartTimeoutError
+
+    slow, quick = (VerifiersEnv(environment=f"{__name__}:load_slow_env", call_timeout=1.0, start_timeout=1.0)
+                   for _ in range(2))
+    slow.reset(prompt="Guess.", answer="7")
+    quick.reset(prompt="Guess.", answer="7")
+    t0 = time.monotonic()
+    hung, done = VerifiersEnv.batch_step([slow, quick], ["GUESS: 0", "GUESS: 7"])
+    assert time.monotonic() - t0 < 6.0
+    assert hung.done and hung.info["stop_reason"] == "timeout" and hung.episode.format_errors == 0
+    assert hung.info["error"] == "no answer in 1 s (verifiers step)" and hung.reward == 0.0
+    assert done.done and done.info["stop_reason"] == "done" and done.episode.accuracy == 1.0
+    t0 = time.monotonic()
+    with pytest.raises(StartTimeoutError, match=r"no answer in 1 s \(verifiers env .*setup_state\)"):
+        slow.reset(prompt="Guess.", answer="slow")
+    assert time.monotonic() - t0 < 6.0

@@ -24,7 +24,8 @@ ends the episode with those messages. The runner's transcript and verifiers' are
 (agent-tune's cap, over the env's own ``max_turns``): the generation that reaches it still goes to verifiers, then
 the episode ends (stop reason ``step_limit``), scored. verifiers' coroutines run on agent-tune's background event loop
 (:mod:`agent_tune.sync`: one loop for every episode, so what an env keeps across calls stays on one loop), each wait
-bounded by ``call_timeout``; the acting hook awaits them, so concurrent episodes' steps run there together.
+bounded by ``call_timeout`` (the start by ``start_timeout``); the acting hook awaits them, so concurrent
+episodes' steps run there together.
 
 The assistant message: with tools (the state's ``tool_defs`` not empty) the configured parser (``tool_parser``,
 e.g. hermes) decodes the calls into OpenAI-style ``tool_calls`` (``id``, ``name``, JSON ``arguments``) and the text
@@ -54,7 +55,12 @@ Bad input, each counted, never a crash:
 * ``env_response`` (or anything of verifiers' on the step) raising anything else, which fails a rollout in
   verifiers' own loop: a format error, the episode ends there unscored (reward 0, ``error``, ``env_error``), after
   verifiers' cleanup; so does an ``env_response`` whose messages do not continue the conversation (a non-linear
-  ``get_prompt_messages``: the runner's transcript cannot follow it), or no answer within ``call_timeout``.
+  ``get_prompt_messages``: the runner's transcript cannot follow it);
+* the time-limit rule (:mod:`agent_tune.envs.time_limits`): a step of verifiers' (the env's response, its stop
+  conditions) or its scoring with no answer within ``call_timeout`` ends the episode unscored, stop reason
+  ``timeout``, ``error`` ``no answer in N s (verifiers step)`` (not a format error); ``init_state`` /
+  ``setup_state`` with no answer within ``start_timeout``: ``reset`` raises ``StartTimeoutError``, counted by the
+  runner.
 
 The catalogue (:meth:`VerifiersEnv.tasks`): the environment's own ``dataset`` (``train``) and ``eval_dataset``
 (``test``; verifiers falls back to the train set when there is none), formatted by verifiers (``prompt`` built
@@ -81,6 +87,14 @@ from typing import Any, Iterator, Mapping, Sequence
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
 from agent_tune.envs.catalogue import Task, TaskCatalogue, reset_prompt
 from agent_tune.envs.registry import register_env
+from agent_tune.envs.time_limits import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT,
+    EnvTimeoutError,
+    StartTimeoutError,
+    TimeLimits,
+    timeout_text,
+)
 from agent_tune.parsing import ParsedResponse
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.sync import on_background_loop, wait
@@ -361,12 +375,12 @@ class VerifiersEnv(BaseToolEnv):
         reasoning_parser: str = "none",
         max_steps: int | None = None,
         accuracy_metric: str | None = None,
-        call_timeout: float = 600.0,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
         if max_steps is not None and int(max_steps) < 1:
             raise ValueError(f"verifiers env: max_steps must be >= 1, got {max_steps}")
-        if float(call_timeout) <= 0:
-            raise ValueError(f"verifiers env: call_timeout must be > 0, got {call_timeout}")
+        limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
         self.environment = str(environment)
         self.env_args = _env_args(env_args)
         self.vf_env = load_environment(self.environment, self.env_args)
@@ -374,7 +388,7 @@ class VerifiersEnv(BaseToolEnv):
         # Not the template's max_steps (which would end the episode without showing verifiers the last generation).
         self.step_limit = None if max_steps is None else int(max_steps)
         self.accuracy_metric = accuracy_metric
-        self.call_timeout = float(call_timeout)
+        self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         self.state: Any = None
         self.tool_names: set[str] = set()
         self._prompt: list[Any] = []
@@ -403,7 +417,10 @@ class VerifiersEnv(BaseToolEnv):
             task = dict(self.vf_env._format_dataset_source(Dataset.from_list([task]))[0])
         task.setdefault("example_id", 0)
         try:
-            self.state, self._prompt = self._wait(self._start(task))
+            self.state, self._prompt = wait(self._start(task), self.start_timeout)
+        except EnvTimeoutError:  # the time-limit rule: the runner counts the episode as not played
+            self.state = None
+            raise StartTimeoutError(self.start_timeout, f"verifiers env {self.environment} setup_state") from None
         except Exception as exc:
             self.state = None
             raise ValueError(f"verifiers env {self.environment!r}: cannot start the task "
@@ -442,7 +459,14 @@ class VerifiersEnv(BaseToolEnv):
         episode's state lives (awaited from the runner's loop), bounded by ``call_timeout``."""
         try:
             await on_background_loop(self._act(step), self.call_timeout)
-        except Exception as exc:  # noqa: BLE001 - no answer within call_timeout: counted, never a crash
+        except EnvTimeoutError:  # the time-limit rule: the episode ends timed out, unscored (its state is mid-step)
+            if not step.done:
+                self.error = timeout_text(self.call_timeout, "verifiers step")
+                self.status.stop_reason = StopReason.TIMEOUT
+                self._crashed = step.done = True
+                step.messages.append({"role": "user", "content": f"Error: the environment did not answer "
+                                                                 f"({self.error})"})
+        except Exception as exc:  # noqa: BLE001 - counted, never a crash
             if not step.done:
                 self._fail(step, exc)
 
@@ -575,6 +599,11 @@ class VerifiersEnv(BaseToolEnv):
         extras: dict[str, Any] = {"verifiers_env": self.environment, "tool_errors": self.tool_errors}
         try:
             self._wait(self._finish() if self._crashed else self._score())
+        except EnvTimeoutError:  # the time-limit rule: scoring is a call too
+            self.error = self.error or timeout_text(self.call_timeout, "verifiers scoring")
+            if not self.status.stop_reason.by_runner:
+                self.status.stop_reason = StopReason.TIMEOUT
+            self.state["reward"] = None
         except Exception as exc:  # noqa: BLE001 - a rubric that fails scores 0, named
             extras["verifiers_score_error"] = f"{type(exc).__name__}: {exc}"
             self.state["reward"] = None
