@@ -4,6 +4,9 @@ episode ended with the reason in its info."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from agent_tune.envs import get_env_class, make_env
@@ -106,3 +109,47 @@ def test_user_server_down_at_start_up_fails_naming_the_url() -> None:
         get_env_class("tau2").check_kwargs({**MOCK, "user": {"base_url": url, "model": "m"}})
     with FakeOpenAI() as server:
         get_env_class("tau2").check_kwargs({**MOCK, "user": server.user_config()})
+
+
+class StallingUser:
+    """A user class by path whose reply blocks (not awaits: a synchronous call inside) on its ``stall_at``-th reply
+    (counted from 1) until the test releases it."""
+
+    release = threading.Event()
+
+    def __init__(self, stall_at: int = 2) -> None:
+        self.stall_at, self.replies = stall_at, 0
+
+    async def reply(self, messages, tools):
+        from agent_tune.users import UserReply
+
+        self.replies += 1
+        if self.replies == self.stall_at:
+            self.release.wait(60)
+        return UserReply("Create a task please.")
+
+
+def test_a_user_that_does_not_answer_in_time_follows_the_time_limit_rule() -> None:
+    """call_timeout bounds each user reply (a user that blocks too): the episode ends, stop reason timeout; a first
+    message with no answer in start_timeout makes reset raise StartTimeoutError (the runner counts it)."""
+    from agent_tune.envs.time_limits import StartTimeoutError
+
+    user = {"kind": f"{__name__}:StallingUser", "kwargs": {"stall_at": 2}}
+    try:
+        env = make_env("tau2", **MOCK, user=user, call_timeout=1.0)
+        env.reset()
+        t0 = time.monotonic()
+        r = env.step("What is your user id?")
+        assert time.monotonic() - t0 < 5.0
+        assert r.done and r.info["stop_reason"] == "timeout" and r.info["termination_reason"] == "user_error"
+        assert r.info["error"] == "no answer in 1 s (tau2 user reply)" and r.reward == 0.0
+        first = make_env("tau2", **MOCK, user={**user, "kwargs": {"stall_at": 1}}, start_timeout=1.0)
+        with pytest.raises(StartTimeoutError, match=r"no answer in 1 s \(tau2 user's first message\)"):
+            first.reset()
+    finally:
+        StallingUser.release.set()
+    llm = make_env("tau2", **MOCK, user={"kind": "llm", "base_url": "http://127.0.0.1:9/v1", "model": "m",
+                                          "timeout_s": 10.0, "max_retries": 2, "backoff_s": 1.0})
+    assert llm.call_timeout == llm.start_timeout == 10.0 * 3 + 1.0 * 3 + 5.0  # every try the user's options allow
+    with pytest.raises(ValueError, match="call_timeout"):
+        make_env("tau2", **MOCK, user=USER, call_timeout=0)

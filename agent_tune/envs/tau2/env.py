@@ -24,7 +24,13 @@ Never raises on model output: a call block that cannot be decoded is answered wi
 (counted as a format error and a tau2 error; nothing runs, nothing is recorded); a call to an unknown tool
 or with missing/unexpected parameters runs on tau2 (which answers with its error text) and counts a format
 error. A user that cannot answer after its retries ends the episode (tau2's ``user_error``, stop reason
-``server_error``, the reason in ``info["error"]``, reward 0). The acting hook awaits the user, so the runner's
+``server_error``, the reason in ``info["error"]``, reward 0). The time-limit rule
+(:mod:`agent_tune.envs.time_limits`): a user reply with no answer within ``call_timeout`` (default: every try the
+user's endpoint options allow, :func:`user_reply_bound`; a user class by path: 60 s) ends the episode the same way
+with stop reason ``timeout``; the user's first message (at ``reset``) with none within ``start_timeout`` (the same
+default): ``reset``
+raises ``StartTimeoutError``, counted by the runner. The NL-assertion judge's requests are bounded by its own
+``judge.timeout_s`` per try. The acting hook awaits the user, so the runner's
 concurrent episodes ask their users at once.
 
 A task is ``reset(domain=..., task_id=...)`` (or both given to the constructor); ``task_set`` picks another
@@ -60,6 +66,7 @@ from agent_tune.envs.tau2.messages import (
 )
 from agent_tune.envs.tau2.results import TAU2_REPORT
 from agent_tune.envs.tau2.scoring import progress, reward_summary, score_simulation
+from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, StartTimeoutError, check_timeout
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.rewards.tau2_shaping import Tau2ShapingConfig, shape_reward
 from agent_tune.users import LLMUser, User, UserConfig, make_user, run_sync
@@ -70,6 +77,15 @@ from agent_tune.utils.typed_config import OptionError
 TAU2_STOP = {"agent_stop": StopReason.DONE, "user_stop": StopReason.DONE, "max_steps": StopReason.STEP_LIMIT,
              "too_many_errors": StopReason.STEP_LIMIT, "user_error": StopReason.SERVER_ERROR,
              "agent_error": StopReason.ENV_ERROR}
+
+
+def user_reply_bound(config: UserConfig) -> float:
+    """The default ``call_timeout`` of a user reply: for an LLM user, every try its endpoint options allow
+    (``timeout_s`` each, ``max_retries`` retries, the backoff between them) and 5 s; else the rule's default."""
+    if config.kind != "llm":
+        return DEFAULT_CALL_TIMEOUT
+    tries = config.max_retries + 1
+    return config.timeout_s * tries + config.backoff_s * (2 ** config.max_retries - 1) + 5.0
 
 
 @register_env("tau2")
@@ -95,6 +111,8 @@ class Tau2ToolEnv(BaseToolEnv):
         reasoning_parser: str = "none",
         reward_shaping: Mapping[str, Any] | Tau2ShapingConfig | None = None,
         judge: Mapping[str, Any] | JudgeConfig | None = None,
+        call_timeout: float | None = None,
+        start_timeout: float | None = None,
     ) -> None:
         if domain is not None:
             try:
@@ -114,6 +132,10 @@ class Tau2ToolEnv(BaseToolEnv):
             self.judge = configured_judge(judge, "judge")
         except OptionError as exc:
             raise ValueError(f"tau2 env: {exc.key}: {exc.problem}") from None
+        self.call_timeout = user_reply_bound(self.user_config) if call_timeout is None else \
+            check_timeout("call_timeout", call_timeout)
+        self.start_timeout = user_reply_bound(self.user_config) if start_timeout is None else \
+            check_timeout("start_timeout", start_timeout)
         self.domain = domain
         self.task_id = None if task_id is None else str(task_id)
         self.task_set = task_set
@@ -160,7 +182,9 @@ class Tau2ToolEnv(BaseToolEnv):
         messages = [{"role": "system", "content": episode.agent_system_prompt},
                     *history_messages(episode.trajectory)]
         if episode.to_role == USER and not episode.done:
-            messages.extend(user_message(m) for m in run_sync(episode.user_acts(self.user)))
+            messages.extend(user_message(m) for m in run_sync(episode.user_acts(self.user, self.start_timeout)))
+            if episode.timed_out:  # the time-limit rule: the runner counts the episode as not played
+                raise StartTimeoutError(self.start_timeout, "tau2 user's first message")
         return Observation(messages=messages, tools=self.tools)
 
     # ------------------------------------------------------------------ stepping
@@ -199,7 +223,7 @@ class Tau2ToolEnv(BaseToolEnv):
 
     async def _user_step(self) -> list[dict[str, Any]]:
         assert self.episode is not None
-        return [user_message(m) for m in await self.episode.user_acts(self.user)]
+        return [user_message(m) for m in await self.episode.user_acts(self.user, self.call_timeout)]
 
     # ------------------------------------------------------------------ results
     def outcome(self) -> Outcome:
@@ -210,7 +234,8 @@ class Tau2ToolEnv(BaseToolEnv):
             self.episode.cut()
         else:
             assert self.episode is not None
-            self.status.stop_reason = TAU2_STOP[self.episode.termination.value]
+            self.status.stop_reason = StopReason.TIMEOUT if self.episode.timed_out else \
+                TAU2_STOP[self.episode.termination.value]
         episode = self.episode
         assert episode is not None
         self.simulation = episode.simulation()

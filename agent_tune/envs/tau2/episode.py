@@ -11,7 +11,8 @@ again (running the user's own tool calls, telecom). What ends it, as in the orch
 * the user's message contains ``###STOP###``, ``###TRANSFER###`` or ``###OUT-OF-SCOPE###`` -> ``user_stop``;
 * ``step_count >= max_steps`` or ``num_errors >= max_errors`` after a step not bound for the environment
   (checked after the stop signals, so they override them on the step that reaches a limit, as in tau2);
-* the user cannot answer (:class:`~agent_tune.users.UserError`) -> ``user_error``; an empty agent message
+* the user cannot answer (:class:`~agent_tune.users.UserError`), or does not within the call timeout ->
+  ``user_error``; an empty agent message
   (tau2's ``validate`` rejects it) -> ``agent_error``; :meth:`cut` (token budget) -> ``max_steps``.
 
 Steps count as in the orchestrator: each agent message, each user message, each batch of tool results.
@@ -25,6 +26,7 @@ matching, so tau2's evaluator can re-execute it (:mod:`agent_tune.envs.tau2.scor
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import datetime
 from typing import Any, Sequence
@@ -39,6 +41,7 @@ from tau2.user.base import is_valid_user_history_message
 from tau2.user.user_simulator import UserSimulator
 from tau2.utils.llm_utils import to_litellm_messages
 
+from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, EnvTimeoutError, acall_in_thread
 from agent_tune.users.base import User, UserError, UserReply
 
 DEFAULT_MAX_STEPS = 200  # tau2's CLI default (tau2.config.DEFAULT_MAX_STEPS)
@@ -60,6 +63,7 @@ class Tau2Episode:
         self.num_errors = 0
         self.termination: TerminationReason | None = None
         self.error_reason: str | None = None
+        self.timed_out = False  # the user ended it by not answering in time (the time-limit rule)
         self.start_time = datetime.now().isoformat()
         try:
             self.user_tools = environment.get_user_tools()
@@ -185,14 +189,22 @@ class Tau2Episode:
     def user_tool_schemas(self) -> list[dict[str, Any]] | None:
         return [t.openai_schema for t in self.user_tools] if self.user_tools else None
 
-    async def user_acts(self, user: User) -> list[UserMessage]:
+    async def user_acts(self, user: User, timeout: float = DEFAULT_CALL_TIMEOUT) -> list[UserMessage]:
         """Let the user answer until the floor is the agent's or the episode ends; returns the user's
         messages to the agent (text only; its tool calls and their results stay between user and
-        environment, as in tau2). A user that cannot answer ends the episode (``user_error``)."""
+        environment, as in tau2). A user that cannot answer ends the episode (``user_error``); so does one that
+        does not answer within ``timeout`` seconds (``timed_out``): each reply runs on an event loop in a thread of
+        its own, abandoned then, so a user that blocks (not only one that awaits) is bounded too."""
         said: list[UserMessage] = []
         while not self.done and self.to_role == USER:
             try:
-                reply: UserReply = await user.reply(self.user_messages(), self.user_tool_schemas())
+                reply: UserReply = await acall_in_thread(asyncio.run, user.reply(self.user_messages(),
+                                                                                 self.user_tool_schemas()),
+                                                         timeout=timeout, what="tau2 user reply")
+            except EnvTimeoutError as exc:
+                self.termination = TerminationReason.USER_ERROR
+                self.error_reason, self.timed_out = str(exc), True
+                break
             except UserError as exc:
                 self.termination = TerminationReason.USER_ERROR
                 self.error_reason = str(exc)
