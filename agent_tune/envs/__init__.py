@@ -21,7 +21,7 @@ from agent_tune.envs.base import (
     ToolResult,
 )
 from agent_tune.envs.catalogue import Task, TaskCatalogue
-from agent_tune.envs.checker import EnvCheckError, check_env
+from agent_tune.envs.checker import CheckReport, EnvCheckError, check_env
 from agent_tune.envs.registry import (
     BUILTIN_CLASSES,
     UnknownEnvError,
@@ -37,6 +37,7 @@ from agent_tune.envs.report import EvalReport
 __all__ = [
     "BaseToolEnv",
     "CallToolEnv",
+    "CheckReport",
     "EnvCheckError",
     "EnvStateError",
     "EpisodeInfo",

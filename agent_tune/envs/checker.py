@@ -7,6 +7,11 @@ naming the broken rule. Run it on your own environment before training with it::
     check_env(lambda: MyToolEnv(), task={"question": "..."}, valid_response="<tool_call>...</tool_call>",
               malformed_response="<tool_call>\\n{oops\\n</tool_call>")
 
+An env without tools (a verifiers ``MultiTurnEnv`` with none, a SkyRL text env) may have no response that counts a
+format error: pass ``malformed_response=None`` and the checks of rule 4 are skipped, the returned
+:class:`CheckReport` saying so (its ``skipped``). An env that parses its own text and raises on what it cannot
+use (a SkyRL env raising in ``step``) has one: pass a response it rejects.
+
 What it checks:
 
 1. ``step`` before ``reset`` raises :class:`~agent_tune.envs.base.EnvStateError` (not a crash elsewhere);
@@ -27,6 +32,7 @@ What it checks:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from agent_tune.envs.base import BaseToolEnv, EnvStateError, EpisodeInfo, Observation, StepResult, StopReason
@@ -37,6 +43,17 @@ EPISODE_INFO_KEYS: tuple[str, ...] = EpisodeInfo.CORE_KEYS
 
 class EnvCheckError(EnvError, AssertionError):
     """An environment broke the contract; the message says which rule and what was seen."""
+
+
+NO_MALFORMED = ("rule 4 (a malformed step counts a format error) skipped: malformed_response=None, the env has no "
+                "response that counts one (a tool-less env)")
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What :func:`check_env` checked: ``skipped`` lists the rules it did not check, each with its reason."""
+
+    skipped: list[str] = field(default_factory=list)
 
 
 def _require(ok: bool, rule: str, seen: Any = None) -> None:
@@ -91,12 +108,13 @@ def check_env(
     make: Callable[[], BaseToolEnv],
     task: Mapping[str, Any],
     valid_response: str,
-    malformed_response: str,
-) -> None:
+    malformed_response: str | None,
+) -> CheckReport:
     """Check the environment built by ``make()`` against the contract; raises :class:`EnvCheckError`.
 
     ``task`` is what ``reset`` receives; ``valid_response`` a first response that makes a correct call
-    (no format error); ``malformed_response`` one whose call block is broken.
+    (no format error); ``malformed_response`` one whose call block is broken, or ``None`` for an env that has
+    no response counting a format error (a tool-less env): rule 4 is then skipped, and the report says so.
     """
     env = make()
     _require(isinstance(env, BaseToolEnv), "make() must build a BaseToolEnv", type(env).__name__)
@@ -114,6 +132,13 @@ def check_env(
                  "with that stop reason", final.episode.stop_reason)
     _expect_state_error(lambda: env.step(valid_response), "step() after the episode ended must raise EnvStateError")
 
+    skipped: list[str] = []
+    if malformed_response is None:
+        skipped.append(NO_MALFORMED)
+        env.close()
+        env.close()
+        _check_batch(make, task, valid_response, None)
+        return CheckReport(skipped)
     _check_observation(env.reset(**task), "reset() of a second episode")
     try:
         bad = _check_step(env.step(malformed_response), "step(malformed_response)")
@@ -122,7 +147,8 @@ def check_env(
     except Exception as exc:
         raise EnvCheckError(f"step(malformed_response) raised {type(exc).__name__}: {exc}; an environment never "
                             "raises on model output") from exc
-    _require(int(bad.info.get("format_errors", 0)) >= 1, "a malformed call must count a format error",
+    _require(int(bad.info.get("format_errors", 0)) >= 1, "a malformed call must count a format error (an env "
+             "with no response that counts one, a tool-less env, passes malformed_response=None)",
              bad.info.get("format_errors"))
     _require(bad.done or not bad.observation.is_empty,
              "a malformed call must be answered with an observation (or end the episode)")
@@ -135,16 +161,26 @@ def check_env(
             _require(after.episode.format_errors >= 1, "the EpisodeInfo counts the episode's format errors",
                      after.episode.format_errors)
 
+    env.close()
+    env.close()
+    _check_batch(make, task, valid_response, malformed_response)
+    return CheckReport(skipped)
+
+
+def _check_batch(make: Callable[[], BaseToolEnv], task: Mapping[str, Any], valid_response: str,
+                 malformed_response: str | None) -> None:
+    """Rule 7 (``batch_step``) and rule 8 (``close`` twice)."""
     envs = [make() for _ in range(2)]
     for e in envs:
         e.reset(**task)
-    results = type(envs[0]).batch_step(envs, [valid_response, malformed_response])
+    second = valid_response if malformed_response is None else malformed_response
+    results = type(envs[0]).batch_step(envs, [valid_response, second])
     _require(isinstance(results, list) and len(results) == 2, "batch_step must return one result per env", results)
     _check_step(results[0], "batch_step()[0]")
     _check_step(results[1], "batch_step()[1]")
-    _require(int(results[1].info.get("format_errors", 0)) >= 1,
-             "batch_step must step envs[i] with raw_responses[i] (the malformed one counted no format error)")
-
-    for e in (env, *envs):
+    if malformed_response is not None:
+        _require(int(results[1].info.get("format_errors", 0)) >= 1,
+                 "batch_step must step envs[i] with raw_responses[i] (the malformed one counted no format error)")
+    for e in envs:
         e.close()
         e.close()

@@ -23,6 +23,7 @@ from skyrl_gym.envs.gsm8k.env import GSM8kEnv  # noqa: E402
 from skyrl_gym.envs.sql.env import SQLEnv  # noqa: E402
 
 from agent_tune.envs import EnvCheckError, check_env, make_env  # noqa: E402
+from agent_tune.envs.checker import NO_MALFORMED  # noqa: E402
 from agent_tune.envs.skyrl.env import SkyRLGymEnv  # noqa: E402
 from agent_tune.envs.tasks import catalogue_rows, row_env, row_task  # noqa: E402
 
@@ -126,10 +127,16 @@ def test_env_keeps_the_contract(db_root: str) -> None:
               "I do not know SQL.")
     check_env(lambda: make_env(PATH, env_class=f"{__name__}:StrictGSM8kEnv"),
               {"prompt": "What is 2 + 3?", "reward_spec": {"ground_truth": "5"}}, "2 + 3 = 5\n#### 5", "five")
-    # skyrl-gym's own SQLEnv answers the same text with a hint: the adapter invents no format error
-    with pytest.raises(EnvCheckError, match="format error"):
+    # skyrl-gym's own SQLEnv answers the same text with a hint: the adapter invents no format error; the check says
+    # what to pass for an env with no response that counts one, and then skips that rule, saying so
+    with pytest.raises(EnvCheckError, match="format error .*malformed_response=None"):
         check_env(lambda: make_env(PATH, env="text2sql", env_config={"db_path": db_root}), SQL_TASK, QUERY,
                   "I do not know SQL.")
+    report = check_env(lambda: make_env(PATH, env="text2sql", env_config={"db_path": db_root}), SQL_TASK, QUERY,
+                       None)
+    assert report.skipped == [NO_MALFORMED] and "rule 4" in report.skipped[0]
+    assert check_env(lambda: make_env(PATH, env="gsm8k"), {"prompt": "What is 2 + 3?", "reward_spec": {
+        "ground_truth": "5"}}, "#### 5", None).skipped == [NO_MALFORMED]
 
 
 @pytest.mark.parametrize("final, reward", [(RIGHT, 1.0), (WRONG, 0.0), ("<solution>no think block</solution>", -1.0)])
