@@ -237,8 +237,9 @@ def run(config: DictConfig) -> None:
         from verl_ext.cpu.shm import ShmSnapshot
 
         enable_cpu_support(config)
-        if options.cleanup_shm:
+        if options.cleanup_shm:  # only the files this run's processes hold: another run's are left alone
             snapshot = ShmSnapshot.take()
+            snapshot.watch()
 
     import ray
     from verl.utils.device import auto_set_device

@@ -1,34 +1,113 @@
-"""Shared-memory cleanup removes only new, unused files matching vLLM's patterns."""
+"""Shared-memory cleanup removes only this run's files: new, matching vLLM's patterns, seen held by the run's own
+processes, and no longer used; another run's files created meanwhile survive, mapped or not."""
 
 from __future__ import annotations
 
-import mmap
 import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
-from verl_ext.cpu.shm import ShmSnapshot
+from verl_ext.cpu.shm import ShmSnapshot, process_tree
+
+# Creates and maps a file (argv[1]), says so on stdout, and holds it until its stdin closes (or argv[2] seconds).
+HOLDER = """
+import mmap, sys, time, select
+with open(sys.argv[1], "wb") as fh:
+    fh.write(b"\\0" * 4096)
+fh = open(sys.argv[1], "r+b")
+mapping = mmap.mmap(fh.fileno(), 4096)
+print("holding", flush=True)
+select.select([sys.stdin], [], [], float(sys.argv[2]))
+"""
 
 
-def test_cleanup_removes_only_new_unused_matching_files(tmp_path):
+def _hold(path: Path, seconds: float = 30.0) -> subprocess.Popen:
+    """A child of this process (so of the run's tree) holding ``path`` mapped."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path), str(seconds)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "holding"
+    return proc
+
+
+def _hold_outside_the_tree(path: Path, seconds: float) -> int:
+    """Another run's process: started through a shell that exits at once, so it is no descendant of this process;
+    it holds ``path`` mapped for ``seconds``, then lets go. Returns its pid."""
+    ready = path.with_name(f"ready-{path.name}.txt")  # a name no pattern matches
+    script = f"{sys.executable} -c '{HOLDER}' {path} {seconds} </dev/null >{ready} 2>&1 & echo $!"
+    pid = int(subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout.strip())
+    deadline = time.monotonic() + 30
+    while "holding" not in (ready.read_text() if ready.exists() else ""):
+        assert time.monotonic() < deadline, "the other run's process did not start"
+        time.sleep(0.05)
+    return pid
+
+
+def _gone(pid: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while os.path.exists(f"/proc/{pid}") and "Z" not in _state(pid):
+        assert time.monotonic() < deadline, f"process {pid} did not exit"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
+
+
+def test_only_files_the_runs_processes_held_are_removed(tmp_path: Path) -> None:
     (tmp_path / "psm_old").write_bytes(b"x")
     snap = ShmSnapshot.take(directory=tmp_path)
-    (tmp_path / "psm_new").write_bytes(b"x")
-    (tmp_path / "sem.mp-abc").write_bytes(b"x")
+    ours = _hold(tmp_path / "psm_ours")
+    held = _hold(tmp_path / "sem.mp-held")
+    (tmp_path / "psm_unseen").write_bytes(b"x")  # created since the start, held by no process of the run
     (tmp_path / "other_file").write_bytes(b"x")
-    held = tmp_path / "psm_held"
-    held.write_bytes(b"\0" * 4096)
-    with open(held, "r+b") as fh:
-        mapping = mmap.mmap(fh.fileno(), 4096)
-        try:
-            removed = snap.cleanup(wait_s=0)
-        finally:
-            mapping.close()
-    assert sorted(removed) == ["psm_new", "sem.mp-abc"]
-    assert sorted(os.listdir(tmp_path)) == ["other_file", "psm_held", "psm_old"]
-    # Once nobody maps it, the leftover goes too.
-    assert snap.cleanup(wait_s=0) == ["psm_held"]
+    assert snap.observe() == {"psm_ours", "sem.mp-held"}
+    ours.stdin.close()
+    ours.wait(30)
+    removed = snap.cleanup(wait_s=0)  # sem.mp-held is still mapped: left for now
+    assert removed == ["psm_ours"]
+    assert sorted(os.listdir(tmp_path)) == ["other_file", "psm_old", "psm_unseen", "sem.mp-held"]
+    held.stdin.close()
+    held.wait(30)
+    assert snap.cleanup(wait_s=0) == ["sem.mp-held"]  # once nobody maps it, the run's leftover goes too
+    assert sorted(os.listdir(tmp_path)) == ["other_file", "psm_old", "psm_unseen"]
 
 
-def test_nothing_new_nothing_removed(tmp_path):
+def test_two_runs_side_by_side_keep_each_others_files(tmp_path: Path) -> None:
+    """A run cleaning up beside another (a training beside a replay): the other run's semaphore, created after this
+    run started and mapped by no process at the moment of the clean-up, survives; this run's own files go."""
+    snap = ShmSnapshot.take(directory=tmp_path)
+    snap.watch(interval_s=0.1)
+    other = _hold_outside_the_tree(tmp_path / "sem.mp-other", seconds=1.0)
+    assert other not in process_tree(os.getpid())
+    ours = _hold(tmp_path / "psm_ours")
+    deadline = time.monotonic() + 10
+    while "psm_ours" not in snap.owned:  # the watcher's look finds this run's file
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    ours.stdin.close()
+    ours.wait(30)
+    _gone(other)  # the other run's process let go of its file: nothing maps it now
+    removed = snap.cleanup(wait_s=0)
+    assert removed == ["psm_ours"] and "sem.mp-other" not in snap.owned
+    assert (tmp_path / "sem.mp-other").exists()
+
+
+def test_nothing_new_nothing_removed(tmp_path: Path) -> None:
     (tmp_path / "psm_a").write_bytes(b"x")
     assert ShmSnapshot.take(directory=tmp_path).cleanup(wait_s=0) == []
     assert os.listdir(tmp_path) == ["psm_a"]
+
+
+def test_the_process_tree_holds_the_children_not_the_parent() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        tree = process_tree(os.getpid())
+        assert {os.getpid(), child.pid} <= tree and os.getppid() not in tree
+    finally:
+        child.kill()
+        child.wait(30)

@@ -1,4 +1,4 @@
-"""Remove the POSIX shared-memory files a CPU run leaves in ``/dev/shm``.
+"""Remove the POSIX shared-memory files a CPU run leaves in ``/dev/shm``, and only this run's.
 
 vLLM's processes (its message queues, Python ``multiprocessing`` shared memory and semaphores) and verl's
 shared-memory weight transfer create ``/dev/shm/psm_*`` and ``/dev/shm/sem.mp-*`` files. When Ray tears the
@@ -6,27 +6,37 @@ processes down at the end of a run, some are never unlinked: about 420 MB per ru
 
 Usage::
 
-    snapshot = ShmSnapshot.take()
+    snapshot = ShmSnapshot.take()      # this process is the run's root
+    snapshot.watch()                   # note, every few seconds, the files the run's processes hold
     try:
         run()
     finally:
         removed = snapshot.cleanup()
 
-Only files that match the patterns, did not exist when the snapshot was taken, belong to this user and are
-no longer mapped or open by any live process are removed, so files of other programs (including another run
-started meanwhile, whose processes still hold theirs) are left alone.
+Which files are this run's: the names cannot tell (``psm_<random>``), and neither can the time they were created
+(another run on the machine, a training beside an eval or a replay, creates its own meanwhile). So the snapshot
+keeps the process tree of its root (this process and its descendants: Ray's raylet, its workers, vLLM's
+processes) and, while :meth:`ShmSnapshot.watch` runs (and once more at :meth:`ShmSnapshot.cleanup`), notes every
+matching file one of those processes maps or holds open: those files are the run's. :meth:`ShmSnapshot.cleanup`
+removes only them, once no live process uses them (waiting for dying processes to let go), and only those that
+did not exist at the snapshot and belong to this user. A file of another run is never one of them, even when no
+process maps it at the moment of the clean-up; a file of this run created and released between two looks is
+left behind (a small leak rather than another run's semaphore lost).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 SHM_DIR = Path("/dev/shm")
 PATTERNS = ("psm_*", "sem.mp-*")
+WATCH_INTERVAL_S = 3.0  # how often the run's processes are looked at while it runs
 
 
 def _matching(directory: Path, patterns: tuple[str, ...]) -> set[str]:
@@ -37,46 +47,91 @@ def _matching(directory: Path, patterns: tuple[str, ...]) -> set[str]:
     return {n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)}
 
 
-def paths_in_use(directory: Path = SHM_DIR) -> set[str]:
-    """Names of files under ``directory`` that some live process maps or holds open (best effort)."""
+def _pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _used_by(pid: int, prefix: str) -> set[str]:
+    """Names under ``prefix`` (a directory path ending in ``/``) that process ``pid`` maps or holds open."""
+    used: set[str] = set()
+    try:
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                idx = line.find(prefix)
+                if idx >= 0:
+                    used.add(line[idx + len(prefix):].split()[0].split("/")[0])
+    except OSError:
+        pass
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith(prefix):
+                used.add(target[len(prefix):].split(" ")[0])
+    except OSError:
+        pass
+    return used
+
+
+def names_used_by(pids: Iterable[int], directory: Path = SHM_DIR) -> set[str]:
+    """Names of files under ``directory`` that the processes ``pids`` map or hold open (best effort)."""
     prefix = str(directory).rstrip("/") + "/"
     used: set[str] = set()
-    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
-                for line in maps:
-                    idx = line.find(prefix)
-                    if idx >= 0:
-                        used.add(line[idx + len(prefix) :].split()[0].split("/")[0])
-        except OSError:
-            pass
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                try:
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                except OSError:
-                    continue
-                if target.startswith(prefix):
-                    used.add(target[len(prefix) :].split(" ")[0])
-        except OSError:
-            pass
+    for pid in pids:
+        used |= _used_by(pid, prefix)
     return used
+
+
+def paths_in_use(directory: Path = SHM_DIR) -> set[str]:
+    """Names of files under ``directory`` that some live process maps or holds open (best effort)."""
+    return names_used_by(_pids(), directory)
+
+
+def process_tree(root: int) -> set[int]:
+    """``root`` and its live descendants (read from each process's parent in ``/proc/<pid>/stat``)."""
+    children: dict[int, list[int]] = {}
+    for pid in _pids():
+        try:
+            with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()  # after the command, which may hold spaces
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(pid)
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid not in tree:
+            tree.add(pid)
+            todo.extend(children.get(pid, ()))
+    return tree
 
 
 @dataclass
 class ShmSnapshot:
-    """The shared-memory files present before a run; :meth:`cleanup` removes what the run left."""
+    """The shared-memory files present before a run and those the run's processes were seen holding since;
+    :meth:`cleanup` removes what the run left (see the module docstring)."""
 
     directory: Path = SHM_DIR
     patterns: tuple[str, ...] = PATTERNS
     before: set[str] = field(default_factory=set)
+    root: int = field(default_factory=os.getpid)  # the run's root process
+    owned: set[str] = field(default_factory=set)  # new files the run's processes were seen holding
+    # every process seen in the run's tree (one reparented when its parent died stays the run's)
+    _pids: set[int] = field(default_factory=set, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
 
     @classmethod
-    def take(cls, directory: Path = SHM_DIR, patterns: tuple[str, ...] = PATTERNS) -> "ShmSnapshot":
-        """Record the matching files present now."""
-        return cls(directory=Path(directory), patterns=patterns, before=_matching(Path(directory), patterns))
+    def take(cls, directory: Path = SHM_DIR, patterns: tuple[str, ...] = PATTERNS,
+             root: int | None = None) -> ShmSnapshot:
+        """Record the matching files present now; ``root`` (default: this process) roots the run's processes."""
+        return cls(directory=Path(directory), patterns=patterns, before=_matching(Path(directory), patterns),
+                   root=os.getpid() if root is None else int(root))
 
-    def leftovers(self) -> set[str]:
+    def _new(self) -> set[str]:
         """Matching files created since the snapshot and owned by this user."""
         uid = os.getuid()
         out = set()
@@ -88,12 +143,48 @@ class ShmSnapshot:
                 pass
         return out
 
+    def observe(self) -> set[str]:
+        """One look: the new files the run's processes map or hold now become the run's; returns them all."""
+        with self._lock:
+            tree = process_tree(self.root)
+            self._pids |= tree
+            live = {p for p in self._pids if os.path.exists(f"/proc/{p}")}
+            self.owned |= self._new() & names_used_by(live, self.directory)
+            return set(self.owned)
+
+    def watch(self, interval_s: float = WATCH_INTERVAL_S) -> None:
+        """Look every ``interval_s`` seconds, in a daemon thread, until :meth:`cleanup` (or :meth:`stop`)."""
+        if self._thread is not None:
+            return
+
+        def loop() -> None:
+            while not self._stop.wait(interval_s):
+                self.observe()
+
+        self.observe()
+        self._thread = threading.Thread(target=loop, name="agent_tune_shm_watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching (bounded wait for the watcher's last look)."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(30)
+
+    def leftovers(self) -> set[str]:
+        """The run's files (seen held by its processes) that are still there."""
+        return self._new() & self.owned
+
     def cleanup(self, wait_s: float = 10.0, poll_s: float = 0.5) -> list[str]:
-        """Remove leftovers no live process uses; wait up to ``wait_s`` for dying processes to let go.
+        """Stop watching, look once more, then remove the run's leftovers no live process uses; wait up to
+        ``wait_s`` for dying processes to let go.
 
         Returns:
             The names removed.
         """
+        self.stop()
+        self.observe()
         deadline = time.monotonic() + wait_s
         removed: list[str] = []
         while True:
@@ -105,9 +196,7 @@ class ShmSnapshot:
                 try:
                     (self.directory / name).unlink()
                     removed.append(name)
-                except FileNotFoundError:
-                    pass
-                except OSError:
+                except OSError:  # gone meanwhile, or not ours to remove
                     pass
             if not (candidates & in_use) or time.monotonic() >= deadline:
                 return removed
