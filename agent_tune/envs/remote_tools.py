@@ -4,7 +4,7 @@ a call is checked before it is sent.
 One rule for every adapter: a tool is an OpenAI-style function tool whose ``parameters`` are the server's input
 schema; a decoded call of an unknown tool, or whose arguments that schema rejects, is refused before it reaches
 the server (the policy reads why, and it counts as a format error); a schema the server got wrong itself is left
-for the server to judge. One rule for their options too: :func:`check_limits`.
+for the server to judge. One rule for their step limit too: :func:`check_limits`.
 """
 
 from __future__ import annotations
@@ -38,11 +38,8 @@ def refusal(call: ToolCall, schemas: Mapping[str, Mapping[str, Any]]) -> str | N
     return None
 
 
-def check_limits(max_steps: int, **timeouts: float) -> None:
-    """The options every remote server's env has: ``max_steps`` >= 1 and each of ``timeouts`` (keyed by its option)
-    > 0; :class:`OptionError` naming the option."""
+def check_limits(max_steps: int) -> None:
+    """The step limit every remote server's env has: ``max_steps`` >= 1, else :class:`OptionError` naming it (the
+    time limits are :class:`agent_tune.envs.time_limits.TimeLimits`)."""
     if max_steps < 1:
         raise OptionError("max_steps", f"must be >= 1, got {max_steps}")
-    for key, seconds in timeouts.items():
-        if seconds <= 0:
-            raise OptionError(key, f"must be > 0, got {seconds}")
