@@ -159,3 +159,32 @@ async def test_empty_observation_gives_the_policy_another_turn(renderer):
     env = ScriptedEnv(_initial(), [step([]), step(reward=1.0, done=True)])
     res = await run_episode(env, policy, renderer, RolloutLimits(4096, 4096), debug_drift=True)
     assert res.stop_reason == "done" and res.drift.ok, str(res.drift)
+
+
+class _NeverStarts(ScriptedEnv):
+    """An env whose backend does not start in time: reset raises StartTimeoutError (the time-limit rule)."""
+
+    sampler_hints = SamplerHints(blocking_reset=True)
+
+    def reset(self, **task):
+        from agent_tune.envs.time_limits import StartTimeoutError
+
+        raise StartTimeoutError(2.0, "test server start")
+
+
+async def test_a_start_with_no_answer_in_time_is_counted_not_raised(renderer):
+    """The runner records an episode whose reset ran out of start_timeout as not played (stop reason timeout): the
+    training metrics, the eval record and the dump record all take it, so a batch goes on."""
+    from agent_tune.eval.evaluate import build_record
+    from agent_tune.rollout.dump import episode_record
+    from agent_tune.rollout.episode_metrics import episode_metrics
+
+    result = await run_episode(_NeverStarts(_initial(), []), ScriptedPolicy(renderer, [CALL]), renderer,
+                               RolloutLimits(64, 32))
+    assert result.stop_reason == "timeout" and result.num_generations == 0 and result.reward == 0.0
+    assert result.trajectory.response_ids == [] and 0 < len(result.trajectory.prompt_ids) <= 64
+    assert result.info["error"] == "no answer in 2 s (test server start)" and result.episode.stop_reason == "timeout"
+    assert episode_metrics(result)["acc"] == 0.0 and not episode_metrics(result)["truncated"]
+    record = build_record("t1", 0, result, "cat", decode=renderer.decode)
+    assert record["stop_reason"] == "timeout" and record["info"]["error"] == "no answer in 2 s (test server start)"
+    assert episode_record(result, renderer.decode)["stop_reason"] == "timeout"
