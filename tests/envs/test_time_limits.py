@@ -1,0 +1,77 @@
+"""The time-limit rule's pieces (agent_tune/envs/time_limits.py): the typed options, and the bounded calls for sync
+and async code, whose blocked thread is abandoned (not joined) when its time is up."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from agent_tune.envs.time_limits import (
+    EnvTimeoutError,
+    StartTimeoutError,
+    TimeLimits,
+    acall_in_thread,
+    bounded,
+    call_in_thread,
+)
+from agent_tune.utils.typed_config import OptionError
+
+
+def test_the_options_are_typed_and_name_the_key() -> None:
+    assert TimeLimits() == TimeLimits(call_timeout=60.0, start_timeout=60.0)
+    assert TimeLimits(call_timeout=5).call_timeout == 5.0
+    for key, value in (("call_timeout", 0), ("start_timeout", -1.0)):
+        with pytest.raises(OptionError, match=key):
+            TimeLimits(**{key: value})
+    with pytest.raises(OptionError, match="unknown key"):
+        TimeLimits(connect_timeout=1.0)
+
+
+def test_a_blocked_sync_call_is_abandoned_on_time() -> None:
+    release = threading.Event()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(EnvTimeoutError, match=r"^no answer in 0.3 s \(stuck\)$") as caught:
+            call_in_thread(release.wait, 30, timeout=0.3, what="stuck")
+        assert time.monotonic() - t0 < 2.0 and caught.value.seconds == 0.3
+        with pytest.raises(StartTimeoutError):
+            call_in_thread(release.wait, 30, timeout=0.1, error=StartTimeoutError)
+    finally:
+        release.set()
+    assert call_in_thread(sum, [1, 2], timeout=5) == 3
+    with pytest.raises(ZeroDivisionError):
+        call_in_thread(lambda: 1 / 0, timeout=5)
+
+    def own_timeout() -> None:
+        raise TimeoutError("the function's own")
+
+    with pytest.raises(TimeoutError, match="the function's own"):
+        call_in_thread(own_timeout, timeout=5)
+
+
+async def test_the_async_forms_leave_the_loop_free() -> None:
+    release = threading.Event()
+    ticks = 0
+
+    async def ticking() -> None:
+        nonlocal ticks
+        while not release.is_set():
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    ticker = asyncio.ensure_future(ticking())
+    try:
+        with pytest.raises(EnvTimeoutError, match="blocked step"):
+            await acall_in_thread(release.wait, 30, timeout=0.3, what="blocked step")
+        assert ticks > 5  # the event loop served others meanwhile: no thread of it waited
+        with pytest.raises(EnvTimeoutError, match=r"no answer in 0.2 s \(sleeper\)"):
+            await bounded(asyncio.sleep(30), 0.2, "sleeper")
+        assert await acall_in_thread(max, 3, 4, timeout=5) == 4
+        with pytest.raises(KeyError):
+            await acall_in_thread({}.__getitem__, "k", timeout=5)
+    finally:
+        release.set()
+        await ticker
