@@ -137,7 +137,8 @@ def client_class() -> Any:
     """OpenEnv's ``GenericEnvClient``, answering an error message with :class:`_Refused` (its code and the
     validation errors kept) instead of the client's plain ``RuntimeError``. It overrides the client's protected
     ``_send_and_receive`` (openenv-core 0.3.0's: send, receive, check ``type == "error"``), the one place that sees
-    the error's fields."""
+    the error's fields; an error the server sent before closing is read even when the send failed on the closed
+    connection."""
     global _CLIENT_CLASS
     if _CLIENT_CLASS is None:
         try:
@@ -147,7 +148,18 @@ def client_class() -> Any:
 
         class Client(GenericEnvClient):
             async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
-                await self._send(message)
+                try:
+                    await self._send(message)
+                except Exception as exc:
+                    # the server may have said why and closed before this message went out (a refused
+                    # session): read what it sent, else the send's own error stands
+                    try:
+                        response = await asyncio.wait_for(self._receive(), 1.0)
+                    except Exception:  # noqa: BLE001 - nothing was left to read
+                        raise exc from None
+                    if response.get("type") == "error":
+                        raise _Refused(response.get("data") or {}) from None
+                    raise
                 response = await self._receive()
                 if response.get("type") == "error":
                     raise _Refused(response.get("data") or {})
