@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -46,9 +47,12 @@ def _resolve(path: str, key: str) -> str:
     from verl.utils.import_utils import resolve_config_path
 
     try:
-        return resolve_config_path(str(path))
+        resolved = resolve_config_path(str(path))
     except FileNotFoundError:
-        raise OptionError(key, f"no such file: {path}") from None
+        resolved = None
+    if resolved is None or not os.path.isfile(resolved):  # verl returns an absolute path unchecked
+        raise OptionError(key, f"no such file: {path}")
+    return resolved
 
 
 def _refuse_mcp(path: str) -> None:
