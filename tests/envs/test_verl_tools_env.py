@@ -478,3 +478,47 @@ def test_reset_takes_exactly_its_task(files) -> None:
     with pytest.raises(TypeError, match="needs a prompt"):
         env.reset()
 
+
+
+def test_a_verl_recipes_dataset_is_the_catalogue(files, tmp_path) -> None:
+    """Rows as verl's multi-turn preprocessing writes them (a parquet of nested columns) become agent-tune rows whose
+    task resets the env with the row's tools_kwargs and ground truth."""
+    import pandas as pd
+
+    from agent_tune.envs.tasks import catalogue_rows, row_task
+
+    rows = [{"data_source": "openai/gsm8k", "agent_name": "tool_agent",
+             "prompt": [{"role": "system", "content": "Use the tools."},
+                        {"role": "user", "content": f"What is {a} + {b}?"}],
+             "ability": "math", "reward_model": {"style": "rule", "ground_truth": str(a + b)},
+             "extra_info": {"index": i, "split": "train", "need_tools_kwargs": True,
+                            "tools_kwargs": {"submit": {"create_kwargs": {"target": a + b}}}}}
+            for i, (a, b) in enumerate([(2, 3), (40, 2)])]
+    pd.DataFrame(rows).to_parquet(tmp_path / "train.parquet")
+    ours = catalogue_rows("verl_tools", "train", {"path": str(tmp_path / "train.parquet")},
+                          {"tool_config": files["tools"]})
+    assert [r["prompt"] for r in ours] == [r["prompt"] for r in rows]
+    assert [r["reward_model"]["ground_truth"] for r in ours] == ["5", "42"]
+    assert [r["extra_info"]["category"] for r in ours] == ["openai/gsm8k"] * 2
+    env = make_env("verl_tools", tool_config=files["tools"])
+    env.reset(**row_task(ours[1]["extra_info"]))
+    assert [e[3] for e in LOG if e[:2] == ("create", "submit")] == [{"create_kwargs": {"target": 42}}]
+    env.step(call("submit", answer=42))
+    assert env.step("42").reward == 1.0
+
+
+def test_trainings_start_up_check_names_the_key(files, tmp_path) -> None:
+    """`agent-tune train` checks agent_tune.env_kwargs.verl_tools at start-up: verl loads the tools there."""
+    pytest.importorskip("hydra")
+    from agent_tune.errors import ConfigError
+    from agent_tune.launch.compose import compose_config
+    from agent_tune.launch.run_config import RunConfig
+    from agent_tune.launch.train import check_env_kwargs
+
+    def check(path: str) -> None:
+        override = f"+agent_tune.env_kwargs.verl_tools.tool_config={path}"
+        check_env_kwargs(RunConfig.parse(compose_config("agent_tune_grpo_cpu", [override])).options)
+
+    check(files["tools"])
+    with pytest.raises(ConfigError, match=r"^config key 'agent_tune.env_kwargs.verl_tools.tool_config': no such file"):
+        check(str(tmp_path / "missing.yaml"))

@@ -33,6 +33,9 @@ works as it is), else the sum of the episode's ``calc_reward`` s (``lifecycle="e
 returned are not added (verl records them as ``tool_rewards``): they are the extra ``tool_rewards`` and the reward
 function's argument of that name.
 
+A task (:meth:`VerlToolsEnv.reset`) is verl's row: ``prompt``, ``tools_kwargs``, ``tool_selection``, ``ground_truth``,
+``data_source``, ``extra_info``, or the whole ``row``. The catalogue (:mod:`.rows`) reads a verl recipe's dataset files.
+
 Bad input, each counted, none hangs an episode:
 
 * an undecodable call block: its reason, a format error;
@@ -59,6 +62,7 @@ import uuid
 from typing import Any, Literal, Mapping, Sequence
 
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason, ToolResult
+from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import check_limits, refusal
 from agent_tune.envs.verl_tools.calls import (
@@ -72,6 +76,7 @@ from agent_tune.envs.verl_tools.calls import (
 )
 from agent_tune.envs.verl_tools.loader import LoadedTools, load_tools
 from agent_tune.envs.verl_tools.reward import load_reward, reward_arguments, verdict
+from agent_tune.envs.verl_tools.rows import verl_row_prompt, verl_rows_tasks
 from agent_tune.parsing import ToolCall
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.utils.typed_config import OptionError
@@ -109,6 +114,8 @@ class VerlToolsEnv(BaseToolEnv):
 
     description = "verl's tools (a tool-config YAML of BaseTools, @function_tool files); reward: calc_reward or a fn"
     sampler_hints = SamplerHints(blocking_reset=True)  # reset creates the episode's tool instances (bounded)
+    # a verl recipe's own dataset files (.parquet / .jsonl rows): agent-tune data --env verl_tools --options '{"path"}'
+    catalogue = TaskCatalogue(splits=("train", "test"), tasks=verl_rows_tasks, row_prompt=verl_row_prompt)
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
