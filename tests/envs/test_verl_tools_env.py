@@ -373,6 +373,7 @@ def test_bad_calls_are_counted_observations(files) -> None:
     assert raised.observation.messages[0]["content"] == "Error executing tool 'explode': disk on fire"
     end = env.step("I give up.")
     assert end.episode.format_errors == 3 and end.info["tool_errors"] == 1 and end.info["stop_reason"] == "done"
+    assert end.info["tool_rewards"] == [0.0, 0.0, 0.0]  # as verl records the calls it answered without running
 
 
 def test_without_validation_the_arguments_reach_the_tool_as_in_verl(files) -> None:

@@ -47,7 +47,7 @@ Bad input, each counted, none hangs an episode:
 * a tool that does not answer within ``call_timeout`` (per call, and per ``calc_reward`` / ``release``), or whose
   instances are not created within ``start_timeout`` (per episode start): the episode ends, stop reason
   ``server_error``, ``error`` naming the tool and the bound (a failed start ends it at the first step, stop reason
-  ``env_error`` when ``create`` raised);
+  ``env_error`` when ``create`` raised); after a timeout or a failed start the instances are released, not scored;
 * a response with images or video: the episode ends (``env_error``) naming the tool, as verl refuses them without a
   vision-language processor (this env shows text only);
 * a missing ``tool_config`` / ``function_tools`` file, a YAML verl cannot load, an MCP entry (verl 0.9's loader has no
@@ -266,6 +266,8 @@ class VerlToolsEnv(BaseToolEnv):
         for call, result in zip(calls, results):
             step.results.append(result)
             step.format_errors += result.error
+            if result.error:  # verl answers a call it cannot run with reward 0, recorded like the others
+                self.tool_rewards.append(0.0)
         step.info["calls"] = [c.name for c, r in zip(calls, results) if not r.error]
         self.transcript.extend({"role": "tool", "content": r.content} for r in results)
         step.answer_undecodable()
