@@ -523,3 +523,34 @@ def test_trainings_start_up_check_names_the_key(files, tmp_path) -> None:
     check(files["tools"])
     with pytest.raises(ConfigError, match=r"^config key 'agent_tune.env_kwargs.verl_tools.tool_config': no such file"):
         check(str(tmp_path / "missing.yaml"))
+
+
+async def test_a_recipe_row_trains_through_verls_agent_loop(files, tmp_path, qwen_tok) -> None:
+    """A verl recipe's row, rewritten by the catalogue, played by agent-tune's verl agent loop (what `agent-tune train`
+    runs) with the run's env kwargs: verl's tools answer, their calc_reward is the sample's reward."""
+    import pandas as pd
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+
+    from agent_tune.envs.tasks import catalogue_rows
+    from tests.verl_ext.test_agent_loop import ScriptedServerManager
+    from verl_ext.agent_loop import AgentTuneLoop
+
+    row = {"data_source": "arith", "prompt": [{"role": "user", "content": "What is 23 * 17?"}],
+           "reward_model": {"style": "rule", "ground_truth": "391"},
+           "extra_info": {"index": 0, "tools_kwargs": {"submit": {"create_kwargs": {"target": 391}}}}}
+    pd.DataFrame([row]).to_parquet(tmp_path / "train.parquet")
+    [ours] = catalogue_rows("verl_tools", "train", {"path": str(tmp_path / "train.parquet")})
+    cfg = OmegaConf.create({
+        "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 1024}}, "data": {},
+        "agent_tune": {"template": "qwen3_instruct", "tool_parser": "hermes", "reasoning_parser": "none",
+                       "env_kwargs": {"verl_tools": {"tool_config": files["tools"]}}}})
+    server = ScriptedServerManager(qwen_tok, [call("calculator", expression="23 * 17"), call("submit", answer=391),
+                                              "391"], "<|im_end|>")
+    loop = AgentTuneLoop(trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=qwen_tok,
+                         processor=None, dataset_cls=None, data_config=DictConfigWrap(cfg.data))
+    out = await loop.run({"temperature": 1.0, "logprobs": True}, raw_prompt=ours["prompt"],
+                         extra_info=ours["extra_info"])
+    assert out.reward_score == 1.0 and len(server.calls) == 3
+    assert events("submit") == ["create", "execute", "calc_reward", "release"]
+    assert "391" in qwen_tok.decode([t for t, m in zip(out.response_ids, out.response_mask) if m == 0])
