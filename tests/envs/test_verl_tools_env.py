@@ -343,6 +343,8 @@ def test_max_parallel_calls(files) -> None:
                    max_parallel_calls=2)
     env.reset(prompt="Add twice.")
     assert [m["content"] for m in env.step(two).observation.messages] == ["2", "4"]
+    env.step(call("vt_scale", x=1, factor=2) + "\n" + call("rm_rf", path="/"))
+    assert env.step("done").info["tool_rewards"] == [0.0, 0.0, 0.5, 0.0]  # per call, in call order
 
 
 def test_max_steps_ends_the_episode_without_running_the_last_calls(files) -> None:

@@ -262,12 +262,13 @@ class VerlToolsEnv(BaseToolEnv):
             self.dropped_calls += dropped
             step.info["dropped_calls"] = dropped
         self.transcript.append(self._assistant_message(step, calls))
-        results = await asyncio.gather(*(self._run_call(call) for call in calls))
-        for call, result in zip(calls, results):
+        outcomes = await asyncio.gather(*(self._run_call(call) for call in calls))
+        results = [result for result, _ in outcomes]
+        for result, reward in outcomes:
             step.results.append(result)
             step.format_errors += result.error
-            if result.error:  # verl answers a call it cannot run with reward 0, recorded like the others
-                self.tool_rewards.append(0.0)
+            if reward is not None:  # in call order, as verl records them
+                self.tool_rewards.append(reward)
         step.info["calls"] = [c.name for c, r in zip(calls, results) if not r.error]
         self.transcript.extend({"role": "tool", "content": r.content} for r in results)
         step.answer_undecodable()
@@ -282,15 +283,16 @@ class VerlToolsEnv(BaseToolEnv):
                 "tool_calls": [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                                for c in calls]}
 
-    async def _run_call(self, call: ToolCall) -> ToolResult:
-        """One call: refused before the tool (unknown, or rejected by its schema), or run within ``call_timeout``."""
+    async def _run_call(self, call: ToolCall) -> tuple[ToolResult, float | None]:
+        """One call: refused before the tool (unknown, or rejected by its schema; verl records reward 0 for a call it
+        answers without running), or run within ``call_timeout``; its result and step reward (none at a timeout)."""
         if call.name not in self.active:  # verl's own answer to an unknown function
             return ToolResult(f"Unknown function '{call.name}'. Available tools: {list(self.active)}", call.name,
-                              error=True)
+                              error=True), 0.0
         if self.validate_arguments:
             refused = refusal(call, {call.name: self.schemas[call.name]["function"].get("parameters") or {}})
             if refused is not None:
-                return ToolResult(refused, call.name, error=True)
+                return ToolResult(refused, call.name, error=True), 0.0
         tool = self.active[call.name]
         try:
             result: CallResult = await bounded(call_tool(
@@ -300,13 +302,12 @@ class VerlToolsEnv(BaseToolEnv):
             ), self.call_timeout, f"tool {call.name!r} (call_timeout)")
         except ToolTimeout as exc:
             self._fail(str(exc), StopReason.SERVER_ERROR)
-            return ToolResult(f"Error: {exc}", call.name)
+            return ToolResult(f"Error: {exc}", call.name), None
         self.tool_errors += result.failed
-        self.tool_rewards.append(result.reward)
         if result.media:
             self._fail(f"tool {call.name!r} returned {result.media} image(s)/video(s): this env shows text only "
                        "(verl needs a vision-language processor for them)", StopReason.ENV_ERROR)
-        return ToolResult(result.text, call.name)
+        return ToolResult(result.text, call.name), result.reward
 
     def _fail(self, error: str, reason: StopReason) -> None:
         """The episode ends after this step, for the first failure's reason; every failure's text is kept."""
