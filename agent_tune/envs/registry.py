@@ -27,6 +27,7 @@ _BUILTIN: dict[str, str] = {
     "tau2": "agent_tune.envs.tau2.env:Tau2ToolEnv",
     "toolcall": "agent_tune.envs.toolcall.env:ToolCallToolEnv",
     "verifiers": "agent_tune.envs.verifiers.env:VerifiersEnv",
+    "verl_tools": "agent_tune.envs.verl_tools.env:VerlToolsEnv",
 }
 
 # The same classes by class name ("BFCLToolEnv": "module:Class"), for `from agent_tune.envs import BFCLToolEnv`.

@@ -54,6 +54,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {
 CHECKED_ELSEWHERE = {
     "openenv": "tests/envs/test_openenv_env.py::test_contract_text_and_tools",
     "verifiers": "tests/envs/test_verifiers_env.py::test_check_env_passes_for_a_tool_env_and_a_text_env",
+    "verl_tools": "tests/envs/test_verl_tools_env.py::test_check_env_passes",
 }
 
 

@@ -1,0 +1,393 @@
+"""verl's own tools as an environment ("verl_tools", :class:`VerlToolsEnv`).
+
+    make_env("verl_tools", tool_config="tools.yaml")                       # BaseTool classes of a verl tool config
+    make_env("verl_tools", function_tools=["my_tools.py"], reward="my_pkg.scores:compute_score")
+    env.reset(prompt=[{"role": "user", "content": "What is 23 * 17?"}],
+              tools_kwargs={"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": "391"}}})
+
+The tools are loaded by verl's own ``load_all_tools`` (:mod:`.loader`): the ``BaseTool`` subclasses a verl tool-config
+YAML declares (what verl reads through ``actor_rollout_ref.rollout.multi_turn.tool_config_path``) and the
+``@function_tool`` functions of the files ``function_tools`` names (``multi_turn.function_tool_path``). The policy
+sees their schemas as verl's ``ToolAgentLoop`` hands them to the chat template; its calls are decoded by the configured
+parser (``tool_parser``: hermes' ``<tool_call>`` blocks, as Qwen writes them) and run as verl runs them
+(:mod:`.calls`):
+
+* a function tool is called with the arguments, its return normalised by verl (text, a mapping, a ``ToolResponse``,
+  ``(response, reward, metrics)``);
+* a ``BaseTool``, with ``lifecycle="episode"`` (the default; the ``BaseTool`` contract: an instance per trajectory):
+  ``create(create_kwargs=...)`` once per episode at ``reset`` for every tool the episode shows, ``execute(instance_id,
+  arguments, agent_data=...)`` for each call, and when the episode ends ``calc_reward(instance_id,
+  **calc_reward_kwargs)`` then ``release(instance_id, **release_kwargs)``; with ``lifecycle="call"`` (exactly verl
+  0.9's ``ToolAgentLoop``): ``create`` / ``execute`` / ``release`` around every call, ``calc_reward`` never called. The
+  kwargs come from the task's ``tools_kwargs`` (``{tool: {"create_kwargs", "calc_reward_kwargs",
+  "release_kwargs"}}``, the ``tools_kwargs`` of a verl row's ``extra_info``); ``agent_data`` is verl's own
+  ``AgentData`` with the conversation so far (``messages``), the ``tools_kwargs`` and a request id.
+
+A step runs the first ``max_parallel_calls`` calls of a generation concurrently (verl's default: 1; verl ignores the
+others, here counted in ``dropped_calls``); each answer is a ``tool`` message with the response's text, truncated as
+verl truncates it (``max_tool_response_length``, ``tool_response_truncate_side``). An answer without a call ends the
+episode; so does ``max_steps`` (verl's ``max_assistant_turns``: the generation reaching it is not acted on).
+
+The reward (:meth:`VerlToolsEnv.outcome`): ``reward="pkg.mod:fn"`` (:mod:`.reward`: verl's ``compute_score`` signature
+works as it is), else the sum of the episode's ``calc_reward`` s (``lifecycle="episode"``). The rewards ``execute``
+returned are not added (verl records them as ``tool_rewards``): they are the extra ``tool_rewards`` and the reward
+function's argument of that name.
+
+A task (:meth:`VerlToolsEnv.reset`) is verl's row: ``prompt``, ``tools_kwargs``, ``tool_selection``, ``ground_truth``,
+``data_source``, ``extra_info``, or the whole ``row``. The catalogue (:mod:`.rows`) reads a verl recipe's dataset files.
+
+Bad input, each counted, none hangs an episode:
+
+* an undecodable call block: its reason, a format error;
+* a call of a tool the episode does not show: verl's ``Unknown function ...`` text, a format error;
+* arguments the tool's schema rejects (``validate_arguments=True``, the default; verl itself passes them on): refused
+  before the tool, a format error;
+* a tool that raises: verl's ``Error executing tool '<name>': <error>`` text, counted in ``tool_errors`` (not a format
+  error), the episode goes on;
+* a tool that does not answer within ``call_timeout`` (per call, and per ``calc_reward`` / ``release``), or whose
+  instances are not created within ``start_timeout`` (per episode start): the episode ends, stop reason
+  ``server_error``, ``error`` naming the tool and the bound (a failed start ends it at the first step, stop reason
+  ``env_error`` when ``create`` raised); after a timeout or a failed start the instances are released, not scored;
+* a response with images or video: the episode ends (``env_error``) naming the tool, as verl refuses them without a
+  vision-language processor (this env shows text only);
+* a missing ``tool_config`` / ``function_tools`` file, a YAML verl cannot load, an MCP entry (verl 0.9's loader has no
+  MCP tools): an error naming the key at construction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any, Literal, Mapping, Sequence
+
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason, ToolResult
+from agent_tune.envs.catalogue import TaskCatalogue
+from agent_tune.envs.registry import register_env
+from agent_tune.envs.remote_tools import check_limits, refusal
+from agent_tune.envs.verl_tools.calls import (
+    CallResult,
+    Failed,
+    ToolTimeout,
+    bounded,
+    bounded_sync,
+    call_tool,
+    guarded,
+)
+from agent_tune.envs.verl_tools.loader import LoadedTools, load_tools
+from agent_tune.envs.verl_tools.reward import load_reward, reward_arguments, verdict
+from agent_tune.envs.verl_tools.rows import verl_row_prompt, verl_rows_tasks
+from agent_tune.parsing import ToolCall
+from agent_tune.parsing.response import ResponseParser
+from agent_tune.utils.typed_config import OptionError
+
+Lifecycle = Literal["episode", "call"]
+TruncateSide = Literal["left", "right", "middle"]
+
+
+def _prompt_messages(prompt: Any) -> list[dict[str, Any]]:
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    if not isinstance(prompt, (list, tuple)) or not prompt:
+        raise TypeError(f"verl_tools env: prompt must be chat messages or a question, got {type(prompt).__name__}")
+    out = []
+    for m in prompt:
+        if not (isinstance(m, Mapping) and isinstance(m.get("role"), str) and "content" in m):
+            raise TypeError(f"verl_tools env: every prompt message needs a 'role' and a 'content', got {m!r:.200}")
+        out.append(dict(m))
+    return out
+
+
+def _mapping(value: Any, key: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip() else {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"verl_tools env: {key} must be a mapping (or its JSON), got {type(value).__name__}")
+    return dict(value)
+
+
+@register_env("verl_tools")
+class VerlToolsEnv(BaseToolEnv):
+    """verl's ``BaseTool`` s and function tools, run as verl runs them; the reward: ``calc_reward`` or a function."""
+
+    description = "verl's tools (a tool-config YAML of BaseTools, @function_tool files); reward: calc_reward or a fn"
+    sampler_hints = SamplerHints(blocking_reset=True)  # reset creates the episode's tool instances (bounded)
+    # a verl recipe's own dataset files (.parquet / .jsonl rows): agent-tune data --env verl_tools --options '{"path"}'
+    catalogue = TaskCatalogue(splits=("train", "test"), tasks=verl_rows_tasks, row_prompt=verl_row_prompt)
+
+    @classmethod
+    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
+        """The options' names and types, then the tools themselves: verl loads them, the reward function imports."""
+        super().check_kwargs(kwargs)
+        cls(**kwargs)
+
+    def __init__(
+        self,
+        tool_config: str | None = None,
+        function_tools: str | Sequence[str] | None = None,
+        reward: str | None = None,
+        lifecycle: Lifecycle = "episode",
+        tool_parser: str = "hermes",
+        reasoning_parser: str = "none",
+        max_steps: int | None = None,
+        max_parallel_calls: int = 1,
+        max_tool_response_length: int = 256,
+        tool_response_truncate_side: TruncateSide = "middle",
+        validate_arguments: bool = True,
+        call_timeout: float = 60.0,
+        start_timeout: float = 60.0,
+    ) -> None:
+        check_limits(1 if max_steps is None else int(max_steps), call_timeout=float(call_timeout),
+                     start_timeout=float(start_timeout))
+        if lifecycle not in ("episode", "call"):
+            raise OptionError("lifecycle", f"must be 'episode' or 'call', got {lifecycle!r}")
+        if tool_response_truncate_side not in ("left", "right", "middle"):
+            raise OptionError("tool_response_truncate_side", f"must be left, right or middle, got "
+                              f"{tool_response_truncate_side!r}")
+        for key, value in (("max_parallel_calls", max_parallel_calls),
+                           ("max_tool_response_length", max_tool_response_length)):
+            if int(value) < 1:
+                raise OptionError(key, f"must be >= 1, got {value}")
+        self.loaded: LoadedTools = load_tools(tool_config, function_tools)
+        self.reward_fn = load_reward(reward) if reward else None
+        self.lifecycle = lifecycle
+        has_base_tools = any(not self.loaded.is_function_tool(n) for n in self.loaded.tools)
+        if self.reward_fn is None and not (lifecycle == "episode" and has_base_tools):
+            raise OptionError("reward", "no tool's calc_reward can reward the episode (function tools only, or "
+                              "lifecycle='call', where verl never calls it): give a reward function, "
+                              "reward='pkg.mod:fn'")
+        self.parser = ResponseParser(tool_parser, reasoning_parser)
+        self.max_steps = None if max_steps is None else int(max_steps)
+        self.max_parallel_calls = int(max_parallel_calls)
+        self.max_tool_response_length = int(max_tool_response_length)
+        self.truncate_side = str(tool_response_truncate_side)
+        self.validate_arguments = bool(validate_arguments)
+        self.call_timeout, self.start_timeout = float(call_timeout), float(start_timeout)
+        self.instances: dict[str, str] = {}  # BaseTool name -> this episode's instance id (lifecycle "episode")
+        self.transcript: list[dict[str, Any]] = []
+        self.task: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ the episode's start
+    def reset(self, prompt: list[dict[str, Any]] | str | None = None, row: str | Mapping[str, Any] | None = None,
+              tools_kwargs: Mapping[str, Any] | str | None = None, tool_selection: Sequence[str] | None = None,
+              ground_truth: Any = None, data_source: str | None = None,
+              extra_info: Mapping[str, Any] | None = None) -> Observation:
+        """Start an episode: ``prompt`` (chat messages, or a question) and verl's per-row fields, directly or from
+        ``row`` (a verl dataset row, a mapping or its JSON: ``prompt``, ``data_source``, ``reward_model.ground_truth``,
+        ``extra_info`` with its ``tools_kwargs`` and ``tool_selection``), the direct ones over the row's.
+        ``tool_selection`` shows only the tools it names (verl's per-row ``extra_info.tool_selection``)."""
+        self.close()
+        fields = _mapping(row, "row")
+        info = _mapping(extra_info if extra_info is not None else fields.get("extra_info"), "extra_info")
+        prompt = fields.get("prompt") if prompt is None else prompt
+        if prompt is None:
+            raise TypeError("verl_tools env: reset() needs a prompt (or a row with one)")
+        messages = _prompt_messages(prompt)
+        if ground_truth is None:
+            ground_truth = (fields.get("reward_model") or {}).get("ground_truth")
+        kwargs = _mapping(tools_kwargs if tools_kwargs is not None else info.get("tools_kwargs"), "tools_kwargs")
+        selection = tool_selection if tool_selection is not None else info.get("tool_selection")
+        names = list(self.loaded.tools)
+        if selection:  # verl's per-row selection: the names it gives that are loaded, in its order
+            names = [n for n in selection if n in self.loaded.tools]
+        self.active = {n: self.loaded.tools[n] for n in names}
+        self.schemas = {n: self.loaded.schemas[n] for n in names}
+        self.tools = list(self.schemas.values()) or None
+        self.tools_kwargs = {n: _mapping(v, f"tools_kwargs[{n!r}]") for n, v in kwargs.items()}
+        self.task = {"ground_truth": ground_truth, "data_source": data_source or fields.get("data_source"),
+                     "extra_info": info}
+        self.transcript = [dict(m) for m in messages]
+        self.agent_data = self._agent_data()
+        self.tool_errors, self.tool_rewards, self.dropped_calls = 0, [], 0
+        self.error: str | None = None
+        self.failure: StopReason | None = None  # the episode must end at its next step (a failed start)
+        self.instances = {}
+        if self.lifecycle == "episode":
+            self._create_instances()
+        super().reset()
+        return Observation(messages=messages, tools=self.tools)
+
+    def _agent_data(self) -> Any:
+        """verl's own ``AgentData`` for ``execute(..., agent_data=...)``: the conversation (this env's transcript,
+        kept up to date), the row's ``tools_kwargs`` and a request id."""
+        if all(self.loaded.is_function_tool(n) for n in self.active):
+            return None  # function tools are not given one
+        from verl.experimental.agent_loop.tool_agent_loop import AgentData
+
+        return AgentData(messages=self.transcript, image_data=None, video_data=None, audio_data=None,
+                         mm_processor_kwargs=None, metrics={}, request_id=uuid.uuid4().hex,
+                         tools_kwargs=self.tools_kwargs)
+
+    def _create_instances(self) -> None:
+        """``create`` of every BaseTool the episode shows, concurrently, within ``start_timeout``; a failure is kept
+        for the first step to end the episode with (``reset`` itself never fails on a tool)."""
+        base_tools = [n for n in self.active if not self.loaded.is_function_tool(n)]
+
+        async def create(name: str) -> Failed | None:
+            made = await guarded(self.active[name].create(
+                create_kwargs=dict(self.tools_kwargs.get(name, {}).get("create_kwargs") or {})))
+            if isinstance(made, Failed):
+                return Failed(f"tool {name!r}: create failed ({made.error})")
+            self.instances[name] = made[0]  # kept at once, so a later timeout still releases it
+            return None
+
+        async def create_all() -> list[Failed | None]:
+            return list(await asyncio.gather(*(create(n) for n in base_tools)))
+
+        try:
+            failures = [f for f in bounded_sync(create_all(), self.start_timeout,
+                                                "creating the tools' instances (start_timeout)") if f]
+        except ToolTimeout as exc:
+            self.error, self.failure = str(exc), StopReason.SERVER_ERROR
+            return
+        if failures:
+            self.error, self.failure = "; ".join(f.error for f in failures), StopReason.ENV_ERROR
+
+    # ------------------------------------------------------------------ a step
+    async def act(self, step: Step) -> None:
+        """A failed start ends the episode; an answer ends it; else the step's calls run (bounded per call)."""
+        if self.failure is not None:
+            step.done, self.status.stop_reason = True, self.failure
+            step.info["error"] = self.error
+            return
+        if step.answer:
+            self.transcript.append({"role": "assistant", "content": step.parsed.content})
+            step.end_turn()
+            return
+        calls = step.parsed.calls[: self.max_parallel_calls]
+        dropped = len(step.parsed.calls) - len(calls)
+        if dropped:
+            self.dropped_calls += dropped
+            step.info["dropped_calls"] = dropped
+        self.transcript.append(self._assistant_message(step, calls))
+        outcomes = await asyncio.gather(*(self._run_call(call) for call in calls))
+        results = [result for result, _ in outcomes]
+        for result, reward in outcomes:
+            step.results.append(result)
+            step.format_errors += result.error
+            if reward is not None:  # in call order, as verl records them
+                self.tool_rewards.append(reward)
+        step.info["calls"] = [c.name for c, r in zip(calls, results) if not r.error]
+        self.transcript.extend({"role": "tool", "content": r.content} for r in results)
+        step.answer_undecodable()
+        if self.failure is not None:
+            step.done, self.status.stop_reason = True, self.failure
+            step.info["error"] = self.error
+
+    @staticmethod
+    def _assistant_message(step: Step, calls: Sequence[ToolCall]) -> dict[str, Any]:
+        """The generation as verl's assistant message (content outside the calls, the calls it runs)."""
+        return {"role": "assistant", "content": step.parsed.content,
+                "tool_calls": [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                               for c in calls]}
+
+    async def _run_call(self, call: ToolCall) -> tuple[ToolResult, float | None]:
+        """One call: refused before the tool (unknown, or rejected by its schema; verl records reward 0 for a call it
+        answers without running), or run within ``call_timeout``; its result and step reward (none at a timeout)."""
+        if call.name not in self.active:  # verl's own answer to an unknown function
+            return ToolResult(f"Unknown function '{call.name}'. Available tools: {list(self.active)}", call.name,
+                              error=True), 0.0
+        if self.validate_arguments:
+            refused = refusal(call, {call.name: self.schemas[call.name]["function"].get("parameters") or {}})
+            if refused is not None:
+                return ToolResult(refused, call.name, error=True), 0.0
+        tool = self.active[call.name]
+        try:
+            result: CallResult = await bounded(call_tool(
+                tool, dict(call.arguments), instance_id=self.instances.get(call.name),
+                create_kwargs=self.tools_kwargs.get(call.name, {}).get("create_kwargs") or {},
+                agent_data=self.agent_data, limit=self.max_tool_response_length, side=self.truncate_side,
+            ), self.call_timeout, f"tool {call.name!r} (call_timeout)")
+        except ToolTimeout as exc:
+            self._fail(str(exc), StopReason.SERVER_ERROR)
+            return ToolResult(f"Error: {exc}", call.name), None
+        self.tool_errors += result.failed
+        if result.media:
+            self._fail(f"tool {call.name!r} returned {result.media} image(s)/video(s): this env shows text only "
+                       "(verl needs a vision-language processor for them)", StopReason.ENV_ERROR)
+        return ToolResult(result.text, call.name), result.reward
+
+    def _fail(self, error: str, reason: StopReason) -> None:
+        """The episode ends after this step, for the first failure's reason; every failure's text is kept."""
+        if self.failure is None:
+            self.failure = reason
+        self._note(error)
+
+    # ------------------------------------------------------------------ the episode's end
+    def outcome(self) -> Outcome:
+        """The tools' ``calc_reward`` s and ``release`` s (lifecycle ``episode``), then the reward: the reward
+        function's, else the sum of the ``calc_reward`` s."""
+        scores = self._end_instances()
+        extras: dict[str, Any] = {"tool_errors": self.tool_errors, "tool_rewards": list(self.tool_rewards),
+                                  "tool_scores": dict(scores), "dropped_calls": self.dropped_calls}
+        if self.failure is not None and not self.status.stop_reason.by_runner:
+            self.status.stop_reason = self.failure
+        if self.error is not None:
+            extras["error"] = self.error
+        if self.reward_fn is None:
+            total = float(sum(scores.values()))
+            return Outcome(total, float(total >= 1.0), None, extras)
+        given = {"messages": [dict(m) for m in self.transcript], "solution_str": self._final_answer(),
+                 **self.task, "tools_kwargs": dict(self.tools_kwargs), "tool_rewards": list(self.tool_rewards),
+                 "tool_scores": dict(scores)}
+        try:
+            reward, accuracy = verdict(bounded_sync(self._call_reward(given), self.call_timeout,
+                                                    "the reward function (call_timeout)"))
+        except Exception as exc:  # noqa: BLE001 - a reward function's failure is recorded, the episode scores 0
+            extras["reward_error"] = f"{type(exc).__name__}: {exc}"
+            return Outcome(0.0, 0.0, None, extras)
+        return Outcome(reward, accuracy, None, extras)
+
+    async def _call_reward(self, given: dict[str, Any]) -> Any:
+        assert self.reward_fn is not None
+        fn, kwargs = self.reward_fn, reward_arguments(self.reward_fn, given)
+        if asyncio.iscoroutinefunction(fn):
+            return await fn(**kwargs)
+        return await asyncio.to_thread(fn, **kwargs)
+
+    def _final_answer(self) -> str:
+        """The last generation's text outside its calls (verl's reward functions read the decoded response)."""
+        for message in reversed(self.transcript):
+            if message["role"] == "assistant":
+                return str(message.get("content") or "")
+        return ""
+
+    def _end_instances(self, score: bool = True) -> dict[str, float]:
+        """``calc_reward`` (when ``score``, and no tool has timed out or failed to start) then ``release`` of each of
+        the episode's instances, each within ``call_timeout``. A tool that raises there scores 0, counted in
+        ``tool_errors`` with its ``error``; one that times out ends the episode as ``server_error``."""
+        instances, self.instances = dict(self.instances), {}
+        methods = ("calc_reward", "release") if score and self.failure is None else ("release",)
+        scores: dict[str, float] = {}
+        for name, instance_id in instances.items():
+            tool, kwargs = self.active[name], self.tools_kwargs.get(name, {})
+            for method in methods:
+                call = getattr(tool, method)(instance_id, **dict(kwargs.get(f"{method}_kwargs") or {}))
+                try:
+                    value = bounded_sync(guarded(call), self.call_timeout, f"tool {name!r} {method} (call_timeout)")
+                except ToolTimeout as exc:
+                    self._fail(str(exc), StopReason.SERVER_ERROR)
+                    continue
+                if method == "calc_reward" and not isinstance(value, Failed):
+                    try:
+                        scores[name] = float(value)
+                        continue
+                    except (TypeError, ValueError):
+                        value = Failed(f"calc_reward returned {value!r}, not a number")
+                if isinstance(value, Failed):
+                    self.tool_errors += 1
+                    self._note(f"tool {name!r}: {method} failed ({value.error})")
+        return scores
+
+    def _note(self, error: str) -> None:
+        self.error = error if not self.error else f"{self.error}; {error}"
+
+    def close(self) -> None:
+        """An episode closed before it ended still releases its tools' instances."""
+        if self.instances:
+            self._end_instances(score=False)
+
+
+__all__ = ["VerlToolsEnv"]

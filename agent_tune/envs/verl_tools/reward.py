@@ -1,0 +1,61 @@
+"""The episode's reward function (``reward="pkg.mod:fn"``) of the ``verl_tools`` env.
+
+The function is called once the episode ends, with the keyword arguments among :data:`REWARD_ARGUMENTS` that it
+declares (all of them when it takes ``**kwargs``), so a verl ``compute_score(data_source, solution_str,
+ground_truth, extra_info)`` plugs in as it is. It may be ``async``. It returns the reward, ``(reward, accuracy)``, or a
+mapping with ``reward`` or verl's ``score`` (and optionally ``accuracy`` or verl's ``acc``); the accuracy defaults to
+``reward >= 1``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Mapping
+
+from agent_tune.utils.imports import import_object
+from agent_tune.utils.typed_config import OptionError
+
+# What the env passes: the transcript, the final answer, the task's fields, the tools' rewards.
+REWARD_ARGUMENTS = ("messages", "solution_str", "ground_truth", "data_source", "extra_info", "tools_kwargs",
+                    "tool_rewards", "tool_scores")
+
+
+def load_reward(path: str) -> Callable[..., Any]:
+    """The function at ``module:function``, its required parameters among :data:`REWARD_ARGUMENTS`;
+    :class:`OptionError` keyed ``reward``."""
+    try:
+        fn = import_object(path)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise OptionError("reward", f"{path!r} cannot be imported ({type(exc).__name__}: {exc})") from None
+    if not callable(fn):
+        raise OptionError("reward", f"{path!r} is not a function")
+    params = inspect.signature(fn).parameters.values()
+    unknown = [p.name for p in params if p.default is inspect.Parameter.empty
+               and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in REWARD_ARGUMENTS]
+    if unknown:
+        raise OptionError("reward", f"{path!r} requires {unknown}, which the env does not give (it gives "
+                          f"{', '.join(REWARD_ARGUMENTS)})")
+    return fn
+
+
+def reward_arguments(fn: Callable[..., Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """The arguments of ``given`` that ``fn`` takes."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return dict(given)
+    return {k: v for k, v in given.items() if k in params}
+
+
+def verdict(value: Any) -> tuple[float, float]:
+    """(reward, accuracy) from what a reward function returned."""
+    if isinstance(value, Mapping):
+        reward = float(value["reward"] if "reward" in value else value["score"])
+        accuracy = value.get("accuracy", value.get("acc", reward >= 1.0))
+        return reward, float(accuracy)
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return float(value[0]), float(value[1])
+    reward = float(value)
+    return reward, float(reward >= 1.0)
+
+
+__all__ = ["REWARD_ARGUMENTS", "load_reward", "reward_arguments", "verdict"]
