@@ -445,3 +445,31 @@ def test_step_limit_and_a_failing_reward_function() -> None:
     bare = make_env("agent_r1", **{**RETOOL, "reward_fn": None})
     bare.reset(**TASK)
     assert bare.step(ANSWER).info["reward_source"] == "none"
+
+
+def test_the_rows_an_agent_r1_preprocessing_script_writes_are_the_catalogue(tmp_path) -> None:
+    """verl-format parquet rows (one file per split, as Agent-R1's preprocessing writes them) become agent-tune rows
+    whose task, played, is scored against the row's own ground truth."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from agent_tune.envs.tasks import catalogue_rows, row_task
+
+    def rows(n: int, split: str) -> list[dict]:
+        return [{"data_source": "toy/mult", "prompt": [{"role": "user", "content": f"What is 6 * {7 + i}?"}],
+                 "ability": "math", "reward_model": {"style": "rule", "ground_truth": str(6 * (7 + i))},
+                 "extra_info": {"split": split, "index": i}} for i in range(n)]
+
+    files = {"train": tmp_path / "train.parquet", "test": tmp_path / "validation.parquet"}
+    pq.write_table(pa.Table.from_pylist(rows(3, "train")), files["train"])
+    pq.write_table(pa.Table.from_pylist(rows(2, "test")), files["test"])
+    options = {"path": {k: str(v) for k, v in files.items()}}
+    written = catalogue_rows("agent_r1", "test", options, RETOOL)
+    assert [r["extra_info"]["id"] for r in written] == ["validation:1", "validation:2"]
+    assert written[1]["prompt"] == [{"role": "user", "content": "What is 6 * 8?"}]
+    assert written[1]["reward_model"]["ground_truth"] == "48" and written[1]["data_source"] == "agent_r1/toy/mult"
+    env = make_env("agent_r1", **RETOOL)
+    env.reset(**row_task(written[1]["extra_info"]))
+    assert env.step("\\boxed{48}").reward == 1.0
+    with pytest.raises(ValueError, match="no row of .* has extra_info.split == 'test'"):
+        catalogue_rows("agent_r1", "test", {"path": str(files["train"])}, RETOOL)

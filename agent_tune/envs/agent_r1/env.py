@@ -41,6 +41,9 @@ Bad input, each a counted outcome, never a crash or a hang:
   ``timed_out``), scored 0; the env and tools not built within ``start_timeout`` at an episode's start: the episode
   ends at its first step the same way, without calling the env;
 * a reward function that raises: reward 0, its error in ``reward_error`` (``env_error``).
+
+The catalogue (:mod:`.tasks`) reads the dataset files an Agent-R1 preprocessing script writes; a task's reset kwargs
+are ``{"row": JSON text}``.
 """
 
 from __future__ import annotations
@@ -58,7 +61,9 @@ from agent_tune.envs.agent_r1.loading import (
     shared_key,
     tool_schema,
 )
+from agent_tune.envs.agent_r1.tasks import ROW_FIELDS, agent_r1_tasks, row_prompt
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
+from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.parsing import ParsedResponse
 from agent_tune.utils.imports import import_object
@@ -66,8 +71,6 @@ from agent_tune.utils.typed_config import OptionError
 
 # Keys of a score dict that say the answer is correct (true, or a number >= 1).
 ACCURACY_KEYS = ("acc", "accuracy")
-# The fields of an Agent-R1 (verl) dataset row that reset reads; its other columns (ability, index) are not the env's.
-ROW_FIELDS = ("prompt", "reward_model", "data_source", "extra_info")
 
 
 def _load_reward_fn(path: str) -> Callable[..., Any]:
@@ -134,6 +137,8 @@ class AgentR1Env(BaseToolEnv):
 
     description: ClassVar[str] = ("any Agent-R1 tool env (module:Class) with its tools: raw-text steps "
                                   "(tool_response, success, active), a verl-style reward function")
+    # the rows an Agent-R1 preprocessing script writes (verl's format), as they are
+    catalogue = TaskCatalogue(splits=("train", "test"), tasks=agent_r1_tasks, row_prompt=row_prompt)
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
