@@ -473,3 +473,58 @@ def test_the_rows_an_agent_r1_preprocessing_script_writes_are_the_catalogue(tmp_
     assert env.step("\\boxed{48}").reward == 1.0
     with pytest.raises(ValueError, match="no row of .* has extra_info.split == 'test'"):
         catalogue_rows("agent_r1", "test", {"path": str(files["train"])}, RETOOL)
+
+
+class CountingBatchEnv(ReToolLikeEnv):
+    """Records the batches its batch_step receives; steps them with the inherited one-by-one batch_step."""
+
+    batches: list[list[str]] = []
+
+    def batch_step(self, raw_responses: list[str]) -> tuple[list[str], list[list[bool]], list[bool]]:
+        type(self).batches.append(list(raw_responses))
+        return super().batch_step(raw_responses)
+
+
+class BrokenBatchEnv(ReToolLikeEnv):
+    def batch_step(self, raw_responses: list[str]) -> Any:
+        return ["only one"], [[True]], [True]
+
+
+async def test_batch_tool_calls_step_concurrent_episodes_together() -> None:
+    """Agent-R1's use_batch_tool_calls: the generations of concurrent episodes reach batch_step as one batch, each
+    episode gets its own answer back; a batch_step that answers the wrong number of responses fails every episode
+    of the batch, counted."""
+    import asyncio
+
+    CountingBatchEnv.batches = []
+    kwargs = {**RETOOL, "env": f"{HERE}:CountingBatchEnv", "batch_tool_calls": True, "batch_window": 0.5}
+    envs = [make_env("agent_r1", **kwargs) for _ in range(3)]
+    for env in envs:
+        env.reset(**TASK)
+    raws = [f"<code>\nprint({i} * 11)\n</code>" for i in range(3)]
+    results = await asyncio.gather(*(env.astep(raw) for env, raw in zip(envs, raws)))
+    assert [sorted(b) for b in CountingBatchEnv.batches] == [sorted(raws)]
+    assert [r.observation.text for r in results] == [f"\n<interpreter>\n{i * 11}\n</interpreter>\n" for i in range(3)]
+    last = await envs[0].astep(ANSWER)  # stop(raw) says the episode is over
+    assert last.done and CountingBatchEnv.batches[-1] == [ANSWER]
+
+    broken = [make_env("agent_r1", **{**kwargs, "env": f"{HERE}:BrokenBatchEnv"}) for _ in range(2)]
+    for env in broken:
+        env.reset(**TASK)
+    failed = await asyncio.gather(*(env.astep(CODE) for env in broken))
+    assert all(r.done and r.info["stop_reason"] == "env_error" and "batch_step() of 2 responses" in r.info["error"]
+               for r in failed)
+
+
+async def test_a_blocking_batch_step_ends_each_episode_after_call_timeout(release) -> None:
+    import asyncio
+
+    kwargs = {**RETOOL, "env": f"{HERE}:BlockingEnv", "batch_tool_calls": True, "call_timeout": 0.4}
+    envs = [make_env("agent_r1", **kwargs) for _ in range(2)]
+    for env in envs:
+        env.reset(**TASK)
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*(env.astep(CODE) for env in envs))
+    assert time.perf_counter() - t0 < 3.0
+    assert all(r.info["error"].endswith("batch_step() gave no answer in 0.4 s") and r.info["timed_out"]
+               for r in results)

@@ -58,7 +58,13 @@ def start_call(fn: Callable[..., _T], *args: Any) -> Future[_T]:
 async def acall_within(timeout: float, what: str, fn: Callable[..., _T], *args: Any) -> _T:
     """``fn(*args)``, at most ``timeout`` seconds (then :class:`CallTimeout` naming ``what``), awaited on the running
     event loop without holding any of its threads."""
-    waiting = asyncio.wrap_future(_start(fn, args))
+    return await await_within(_start(fn, args), timeout, what)
+
+
+async def await_within(future: Future[_T], timeout: float, what: str) -> _T:
+    """The result of ``future`` (raising what it raised), awaited at most ``timeout`` seconds (then
+    :class:`CallTimeout` naming ``what``) on the running event loop."""
+    waiting = asyncio.wrap_future(future)
     done, _ = await asyncio.wait({waiting}, timeout=timeout)
     if not done:
         waiting.add_done_callback(_retrieve)  # an abandoned call that fails later is not reported as unretrieved

@@ -8,7 +8,10 @@ calls (its ``extract_tool_calls``), runs them with its tools (each tool's ``exec
 ``format_tool_response``) and returns ``(tool_response, success, active)``. The adapter builds the env as Agent-R1
 does, ``EnvClass(tools=[...], **env_kwargs)``, once per process (:mod:`.loading`), and hands it every generation
 unchanged: ``extract_tool_calls(raw)`` (to count the calls it could not decode), ``step(raw)``, then ``stop(raw)``.
-``tool_response`` is appended after the policy's tokens as it is (a raw-text observation: the env writes any
+With ``batch_tool_calls`` (Agent-R1's ``tool.use_batch_tool_calls``) the ``step`` goes to the env's ``batch_step``
+together with the generations of the process's other episodes arriving within ``batch_window`` seconds
+(:mod:`.batching`), so tools that batch (``batch_execute``) get a batch. ``tool_response`` is appended after the
+policy's tokens as it is (a raw-text observation: the env writes any
 chat-template tokens itself, as Agent-R1's Nous env does). The episode ends when ``active`` is false or ``stop(raw)``
 is true; so does ``max_steps`` (Agent-R1's ``tool.max_turns``: the generation that reaches it is stepped, then the
 episode ends). ``stop`` strings (Agent-R1's ``actor_rollout_ref.rollout.stop``: ``</code>``, ``</tool_call>``) end
@@ -51,7 +54,14 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
-from agent_tune.envs.agent_r1.bounded import CallTimeout, acall_within, call_within, start_call, wait_future
+from agent_tune.envs.agent_r1.bounded import (
+    CallTimeout,
+    acall_within,
+    await_within,
+    call_within,
+    start_call,
+    wait_future,
+)
 from agent_tune.envs.agent_r1.loading import (
     Built,
     build,
@@ -160,6 +170,8 @@ class AgentR1Env(BaseToolEnv):
         reward_fn: str | None = None,
         custom_system_prompt: bool = False,
         max_steps: int | None = None,
+        batch_tool_calls: bool = False,
+        batch_window: float = 0.05,
         call_timeout: float = 60.0,
         start_timeout: float = 300.0,
     ) -> None:
@@ -168,6 +180,9 @@ class AgentR1Env(BaseToolEnv):
         self.tool_specs = resolve_tools(tools)
         env_kwargs = {} if env_kwargs is None else env_kwargs
         _check_options(stop, max_steps, call_timeout, start_timeout, env_kwargs)
+        if not float(batch_window) > 0:
+            raise OptionError("batch_window", f"must be > 0, got {batch_window}")
+        self.batch_window = float(batch_window) if batch_tool_calls else None
         self.env_kwargs = dict(env_kwargs)
         self.reward_fn = _load_reward_fn(reward_fn) if reward_fn is not None else None
         self.custom_system_prompt = bool(custom_system_prompt)
@@ -204,6 +219,20 @@ class AgentR1Env(BaseToolEnv):
         out = env.step(raw)
         stage[0] = "stop()"
         return calls, out, env.stop(raw)
+
+    async def _calls(self, raw: str, stage: list[str]) -> tuple[Any, Any, Any]:
+        """:meth:`_play` in a thread of its own, at most ``call_timeout``; with ``batch_tool_calls`` the step goes to
+        the env's ``batch_step`` with the generations of other episodes (:mod:`.batching`), each call bounded."""
+        what = f"agent_r1 env {self.env_path}"
+        if self.batch_window is None:
+            return await acall_within(self.call_timeout, what, self._play, raw, stage)
+        assert self.r1 is not None
+        env = self.r1.env
+        calls = await acall_within(self.call_timeout, what, env.extract_tool_calls, raw)
+        stage[0] = "batch_step()"
+        out = await await_within(self.r1.batcher(self.batch_window).submit(raw), self.call_timeout, what)
+        stage[0] = "stop()"
+        return calls, out, await acall_within(self.call_timeout, what, env.stop, raw)
 
     # ------------------------------------------------------------------ the episode
     def _reset_episode(self, task: Mapping[str, Any]) -> None:
@@ -285,8 +314,7 @@ class AgentR1Env(BaseToolEnv):
             return self._failed(step, self.start_error, timed_out=True)
         stage = ["extract_tool_calls()"]
         try:
-            calls, out, stopped = await acall_within(self.call_timeout, f"agent_r1 env {self.env_path}: a step",
-                                                     self._play, step.raw, stage)
+            calls, out, stopped = await self._calls(step.raw, stage)
             response, success, active = _step_output(out)
             stopped = bool(stopped)
         except CallTimeout:

@@ -14,6 +14,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from agent_tune.envs.agent_r1.batching import StepBatcher
 from agent_tune.envs.remote_tools import function_tool
 from agent_tune.utils.imports import import_object
 from agent_tune.utils.typed_config import OptionError
@@ -113,10 +114,19 @@ def tool_schema(tool: Any) -> dict[str, Any]:
 
 @dataclass
 class Built:
-    """An Agent-R1 env as built for a process: the env object and the tools it was given."""
+    """An Agent-R1 env as built for a process: the env object, the tools it was given, and its step batchers
+    (one per batching window, shared by the episodes that batch)."""
 
     env: Any
     tools: list[Any]
+    _batchers: dict[float, StepBatcher] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def batcher(self, window: float) -> StepBatcher:
+        with self._lock:
+            if window not in self._batchers:
+                self._batchers[window] = StepBatcher(self.env, window)
+            return self._batchers[window]
 
 
 def build(env_class: type, tools: Sequence[ToolSpec], env_kwargs: Mapping[str, Any]) -> Built:
