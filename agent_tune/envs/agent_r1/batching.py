@@ -3,7 +3,7 @@ Agent-R1 env go to its ``batch_step`` together, so tools that batch (``batch_exe
 a batched retrieval) get a batch.
 
 Agent-R1 steps a whole rollout batch at once; agent-tune's episodes reach the env one by one, as each generation
-ends. A :class:`StepBatcher` gathers them: the first generation to arrive opens a window of ``window`` seconds, every
+ends. A :class:`BatchWindow` gathers them: the first generation to arrive opens a window of ``window`` seconds, every
 generation arriving within it joins, and at its end one thread calls ``batch_step`` with all of them in arrival order,
 handing each episode its own ``(tool_response, success, active)``. The caller waits on its future with its own
 deadline (:mod:`.bounded`).
@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from typing import Any
 
 
-class StepBatcher:
+class BatchWindow:
     """Batches of ``env.batch_step(raw_responses)`` over the generations :meth:`submit` receives within a window."""
 
     def __init__(self, env: Any, window: float) -> None:

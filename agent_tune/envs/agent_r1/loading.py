@@ -14,7 +14,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from agent_tune.envs.agent_r1.batching import StepBatcher
+from agent_tune.envs.agent_r1.batching import BatchWindow
 from agent_tune.envs.remote_tools import function_tool
 from agent_tune.utils.imports import import_object
 from agent_tune.utils.typed_config import OptionError
@@ -119,13 +119,13 @@ class Built:
 
     env: Any
     tools: list[Any]
-    _batchers: dict[float, StepBatcher] = field(default_factory=dict)
+    _batchers: dict[float, BatchWindow] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def batcher(self, window: float) -> StepBatcher:
+    def batcher(self, window: float) -> BatchWindow:
         with self._lock:
             if window not in self._batchers:
-                self._batchers[window] = StepBatcher(self.env, window)
+                self._batchers[window] = BatchWindow(self.env, window)
             return self._batchers[window]
 
 
