@@ -304,6 +304,9 @@ class BlockingEnv(ReToolLikeEnv):
 
 
 class BlockingStopEnv(ReToolLikeEnv):
+    def step(self, raw_response: str) -> tuple[str, list[bool], bool]:
+        return "\n<interpreter>\nok\n</interpreter>\n", [True], True  # no program: only stop() takes time
+
     def stop(self, raw_response: str) -> bool:
         RELEASE.wait(30)
         return False
@@ -365,7 +368,7 @@ def test_a_build_beyond_start_timeout_ends_the_episode_at_its_first_step(release
     assert result.done and result.info["stop_reason"] == "env_error" and result.info["timed_out"] is True
     assert "building the env and tools gave no answer in 0.3 s" in result.info["error"]
     release.set()  # the build goes on; the next episode's start waits for the same one
-    later = make_env("agent_r1", **kwargs)
+    later = make_env("agent_r1", **{**kwargs, "start_timeout": 30.0})
     assert later.reset(**TASK).tools is not None and later.step(CODE).observation.text.startswith("\n<interpreter>")
 
 
@@ -528,3 +531,32 @@ async def test_a_blocking_batch_step_ends_each_episode_after_call_timeout(releas
     assert time.perf_counter() - t0 < 3.0
     assert all(r.info["error"].endswith("batch_step() gave no answer in 0.4 s") and r.info["timed_out"]
                for r in results)
+
+
+async def test_a_catalogue_row_trains_through_verls_agent_loop(qwen_tok) -> None:
+    """What a training step does with an Agent-R1 env: verl's agent loop builds the adapter from the config's
+    agent_tune.env_kwargs.agent_r1 and the row's task, the sampler gets the env's stop string, the env's raw text is
+    masked out and the reward function's score is the sample's reward."""
+    pytest.importorskip("verl")
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+
+    from tests.verl_ext.test_agent_loop import _TextServer
+    from verl_ext.agent_loop import AgentTuneLoop
+
+    cfg = OmegaConf.create({
+        "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 2048}}, "data": {},
+        "agent_tune": {"template": "tokenizer", "env_kwargs": {"agent_r1": RETOOL}},
+    })
+    server = _TextServer(qwen_tok, [CODE, ANSWER])
+    loop = AgentTuneLoop(trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=qwen_tok,
+                         processor=None, dataset_cls=None, data_config=DictConfigWrap(cfg.data))
+    task = {"row": json.dumps(TASK)}
+    row = {"raw_prompt": [], "extra_info": {"index": 0, "task": json.dumps(task),
+                                             "env": {"name": "agent_r1", "kwargs": None}}}
+    out = await loop.run({"temperature": 1.0, "logprobs": True}, **row)
+    assert server.calls[0]["params"]["stop"] == ["</code>"]
+    assert out.reward_score == 1.0
+    env_ids = [t for t, m in zip(out.response_ids, out.response_mask) if m == 0]
+    assert env_ids == qwen_tok.encode("\n<interpreter>\n42\n</interpreter>\n", add_special_tokens=False)
+    assert [t for t, m in zip(out.response_ids, out.response_mask) if m == 1] == server.emitted

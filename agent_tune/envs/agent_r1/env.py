@@ -69,7 +69,6 @@ from agent_tune.envs.agent_r1.loading import (
     resolve_tools,
     shared_build,
     shared_key,
-    tool_schema,
 )
 from agent_tune.envs.agent_r1.tasks import ROW_FIELDS, agent_r1_tasks, row_prompt
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
@@ -279,9 +278,9 @@ class AgentR1Env(BaseToolEnv):
         tools = None
         if self.r1 is not None:
             if self.custom_system_prompt:
-                messages = self._with_system_prompt(messages, getattr(self.r1.env, "system_prompt", "") or "")
+                messages = self._with_system_prompt(messages, self.r1.system_prompt)
             else:
-                tools = [tool_schema(t) for t in self.r1.tools] or None
+                tools = [dict(t) for t in self.r1.schemas] or None
         self.tools = tools
         super().reset()
         return Observation(messages=messages, tools=tools)

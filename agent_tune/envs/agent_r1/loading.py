@@ -119,6 +119,8 @@ class Built:
 
     env: Any
     tools: list[Any]
+    schemas: list[dict[str, Any]] = field(default_factory=list)  # the tools' schemas, the prompt renders them
+    system_prompt: str = ""  # the env's system_prompt (Agent-R1's use_custom_system_prompt shows it)
     _batchers: dict[float, BatchWindow] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -130,19 +132,31 @@ class Built:
 
 
 def build(env_class: type, tools: Sequence[ToolSpec], env_kwargs: Mapping[str, Any]) -> Built:
-    """``env_class(tools=[...], **env_kwargs)``, as Agent-R1 builds its env from its configured tools."""
+    """``env_class(tools=[...], **env_kwargs)``, as Agent-R1 builds its env from its configured tools, with what the
+    prompt shows of them (read here, so that every call into the user's code at an episode's start is bounded)."""
     built_tools = [spec.build() for spec in tools]
-    return Built(env_class(tools=built_tools, **dict(env_kwargs)), built_tools)
+    env = env_class(tools=built_tools, **dict(env_kwargs))
+    system_prompt = getattr(env, "system_prompt", "") or ""
+    if not isinstance(system_prompt, str):
+        raise TypeError(f"the env's system_prompt is a {type(system_prompt).__name__}, not a str")
+    return Built(env, built_tools, [tool_schema(t) for t in built_tools], system_prompt)
 
 
 _shared: dict[str, Future[Built]] = {}
 _shared_lock = threading.Lock()
 
 
+def _key_part(value: Any) -> Any:
+    if isinstance(value, Mapping):  # config nodes (OmegaConf) as their plain values
+        return dict(value)
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return list(value)
+    return f"<{type(value).__qualname__} at {id(value):#x}>"  # a tool object: by identity
+
+
 def shared_key(env: str, tools: Sequence[Any], env_kwargs: Mapping[str, Any]) -> str:
-    """What identifies one shared build (objects by identity)."""
-    return json.dumps([env, list(tools), dict(env_kwargs)], sort_keys=True,
-                      default=lambda o: f"<{type(o).__qualname__} at {id(o):#x}>")
+    """What identifies one shared build: the paths and values as JSON, objects by identity."""
+    return json.dumps([env, list(tools), dict(env_kwargs)], sort_keys=True, default=_key_part)
 
 
 def shared_build(key: str, start: Callable[[], Future[Built]]) -> Future[Built]:
