@@ -326,7 +326,8 @@ def release():
 
 
 @pytest.mark.parametrize("cls,why", [("RaisingEnv", "step() failed (RuntimeError: the sandbox is gone)"),
-                                     ("BadOutputEnv", "not (tool_response, success, active)")])
+                                     ("BadOutputEnv", "step() failed (TypeError: step() returned str 'just text', "
+                                                      "not (tool_response, success, active))")])
 def test_an_env_failing_on_the_text_ends_the_episode_as_a_counted_format_error(cls: str, why: str) -> None:
     env = make_env("agent_r1", **{**RETOOL, "env": f"{HERE}:{cls}"})
     env.reset(**TASK)

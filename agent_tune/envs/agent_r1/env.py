@@ -52,6 +52,7 @@ are ``{"row": JSON text}``.
 from __future__ import annotations
 
 import json
+import numbers
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from agent_tune.envs.agent_r1.bounded import (
@@ -314,6 +315,7 @@ class AgentR1Env(BaseToolEnv):
         stage = ["extract_tool_calls()"]
         try:
             calls, out, stopped = await self._calls(step.raw, stage)
+            stage[0] = "step()" if self.batch_window is None else "batch_step()"  # what answered `out`
             response, success, active = _step_output(out)
             stopped = bool(stopped)
         except CallTimeout:
@@ -391,7 +393,7 @@ class AgentR1Env(BaseToolEnv):
             value = score["score"]
         else:
             value = score
-        if not isinstance(value, (int, float)):
+        if not isinstance(value, numbers.Real):  # numpy's floats included
             raise TypeError(f"the reward function returned {type(value).__name__}, not a number")
         reward = float(value)
         found = [score[k] for k in ACCURACY_KEYS if isinstance(score, Mapping) and k in score]
