@@ -19,6 +19,7 @@ ENTRY_POINT_GROUP = "agent_tune.envs"
 
 # Built-in environments: name -> "module:Class", imported on first use.
 _BUILTIN: dict[str, str] = {
+    "agent_r1": "agent_tune.envs.agent_r1.env:AgentR1Env",
     "bfcl": "agent_tune.envs.bfcl.multi_turn.env:BFCLToolEnv",
     "mcp": "agent_tune.envs.mcp.env:MCPToolEnv",
     "openenv": "agent_tune.envs.openenv.env:OpenEnvEnv",

@@ -27,6 +27,12 @@ BAD_HERMES = '<tool_call>\n{"name": "ls", "arguments": \n</tool_call>'
 
 # name -> (env kwargs, task, a valid first response, a malformed one). A new built-in env needs a case here.
 CASES: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {
+    "agent_r1": ({"env": "tests.envs.test_agent_r1_env:ReToolLikeEnv",
+                  "tools": ["tests.envs.test_agent_r1_env:SandboxPythonTool"],
+                  "env_kwargs": {"max_tool_response_length": 256}, "stop": ["</code>"],
+                  "reward_fn": "tests.envs.test_agent_r1_env:boxed_score"},
+                 {"prompt": "What is 2 + 2?", "reward_model": {"ground_truth": "4"}},
+                 "<code>\nprint(2 + 2)\n</code>", "<cod>print(2 + 2)</code>"),
     "bfcl": ({}, {"test_id": "multi_turn_base_0"},
              '<tool_call>\n{"name": "pwd", "arguments": {}}\n</tool_call>', BAD_HERMES),
     "retool": ({}, {"question": "What is 2 + 2?", "ground_truth": "4"}, "<code>print(2 + 2)</code>", "<code></code>"),

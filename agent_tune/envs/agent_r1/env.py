@@ -1,0 +1,404 @@
+"""Any Agent-R1 tool env played through agent-tune's runner ("agent_r1", :class:`AgentR1Env`).
+
+    make_env("agent_r1", env="my_pkg.envs:ReToolEnv", tools=["my_pkg.tools:PythonTool"],
+             env_kwargs={"max_tool_response_length": 2048}, stop=["</code>"], reward_fn="my_pkg.reward:compute_score")
+
+An Agent-R1 tool env (its ``BaseToolEnv``) is a state transition over raw text: ``step(raw_response)`` extracts the
+calls (its ``extract_tool_calls``), runs them with its tools (each tool's ``execute``), formats their results (its
+``format_tool_response``) and returns ``(tool_response, success, active)``. The adapter builds the env as Agent-R1
+does, ``EnvClass(tools=[...], **env_kwargs)``, once per process (:mod:`.loading`), and hands it every generation
+unchanged: ``extract_tool_calls(raw)`` (to count the calls it could not decode), ``step(raw)``, then ``stop(raw)``.
+With ``batch_tool_calls`` (Agent-R1's ``tool.use_batch_tool_calls``) the ``step`` goes to the env's ``batch_step``
+together with the generations of the process's other episodes arriving within ``batch_window`` seconds
+(:mod:`.batching`), so tools that batch (``batch_execute``) get a batch. ``tool_response`` is appended after the
+policy's tokens as it is (a raw-text observation: the env writes any
+chat-template tokens itself, as Agent-R1's Nous env does). The episode ends when ``active`` is false or ``stop(raw)``
+is true; so does ``max_steps`` (Agent-R1's ``tool.max_turns``: the generation that reaches it is stepped, then the
+episode ends). ``stop`` strings (Agent-R1's ``actor_rollout_ref.rollout.stop``: ``</code>``, ``</tool_call>``) end
+a generation and stay in its text, where the env's parser looks for them.
+
+The prompt (``reset``): the task's chat messages, rendered with the tools' schemas (each tool's
+``tool_description``), as Agent-R1's dataset renders them; with ``custom_system_prompt`` (Agent-R1's
+``data.use_custom_system_prompt``) the env's ``system_prompt`` is added to the system message instead and no tool
+list is rendered.
+
+The reward (:meth:`AgentR1Env.outcome`): Agent-R1 scores the finished response with a verl-style function,
+``compute_score(data_source, solution_str, ground_truth, extra_info)``, returning a number or a dict with a
+``score``; ``reward_fn`` names one (``package.module:function``), else the env's own ``compute_score`` method if it
+has one, else the episode scores 0. ``solution_str`` is the episode's response text: the policy's generations with
+the env's observations between them, as appended (no prompt, no chat-template tokens the runner added);
+``ground_truth`` the task's ``reward_model.ground_truth`` (or ``ground_truth``). The accuracy is the score dict's
+``acc`` (or ``accuracy``) when there is one, else 1.0 for a reward of at least 1.
+
+Bad input, each a counted outcome, never a crash or a hang:
+
+* a call block the env could not decode: each ``None`` in ``extract_tool_calls(raw)`` (Agent-R1's convention, the
+  Nous env answers it with an error text) is a format error; a generation that ends with a ``stop`` string (the
+  policy meant to call) from which ``extract_tool_calls`` gets no call at all is one too (the env's ``step``
+  decides what follows: ReTool's ends the episode);
+* a call the env ran and marked failed (``success`` false: a program that raised, an unknown tool in Nous) counts
+  in ``tool_failures``;
+* the env raising on the policy's text (in any of the three calls), or returning something other than
+  ``(str, list of bool, bool)``: a format error; the episode ends (stop reason ``env_error``, its ``error``), scored 0;
+* no answer within ``call_timeout`` from the env (or the reward function): the episode ends (``env_error``,
+  ``timed_out``), scored 0; the env and tools not built within ``start_timeout`` at an episode's start: the episode
+  ends at its first step the same way, without calling the env;
+* a reward function that raises: reward 0, its error in ``reward_error`` (``env_error``).
+
+The catalogue (:mod:`.tasks`) reads the dataset files an Agent-R1 preprocessing script writes; a task's reset kwargs
+are ``{"row": JSON text}``.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from typing import Any, Callable, ClassVar, Mapping, Sequence
+
+from agent_tune.envs.agent_r1.bounded import (
+    CallTimeout,
+    acall_within,
+    await_within,
+    call_within,
+    start_call,
+    wait_future,
+)
+from agent_tune.envs.agent_r1.loading import (
+    Built,
+    build,
+    resolve_env_class,
+    resolve_tools,
+    shared_build,
+    shared_key,
+)
+from agent_tune.envs.agent_r1.tasks import ROW_FIELDS, agent_r1_tasks, row_prompt
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
+from agent_tune.envs.catalogue import TaskCatalogue
+from agent_tune.envs.registry import register_env
+from agent_tune.parsing import ParsedResponse
+from agent_tune.utils.imports import import_object
+from agent_tune.utils.typed_config import OptionError
+
+# Keys of a score dict that say the answer is correct (true, or a number >= 1).
+ACCURACY_KEYS = ("acc", "accuracy")
+
+
+def _load_reward_fn(path: str) -> Callable[..., Any]:
+    try:
+        fn = import_object(path)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise OptionError("reward_fn", f"{path!r} cannot be imported ({type(exc).__name__}: {exc})") from None
+    if not callable(fn):
+        raise OptionError("reward_fn", f"{path!r} is not a function")
+    return fn
+
+
+def _check_options(stop: Any, max_steps: Any, call_timeout: float, start_timeout: float, env_kwargs: Any) -> None:
+    if isinstance(stop, str) or not all(isinstance(s, str) and s for s in stop):
+        raise OptionError("stop", f"must be a list of non-empty strings, got {stop!r}")
+    if max_steps is not None and int(max_steps) < 1:
+        raise OptionError("max_steps", f"must be >= 1, got {max_steps}")
+    for key, seconds in (("call_timeout", call_timeout), ("start_timeout", start_timeout)):
+        if not float(seconds) > 0:
+            raise OptionError(key, f"must be > 0, got {seconds}")
+    if not isinstance(env_kwargs, Mapping):
+        raise OptionError("env_kwargs", f"must be a mapping, got {type(env_kwargs).__name__}")
+    if "tools" in env_kwargs:
+        raise OptionError("env_kwargs.tools", "give the env's tools with the `tools` option")
+
+
+def _json_safe(value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value, default=repr))
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _step_output(out: Any) -> tuple[str, list[bool], bool]:
+    """``step``'s ``(tool_response, success, active)``, checked (``TypeError`` saying what came instead)."""
+    if not (isinstance(out, (tuple, list)) and len(out) == 3):
+        raise TypeError(f"step() returned {type(out).__name__} {out!r:.120}, not (tool_response, success, active)")
+    response, success, active = out
+    if not isinstance(response, str):
+        raise TypeError(f"step() returned a tool_response of type {type(response).__name__}, not str")
+    if not (isinstance(success, (list, tuple)) and all(isinstance(s, (bool, int)) for s in success)):
+        raise TypeError(f"step() returned success {success!r:.120}, not a list of bools")
+    if not isinstance(active, (bool, int)):
+        raise TypeError(f"step() returned active {active!r:.120}, not a bool")
+    return response, [bool(s) for s in success], bool(active)
+
+
+def _says_correct(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return isinstance(value, (int, float)) and value >= 1
+
+
+def _call_name(call: Any, tools: Sequence[Any]) -> str:
+    """What a decoded call is called in the step's record: its ``name`` (Nous), else the env's only tool's."""
+    if isinstance(call, Mapping) and isinstance(call.get("name"), str):
+        return call["name"]
+    return tools[0].name if len(tools) == 1 else "call"
+
+
+@register_env("agent_r1")
+class AgentR1Env(BaseToolEnv):
+    """An Agent-R1 ``BaseToolEnv`` and its tools: the env steps the raw text, its answer is appended as it is."""
+
+    description: ClassVar[str] = ("any Agent-R1 tool env (module:Class) with its tools: raw-text steps "
+                                  "(tool_response, success, active), a verl-style reward function")
+    # the rows an Agent-R1 preprocessing script writes (verl's format), as they are
+    catalogue = TaskCatalogue(splits=("train", "test"), tasks=agent_r1_tasks, row_prompt=row_prompt)
+
+    @classmethod
+    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
+        """The options' names, types and values; the env, tool and reward paths import; then the env and its tools
+        are built once (within ``start_timeout``): a tool or env constructor that fails, fails here."""
+        super().check_kwargs(kwargs)
+        env = cls(**kwargs)
+        try:
+            env._built()
+        except CallTimeout:
+            pass  # slow, not broken: the episodes' starts wait for the same build
+
+    def __init__(
+        self,
+        env: str,
+        tools: Sequence[Any] = (),
+        env_kwargs: Mapping[str, Any] | None = None,
+        stop: Sequence[str] = (),
+        reward_fn: str | None = None,
+        custom_system_prompt: bool = False,
+        max_steps: int | None = None,
+        batch_tool_calls: bool = False,
+        batch_window: float = 0.05,
+        call_timeout: float = 60.0,
+        start_timeout: float = 300.0,
+    ) -> None:
+        self.env_class = resolve_env_class(env)
+        self.env_path = env
+        self.tool_specs = resolve_tools(tools)
+        env_kwargs = {} if env_kwargs is None else env_kwargs
+        _check_options(stop, max_steps, call_timeout, start_timeout, env_kwargs)
+        if not float(batch_window) > 0:
+            raise OptionError("batch_window", f"must be > 0, got {batch_window}")
+        self.batch_window = float(batch_window) if batch_tool_calls else None
+        self.env_kwargs = dict(env_kwargs)
+        self.reward_fn = _load_reward_fn(reward_fn) if reward_fn is not None else None
+        self.custom_system_prompt = bool(custom_system_prompt)
+        self.step_limit = None if max_steps is None else int(max_steps)  # not the template's: the last one is stepped
+        self.call_timeout, self.start_timeout = float(call_timeout), float(start_timeout)
+        self.stop_strings = tuple(stop)
+        # reset may wait for the process's first build of the env and its tools: the runner calls it off its loop
+        self.sampler_hints = SamplerHints(stop=self.stop_strings, include_stop_str_in_output=True,
+                                          observation_kind="text", blocking_reset=True)
+        self._key = shared_key(env, list(tools), self.env_kwargs)
+        self.r1: Built | None = None
+        self.start_error: str | None = None
+        self._reset_episode({})
+
+    # ------------------------------------------------------------------ the bounded calls into the user's code
+    def _built(self) -> Built:
+        """The process's build of the env and its tools, waited for at most ``start_timeout`` (:class:`CallTimeout`);
+        a constructor that raises is a ``ValueError`` naming the env."""
+        future = shared_build(self._key, lambda: start_call(build, self.env_class, self.tool_specs, self.env_kwargs))
+        try:
+            return wait_future(future, self.start_timeout, f"agent_r1 env {self.env_path}: building the env and tools")
+        except (CallTimeout, OptionError):
+            raise
+        except Exception as exc:
+            raise ValueError(f"agent_r1 env {self.env_path}: the env or its tools could not be built "
+                             f"({type(exc).__name__}: {exc})") from exc
+
+    def _play(self, raw: str, stage: list[str]) -> tuple[Any, Any, Any]:
+        """The env's three calls on one generation, as Agent-R1 makes them (``stage`` says which one is running)."""
+        env = self.r1.env  # type: ignore[union-attr]
+        stage[0] = "extract_tool_calls()"
+        calls = env.extract_tool_calls(raw)
+        stage[0] = "step()"
+        out = env.step(raw)
+        stage[0] = "stop()"
+        return calls, out, env.stop(raw)
+
+    async def _calls(self, raw: str, stage: list[str]) -> tuple[Any, Any, Any]:
+        """:meth:`_play` in a thread of its own, at most ``call_timeout``; with ``batch_tool_calls`` the step goes to
+        the env's ``batch_step`` with the generations of other episodes (:mod:`.batching`), each call bounded."""
+        what = f"agent_r1 env {self.env_path}"
+        if self.batch_window is None:
+            return await acall_within(self.call_timeout, what, self._play, raw, stage)
+        assert self.r1 is not None
+        env = self.r1.env
+        calls = await acall_within(self.call_timeout, what, env.extract_tool_calls, raw)
+        stage[0] = "batch_step()"
+        out = await await_within(self.r1.batcher(self.batch_window).submit(raw), self.call_timeout, what)
+        stage[0] = "stop()"
+        return calls, out, await acall_within(self.call_timeout, what, env.stop, raw)
+
+    # ------------------------------------------------------------------ the episode
+    def _reset_episode(self, task: Mapping[str, Any]) -> None:
+        self.task = dict(task)
+        self.segments: list[str] = []
+        self.tool_failures = 0
+        self.error: str | None = None
+        self.timed_out = False
+
+    def reset(self, prompt: Sequence[Mapping[str, Any]] | str | None = None,
+              reward_model: Mapping[str, Any] | None = None, data_source: str | None = None,
+              extra_info: Mapping[str, Any] | None = None, ground_truth: Any = None,
+              row: str | Mapping[str, Any] | None = None) -> Observation:
+        """Start an episode: ``prompt`` (chat messages, or a user message's text) and what the reward function reads
+        (``reward_model={"ground_truth": ...}`` or ``ground_truth``, ``data_source``, ``extra_info``), or ``row``, an
+        Agent-R1 dataset row (a mapping or its JSON text) whose fields those override."""
+        fields: dict[str, Any] = {}
+        if row is not None:
+            decoded = json.loads(row) if isinstance(row, str) else row
+            if not isinstance(decoded, Mapping):
+                raise TypeError(f"agent_r1 env: row must be a mapping (or its JSON), got {type(decoded).__name__}")
+            fields = {k: decoded[k] for k in ROW_FIELDS if k in decoded}
+        given = {"prompt": prompt, "reward_model": reward_model, "data_source": data_source, "extra_info": extra_info}
+        fields.update({k: v for k, v in given.items() if v is not None})
+        if fields.get("prompt") is None:
+            raise TypeError("agent_r1 env: reset() needs a prompt (or a row with one)")
+        truth = ground_truth
+        if truth is None and isinstance(fields.get("reward_model"), Mapping):
+            truth = fields["reward_model"].get("ground_truth")
+        raw_prompt = fields["prompt"]
+        if isinstance(raw_prompt, str):
+            messages = [{"role": "user", "content": raw_prompt}]
+        else:
+            messages = [dict(m) for m in raw_prompt]
+            if not all(isinstance(m.get("role"), str) and "content" in m for m in messages):
+                raise TypeError("agent_r1 env: every prompt message needs a 'role' and a 'content'")
+        self._reset_episode({"data_source": fields.get("data_source"), "ground_truth": truth,
+                             "extra_info": fields.get("extra_info")})
+        self.start_error = None
+        try:
+            self.r1 = self._built()
+        except CallTimeout as exc:  # counted at the first step, without calling the env
+            self.r1, self.start_error = None, str(exc)
+        tools = None
+        if self.r1 is not None:
+            if self.custom_system_prompt:
+                messages = self._with_system_prompt(messages, self.r1.system_prompt)
+            else:
+                tools = [dict(t) for t in self.r1.schemas] or None
+        self.tools = tools
+        super().reset()
+        return Observation(messages=messages, tools=tools)
+
+    @staticmethod
+    def _with_system_prompt(messages: list[dict[str, Any]], system_prompt: str) -> list[dict[str, Any]]:
+        """Agent-R1's ``use_custom_system_prompt``: the env's system prompt after the system message, or as one."""
+        if not system_prompt:
+            return messages
+        if messages and messages[0]["role"] == "system":
+            return [{**messages[0], "content": messages[0]["content"] + system_prompt}, *messages[1:]]
+        return [{"role": "system", "content": system_prompt}, *messages]
+
+    # the Agent-R1 env parses its own text: every generation reaches act
+    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
+        return ParsedResponse(content=raw_response)
+
+    def stop(self, raw_response: str) -> bool:
+        return False
+
+    def format_tool_response(self, results: Sequence[Any]) -> Observation:
+        """The env's ``tool_response``, appended as it is."""
+        return Observation(text=results[0]) if results else Observation()
+
+    async def act(self, step: Step) -> None:
+        """The env's calls on the generation (in their own thread, at most ``call_timeout``): its answer is the
+        observation; ``active`` false or ``stop(raw)`` ends the episode."""
+        self.segments.append(step.raw)
+        if self.start_error is not None:
+            return self._failed(step, self.start_error, timed_out=True)
+        stage = ["extract_tool_calls()"]
+        try:
+            calls, out, stopped = await self._calls(step.raw, stage)
+            stage[0] = "step()" if self.batch_window is None else "batch_step()"  # what answered `out`
+            response, success, active = _step_output(out)
+            stopped = bool(stopped)
+        except CallTimeout:
+            return self._failed(step, f"agent_r1 env {self.env_path}: {stage[0]} gave no answer in "
+                                      f"{self.call_timeout:g} s", timed_out=True)
+        except Exception as exc:  # noqa: BLE001 - the env failed on the policy's text: counted, never a crash
+            return self._failed(step, f"agent_r1 env {self.env_path}: {stage[0]} failed ({type(exc).__name__}: {exc})",
+                                format_error=True)
+        calls = list(calls) if isinstance(calls, (list, tuple)) else []
+        undecodable = sum(c is None for c in calls)
+        unread = not calls and any(step.raw.endswith(s) for s in self.stop_strings)
+        step.format_errors += undecodable + unread
+        tools = self.r1.tools  # type: ignore[union-attr]
+        decoded = [c for c in calls if c is not None]
+        step.info.update(calls=[_call_name(c, tools) for c in decoded[:len(success)]], tool_success=success,
+                         active=active, stopped=stopped)
+        self.status.num_calls += len(success)
+        self.tool_failures += success.count(False)
+        if not active or stopped:
+            step.done = True
+            self.status.turns_completed = 1
+            return None
+        step.results.append(response)
+        if self.step_limit is not None and self.status.num_steps >= self.step_limit:
+            step.done, self.status.stop_reason = True, StopReason.STEP_LIMIT
+        else:
+            self.segments.append(response)
+        return None
+
+    def _failed(self, step: Step, error: str, timed_out: bool = False, format_error: bool = False) -> None:
+        """The env could not go on: the episode ends here (``env_error``), its error recorded."""
+        self.error, self.timed_out = error, timed_out
+        step.format_errors += format_error
+        step.info["error"] = error
+        self.status.stop_reason = StopReason.ENV_ERROR
+        step.done = True
+
+    def outcome(self) -> Outcome:
+        """The reward function on the response (see the module docstring); an episode the env failed scores 0."""
+        extras: dict[str, Any] = {"agent_r1_env": self.env_path, "tool_failures": self.tool_failures,
+                                  "timed_out": self.timed_out}
+        if self.error is not None:
+            extras["error"] = self.error
+            return Outcome(0.0, 0.0, extras=extras)
+        fn = self.reward_fn
+        if fn is None and self.r1 is not None and callable(getattr(self.r1.env, "compute_score", None)):
+            fn = self.r1.env.compute_score
+        if fn is None:
+            extras["reward_source"] = "none"
+            return Outcome(0.0, 0.0, extras=extras)
+        task = self.task
+        try:
+            score = call_within(self.call_timeout, f"agent_r1 env {self.env_path}: the reward function",
+                                lambda: fn(data_source=task["data_source"], solution_str="".join(self.segments),
+                                           ground_truth=task["ground_truth"], extra_info=task["extra_info"]))
+            reward, accuracy, more = self._read_score(score)
+        except Exception as exc:  # noqa: BLE001 - a reward function's failure is counted, the episode scores 0
+            extras["reward_error"] = f"{type(exc).__name__}: {exc}"
+            extras["timed_out"] = isinstance(exc, CallTimeout)
+            if not self.status.stop_reason.by_runner:
+                self.status.stop_reason = StopReason.ENV_ERROR
+            return Outcome(0.0, 0.0, extras=extras)
+        if more:
+            extras["reward_extra"] = more
+        return Outcome(reward, accuracy, extras=extras)
+
+    @staticmethod
+    def _read_score(score: Any) -> tuple[float, float, dict[str, Any]]:
+        """(reward, accuracy, the score dict's other keys) of what a verl-style reward function returned."""
+        more: dict[str, Any] = {}
+        if isinstance(score, Mapping):
+            if "score" not in score:
+                raise TypeError(f"the reward function returned a dict without 'score': {dict(score)!r:.200}")
+            more = {str(k): _json_safe(v) for k, v in score.items() if k != "score"}
+            value = score["score"]
+        else:
+            value = score
+        if not isinstance(value, numbers.Real):  # numpy's floats included
+            raise TypeError(f"the reward function returned {type(value).__name__}, not a number")
+        reward = float(value)
+        found = [score[k] for k in ACCURACY_KEYS if isinstance(score, Mapping) and k in score]
+        correct = _says_correct(found[0]) if found else reward >= 1.0
+        return reward, float(correct), more
+
+
+__all__ = ["AgentR1Env"]

@@ -1,0 +1,78 @@
+"""The ``agent_r1`` catalogue: the rows an Agent-R1 data-preprocessing script writes (verl's RL format: ``prompt``
+chat messages, ``reward_model.ground_truth``, ``data_source``, ``extra_info``, ``ability``), kept as they are.
+
+``path`` is one file per split (``{"train": "train.parquet", "test": "validation.parquet"}``: every row of the
+split's file) or one file whose rows name their split in ``extra_info.split`` (a row without one is ``train``);
+``.parquet`` or ``.jsonl``. A task's reset kwargs are ``{"row": JSON text}`` (rows of different data sources have
+differently shaped ``extra_info``; a parquet column cannot hold them), its id ``<file stem>:<row number>``, its
+category the row's ``data_source``, its reference the ground truth as text.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from agent_tune.envs.catalogue import Task
+from agent_tune.utils.jsonl import read_jsonl
+
+# What a row carries to reset (agent_tune.envs.agent_r1.env reads these; the others are verl's bookkeeping).
+ROW_FIELDS = ("prompt", "reward_model", "data_source", "extra_info")
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of an Agent-R1 dataset file (``.parquet`` or ``.jsonl``), each with a ``prompt``."""
+    path = Path(path)
+    if path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(path).to_pylist()
+    elif path.suffix.lower() == ".jsonl":
+        rows = [row for _, row in read_jsonl(path)]
+    else:
+        raise ValueError(f"agent_r1 env: {path}: an Agent-R1 dataset is a .parquet or .jsonl file")
+    for number, row in enumerate(rows, 1):
+        if not isinstance(row, dict) or "prompt" not in row:
+            raise ValueError(f"agent_r1 env: {path} row {number}: a row needs a 'prompt' (chat messages)")
+    return rows
+
+
+def _split_of(row: Mapping[str, Any]) -> str:
+    info = row.get("extra_info")
+    return str((info.get("split") if isinstance(info, Mapping) else None) or "train")
+
+
+def agent_r1_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
+    """The rows of ``split`` as tasks (see the module docstring)."""
+    if isinstance(path, Mapping):
+        if split not in path:
+            raise ValueError(f"agent_r1 env: no file for split {split!r} in path (its splits: {', '.join(path)})")
+        file = Path(path[split])
+        chosen = list(enumerate(read_rows(file), 1))
+    else:
+        file = Path(path)
+        rows = read_rows(file)
+        chosen = [(n, r) for n, r in enumerate(rows, 1) if _split_of(r) == split]
+        if rows and not chosen:
+            raise ValueError(f"agent_r1 env: no row of {file} has extra_info.split == {split!r}; give one file per "
+                             'split: {"path": {"train": ..., "test": ...}}')
+    tasks = []
+    for number, row in chosen:
+        fields = {k: row[k] for k in ROW_FIELDS if row.get(k) is not None}
+        try:
+            text = json.dumps(fields, ensure_ascii=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"agent_r1 env: {file} row {number} is not JSON-serialisable ({exc})") from None
+        reward_model = row.get("reward_model") if isinstance(row.get("reward_model"), Mapping) else {}
+        truth = reward_model.get("ground_truth")
+        reference = "" if truth is None else truth if isinstance(truth, str) else json.dumps(truth)
+        tasks.append(Task(id=f"{file.stem}:{number}", kwargs={"row": text},
+                          category=str(row.get("data_source") or "agent_r1"), reference=reference))
+    return tasks
+
+
+def row_prompt(env_cls: type, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A training row's prompt: the dataset row's own messages (no env or tool is built to write the rows)."""
+    prompt = json.loads(task.kwargs["row"])["prompt"]
+    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
