@@ -21,6 +21,7 @@ ENTRY_POINT_GROUP = "agent_tune.envs"
 _BUILTIN: dict[str, str] = {
     "bfcl": "agent_tune.envs.bfcl.multi_turn.env:BFCLToolEnv",
     "mcp": "agent_tune.envs.mcp.env:MCPToolEnv",
+    "nemo_gym": "agent_tune.envs.nemo_gym.env:NemoGymEnv",
     "openenv": "agent_tune.envs.openenv.env:OpenEnvEnv",
     "retool": "agent_tune.envs.retool.env:ReToolToolEnv",
     "skyrl": "agent_tune.envs.skyrl.env:SkyRLGymEnv",
