@@ -26,6 +26,7 @@ _BUILTIN: dict[str, str] = {
     "retool": "agent_tune.envs.retool.env:ReToolToolEnv",
     "skyrl": "agent_tune.envs.skyrl.env:SkyRLGymEnv",
     "tau2": "agent_tune.envs.tau2.env:Tau2ToolEnv",
+    "tinker": "agent_tune.envs.tinker.env:TinkerEnv",
     "toolcall": "agent_tune.envs.toolcall.env:ToolCallToolEnv",
     "verifiers": "agent_tune.envs.verifiers.env:VerifiersEnv",
 }
