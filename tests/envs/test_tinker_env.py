@@ -103,6 +103,8 @@ def test_the_dataset_catalogue(tok_dir) -> None:
     test = tinker_tasks("test", dataset=DATASET, dataset_kwargs={"tokenizer_dir": tok_dir})
     assert [t.id for t in train] == ["0:0", "0:1", "1:0", "1:1"] and [t.id for t in test] == ["0:0", "0:1"]
     assert {t.category for t in train} == {"add"} and test[1].kwargs == {"batch": 0, "slot": 1}
+    prompt = TinkerEnv.catalogue.row_prompt(TinkerEnv, test[1], test[1].env_kwargs)
+    assert prompt[0]["role"] == "user" and "What is 30 + 40?<|im_end|>" in prompt[0]["content"]
     env = TinkerEnv(**test[1].env_kwargs)  # 30 + 40
     env.reset(**test[1].kwargs)
     end = env.step(f"70{END}")

@@ -151,10 +151,18 @@ def tinker_tasks(split: str, dataset: str, dataset_kwargs: Mapping[str, Any] | N
     return tasks
 
 
-def _no_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A tinker env's prompt is tokens, rendered at ``reset``: a row carries a placeholder the runner never renders
-    (``reset`` gives the tokens)."""
-    return [{"role": "user", "content": f"(tinker env task {task.id}: its prompt is rendered by the env)"}]
+def tinker_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A row's prompt: the env's prompt tokens decoded by its renderer's tokenizer, as one user message, so a reader
+    of the rows and verl's prompt-length filter see about what the policy will see (the runner plays the env's
+    tokens from ``reset``, never this text)."""
+    env = env_cls(**env_kwargs)
+    try:
+        ids = env.reset(**task.kwargs).token_ids or []
+        tokenizer = getattr(getattr(env._env, "renderer", None), "tokenizer", None)
+        text = tokenizer.decode(ids) if tokenizer is not None else f"({len(ids)} prompt tokens rendered by the env)"
+    finally:
+        env.close()
+    return [{"role": "user", "content": text}]
 
 
 @register_env("tinker")
@@ -164,7 +172,7 @@ class TinkerEnv(BaseToolEnv):
 
     description = "tinker-cookbook Env / EnvGroupBuilder, token in and token out through the env's own renderer"
     sampler_hints = HINTS
-    catalogue = TaskCatalogue(splits=("train", "test"), tasks=tinker_tasks, row_prompt=_no_row_prompt)
+    catalogue = TaskCatalogue(splits=("train", "test"), tasks=tinker_tasks, row_prompt=tinker_row_prompt)
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
