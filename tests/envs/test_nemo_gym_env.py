@@ -153,6 +153,7 @@ def test_the_shipped_counter_server_with_its_own_rows(servers) -> None:
     try:
         obs = env.reset(**tasks[0].kwargs)
         assert obs.messages == [{"role": "user", "content": "add 1 then add 2 then get the count"}]
+        assert NemoGymEnv.catalogue.row_prompt(NemoGymEnv, tasks[0], {}) == obs.messages  # a row's prompt: no server
         assert [t["function"]["name"] for t in obs.tools] == ["increment_counter", "get_counter_value"]
         env.step(call("increment_counter", count=1))
         env.step(call("increment_counter", count=2))
