@@ -158,3 +158,63 @@ def test_options_are_checked_naming_the_key(tok_dir) -> None:
     env = guess_env(tok_dir)
     with pytest.raises(TypeError, match="does not take the task's keys"):
         env.reset(secrett=3)
+
+
+async def test_eval_in_chat_mode_refuses_a_token_env(tok_dir, tmp_path) -> None:
+    from agent_tune.eval.evaluate import EvalSettings, Evaluator
+    from agent_tune.eval.task_rows import catalogue_task_rows
+
+    tasks = tinker_tasks("test", dataset=DATASET, dataset_kwargs={"tokenizer_dir": tok_dir})
+    settings = EvalSettings(base_url="http://127.0.0.1:1/v1", model="m", env="tinker", mode="chat", progress=False)
+    evaluator = Evaluator(settings, None, task_rows=catalogue_task_rows("tinker", tasks))
+    with pytest.raises(ValueError, match="speaks token ids .* use --mode tokens"):
+        await evaluator.run([tasks[0].id], tmp_path / "r.jsonl")
+
+
+async def test_agent_tune_eval_plays_a_tinker_env_token_exact(tok_dir, qwen_tok, tmp_path) -> None:
+    """`agent-tune eval`'s evaluator in token mode against an OpenAI-compatible server written here: it sees the
+    env's own prompt tokens and answers each question's sum (the second one wrong)."""
+    import re
+
+    from aiohttp import web
+
+    from agent_tune.eval.evaluate import EvalSettings, Evaluator
+    from agent_tune.eval.task_rows import catalogue_task_rows
+
+    prompts: list[list[int]] = []
+
+    async def models(request):
+        return web.json_response({"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 4096}]})
+
+    async def completions(request):
+        body = await request.json()
+        prompts.append(body["prompt"])
+        a, b = map(int, re.findall(r"What is (\d+) \+ (\d+)\?", qwen_tok.decode(body["prompt"]))[-1])
+        answer = str(a + b if a != 30 else a + b + 1)
+        ids = qwen_tok.encode(answer, add_special_tokens=False) + [151645]
+        return web.json_response({"choices": [{"index": 0, "text": answer, "token_ids": ids, "finish_reason": "stop",
+                                               "logprobs": {"token_logprobs": [-0.5] * len(ids)}}],
+                                  "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": len(ids)}})
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/completions", completions)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        tasks = tinker_tasks("test", dataset=DATASET, dataset_kwargs={"tokenizer_dir": tok_dir})
+        settings = EvalSettings(base_url=f"http://127.0.0.1:{port}/v1", model="m", env="tinker", template="qwen3",
+                                progress=False)
+        out = await Evaluator(settings, qwen_tok, task_rows=catalogue_task_rows("tinker", tasks)).run(
+            [t.id for t in tasks], tmp_path / "r.jsonl")
+    finally:
+        await runner.cleanup()
+    by_id = {r["test_id"]: r for r in out.records}
+    assert by_id["0:0"]["accuracy"] == 1.0 and by_id["0:1"]["accuracy"] == 0.0  # 10 + 20 right, 30 + 40 wrong
+    env = TinkerEnv(**tasks[0].env_kwargs)
+    expected = env.reset(**tasks[0].kwargs).token_ids
+    env.close()
+    assert expected in prompts  # the server was sent exactly the env's own prompt tokens
