@@ -242,3 +242,51 @@ def test_a_row_without_its_prompt_is_refused(servers) -> None:
     bad = {"responses_create_params": {"input": [{"type": "function_call", "name": "x"}]}, "secret": 1}
     with pytest.raises(ValueError, match=r"input\[0\]"):
         env.reset(row=bad)
+
+
+async def test_agent_tune_eval_plays_the_shipped_rows(servers, qwen_tok, tmp_path) -> None:
+    """`agent-tune eval`'s evaluator (token mode) on NeMo Gym's own example rows against its counter server, the
+    policy an OpenAI-compatible server written here that plays each row right (the last row wrong)."""
+    import re
+
+    from aiohttp import web
+
+    from agent_tune.eval.evaluate import EvalSettings, Evaluator
+    from agent_tune.eval.task_rows import catalogue_task_rows
+
+    where = subprocess.run([str(NEMO_PYTHON), "-c", "import resources_servers.example_session_state_mgmt as m; "
+                            "print(m.__path__[0])"], capture_output=True, text=True, timeout=60, check=True)
+    tasks = nemo_gym_tasks("train", str(Path(where.stdout.strip()) / "data" / "example.jsonl"))[:3]
+
+    async def models(request):
+        return web.json_response({"object": "list", "data": [{"id": "m", "object": "model", "max_model_len": 8192}]})
+
+    async def completions(request):
+        prompt = qwen_tok.decode((await request.json())["prompt"])
+        x, y = map(int, re.findall(r"add (\d+) then add (\d+) then get the count", prompt)[-1])
+        done = prompt.count("<tool_response>")
+        steps = [call("increment_counter", count=x), call("increment_counter", count=y if x != 7 else y + 1),
+                 call("get_counter_value"), "Done."]
+        ids = qwen_tok.encode(steps[done], add_special_tokens=False) + [151645]
+        return web.json_response({"choices": [{"index": 0, "text": steps[done], "token_ids": ids,
+                                               "finish_reason": "stop"}]})
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/completions", completions)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        settings = EvalSettings(base_url=f"http://127.0.0.1:{port}/v1", model="m", env="nemo_gym", template="qwen3",
+                                env_kwargs={"base_url": servers["counter"]}, progress=False)
+        out = await Evaluator(settings, qwen_tok, task_rows=catalogue_task_rows("nemo_gym", tasks)).run(
+            [t.id for t in tasks], tmp_path / "r.jsonl")
+    finally:
+        await runner.cleanup()
+    by_id = {r["test_id"]: r for r in out.records}
+    # rows 1 and 2 played right; row 3 ("add 7 then add 8") adds 9: its own /verify says wrong
+    assert [by_id[f"example:{i}"]["reward"] for i in (1, 2, 3)] == [1.0, 1.0, 0.0]
+    assert all(by_id[f"example:{i}"]["stop_reason"] == "done" for i in (1, 2, 3))
