@@ -54,6 +54,12 @@ EXTRAS = {
     # --no-deps by scripts/install.sh: verifiers pins mcp<2 (vLLM has 2.3.0), openai-agents websockets<17, and
     # renderers' openai-harmony would replace the openai_harmony vLLM imports (docs/envs.md).
     "verifiers": ["aiolimiter==1.3.0", "prime-sandboxes==0.5.1", "prime-pydantic-config==0.4.3", "griffelib>=2"],
+    # tinker-cookbook's Env / EnvGroupBuilder (the `tinker` adapter): tinker itself (its deps add only h2, hpack,
+    # hyperframe and zstandard) and what tinker_cookbook's rl and renderers modules import beyond CORE (chz,
+    # termcolor). tinker-cookbook itself is installed with --no-deps by scripts/install.sh: 0.6.1 declares
+    # tml-renderers>=0.4.1, which PyPI does not have (0.2.1 is its latest), and 0.5.8 pins transformers<=5.5.4, a
+    # downgrade under vLLM (docs/envs.md). NeMo Gym has no extra: it runs in its own venv (scripts/install_nemo_gym.sh).
+    "tinker": ["tinker==0.38.0", "chz==0.4.0", "termcolor==3.3.0"],
     # playwright drives the system's chromium in the viewer's browser tests (scripts/install.sh installs Debian's
     # chromium; playwright's own browser download is never run)
     "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity", "ruff", "playwright"],

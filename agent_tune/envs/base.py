@@ -55,7 +55,7 @@ from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse, ToolCall
 from agent_tune.sync import run_sync
 
-ObservationKind = Literal["messages", "text"]
+ObservationKind = Literal["messages", "text", "tokens"]
 _T = TypeVar("_T")
 
 
@@ -92,17 +92,20 @@ class Observation:
 
     For chat environments ``messages`` holds the *new* chat messages (``{"role", "content"}``) to
     append to the conversation; for raw-text environments (ReTool) ``text`` is appended verbatim
-    after the policy's tokens. ``tools`` lists the OpenAI-style tool schemas the policy may call
-    at this point (``None`` when the env has no tools).
+    after the policy's tokens; for token environments (``observation_kind="tokens"``: tinker's envs, which
+    render with their own renderer) ``token_ids`` are the tokens themselves, the whole prompt at ``reset``
+    and the new tokens after a step, appended as they are. ``tools`` lists the OpenAI-style tool schemas the
+    policy may call at this point (``None`` when the env has no tools).
     """
 
     messages: list[dict[str, Any]] = field(default_factory=list)
     text: str | None = None
     tools: list[dict[str, Any]] | None = None
+    token_ids: list[int] | None = None
 
     @property
     def is_empty(self) -> bool:
-        return not self.messages and not self.text
+        return not self.messages and not self.text and not self.token_ids
 
 
 @dataclass(frozen=True)
@@ -209,10 +212,12 @@ class Step:
     """
 
     __slots__ = ("raw", "parsed", "answer", "status", "results", "messages", "format_errors", "info", "reward",
-                 "done")
+                 "done", "token_ids")
 
-    def __init__(self, raw: str, parsed: ParsedResponse, answer: bool, status: EpisodeStatus) -> None:
+    def __init__(self, raw: str, parsed: ParsedResponse, answer: bool, status: EpisodeStatus,
+                 token_ids: list[int] | None = None) -> None:
         self.raw, self.parsed, self.answer, self.status = raw, parsed, answer, status
+        self.token_ids = token_ids  # the generation's tokens as sampled (token envs; None: the text only)
         self.results: list[Any] = []
         self.messages: list[dict[str, Any]] = []
         self.format_errors = 0
@@ -261,14 +266,18 @@ class EpisodeStatus:
 class SamplerHints:
     """What the runner and its sampler must know about an environment.
 
-    ``stop`` strings end a generation (ReTool's ``</code>``); ``include_stop_str_in_output`` keeps
-    them in the policy's tokens; ``observation_kind`` says whether observations are chat messages
-    rendered through the chat template or raw text appended as is; ``blocking_reset`` says that ``reset``
+    ``stop`` strings end a generation (ReTool's ``</code>``), as do the ``stop_token_ids``;
+    ``include_stop_str_in_output`` keeps them in the policy's tokens; ``observation_kind`` says whether
+    observations are chat messages rendered through the chat template, raw text appended as is, or token ids
+    appended as they are (``"tokens"``: the runner then also hands the env each generation's token ids,
+    ``step(raw, token_ids)``). The runner reads the hints after ``reset``, so an env may set its own per episode
+    (a tinker env's stop condition). ``blocking_reset`` says that ``reset``
     waits on something slow (tau2 asks its simulated user for the first message, MCP starts a server): the
     runner then calls it in a worker thread of its own, so it does not hold up the other episodes' starts.
     """
 
     stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
     include_stop_str_in_output: bool = True
     observation_kind: ObservationKind = "messages"
     blocking_reset: bool = False
@@ -408,11 +417,12 @@ class BaseToolEnv(ABC):
         """Release whatever the episode holds. Safe to call twice."""
 
     # ------------------------------------------------------------------ the template
-    def step(self, raw_response: str) -> StepResult:
+    def step(self, raw_response: str, token_ids: list[int] | None = None) -> StepResult:
         """Consume the policy's raw text for one generation; never raises on model output. An ``async`` acting
         hook is run to completion here (on a fresh event loop; from inside a running loop, in a helper thread):
-        async callers use :meth:`astep`."""
-        step = self._open_step(raw_response)
+        async callers use :meth:`astep`. ``token_ids``: the generation's tokens as sampled, which the runner
+        hands token envs (``observation_kind="tokens"``); ``step.token_ids`` in the acting hook."""
+        step = self._open_step(raw_response, token_ids)
         if not step.done:
             if self._async_act:
                 run_sync(self.act(step))  # type: ignore[arg-type]
@@ -420,13 +430,14 @@ class BaseToolEnv(ABC):
                 self.act(step)
         return self._close_step(step)
 
-    async def astep(self, raw_response: str) -> StepResult:
+    async def astep(self, raw_response: str, token_ids: list[int] | None = None) -> StepResult:
         """:meth:`step` for the event loop (the episode runner's): an ``async`` acting hook is awaited here, so
         many episodes' steps run concurrently; a plain one runs with the whole step in a worker thread
         (:func:`env_executor`), so it may block. The step that ends the episode is scored in the worker too."""
-        if not self._async_act:
-            return await in_env_thread(self.step, raw_response)
-        step = self._open_step(raw_response)
+        if not self._async_act:  # an env that overrides step(raw) alone gets no token ids (only token envs take them)
+            args = (raw_response,) if token_ids is None else (raw_response, token_ids)
+            return await in_env_thread(self.step, *args)
+        step = self._open_step(raw_response, token_ids)
         if not step.done:
             await self.act(step)  # type: ignore[misc]
         if step.done:  # outcome() may block (a verifier, tau2's evaluator)
@@ -461,14 +472,14 @@ class BaseToolEnv(ABC):
         """How error messages name this env (``"bfcl env"``): the registered name, else the class name."""
         return f"{self._registered_as or type(self).__name__} env"
 
-    def _open_step(self, raw_response: str) -> Step:
+    def _open_step(self, raw_response: str, token_ids: list[int] | None = None) -> Step:
         status = self.status
         if not status.running:
             self._require_running("step")
         if not isinstance(raw_response, str):
             raise TypeError(f"raw_response must be a str, got {type(raw_response).__name__}")
         status.num_steps += 1
-        step = Step(raw_response, self.extract_tool_calls(raw_response), self.stop(raw_response), status)
+        step = Step(raw_response, self.extract_tool_calls(raw_response), self.stop(raw_response), status, token_ids)
         if not step.answer and self.max_steps is not None and status.num_steps >= self.max_steps:
             step.done, status.stop_reason = True, StopReason.STEP_LIMIT
         else:

@@ -247,7 +247,11 @@ class Evaluator:
         unreachable user server fails here, before any episode)."""
         s = self.settings
         row = self.task_rows[test_id]  # each row names its env: the first row's, built as its episode builds it
-        get_env_class(row.env).check_kwargs(row_env_kwargs(row, s.tool_parser, s.reasoning_parser, s.env_kwargs))
+        env_cls = get_env_class(row.env)
+        if s.mode == "chat" and env_cls.sampler_hints.observation_kind == "tokens":
+            raise ValueError(f"env {row.env!r} speaks token ids (its own renderer builds its prompts), which a chat "
+                             "server cannot take: use --mode tokens")
+        env_cls.check_kwargs(row_env_kwargs(row, s.tool_parser, s.reasoning_parser, s.env_kwargs))
 
     def _sampling_params(self, sample: int) -> dict[str, Any]:
         s = self.settings

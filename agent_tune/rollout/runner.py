@@ -14,6 +14,7 @@ One episode::
         chat env:  append (mask 0) [end-of-turn token if the policy stopped without it]
                                    + template delta of the new messages (+ next generation prompt)
         text env:  append (mask 0) the observation text verbatim
+        token env: append (mask 0) the observation's token ids as they are
 
 Decisions (documented here because the trainer and the evaluator rely on them):
 
@@ -23,6 +24,14 @@ Decisions (documented here because the trainer and the evaluator rely on them):
   EOS other than the template's end-of-turn) is closed by the runner: the end-of-turn token is appended
   with mask 0, so the context stays well-formed and equals a full re-render. Raw-text envs (ReTool) get
   their observation appended right after the stop string, with nothing added.
+* Token envs (``observation_kind="tokens"``: tinker's envs, which render with their own renderer) speak token
+  ids: the initial observation's ``token_ids`` are the prompt (no chat template), each step gets the
+  generation's ids as sampled (``env.astep(text, token_ids)``, end-of-turn token included) besides their text,
+  and the observation's ``token_ids`` are appended as they are, nothing added. The transcript is the decoded
+  prompt as one user message, then one running assistant message (policy text and decoded observations), as
+  for raw-text envs.
+* The env's sampler hints are read after ``reset`` (an env may set its own per episode: a tinker env's stop
+  condition): their stop strings and stop token ids end every generation of the episode.
 * The tools the initial prompt rendered are never re-rendered: if an observation carries a longer tool
   list (BFCL miss_func), the env announces the new functions in its messages; the runner only records the
   latest list in ``EpisodeResult.tools``.
@@ -164,24 +173,25 @@ async def run_episode(
     """
     timings = {"prompt": 0.0, "generate": 0.0, "decode": 0.0, "env": 0.0, "delta": 0.0}
     hints = env.sampler_hints
-    text_mode = hints.observation_kind == "text"
+    kind = hints.observation_kind  # read once: the runner plays the whole episode in this kind
+    text_mode, token_mode = kind == "text", kind == "tokens"
     env.status.global_step = None if global_step is None else int(global_step)
     task_kwargs = dict(task or {})
     try:
         if hints.blocking_reset:
             obs = await asyncio.to_thread(env.reset, **task_kwargs)
-            start = await _in_start_thread(_start, env, obs, renderer, limits, text_mode)
+            start = await _in_start_thread(_start, env, obs, renderer, limits, kind)
         else:  # reset in the start thread too
-            start = await _in_start_thread(lambda: _start(env, env.reset(**task_kwargs), renderer, limits,
-                                                          text_mode))
+            start = await _in_start_thread(lambda: _start(env, env.reset(**task_kwargs), renderer, limits, kind))
     except StartTimeoutError as exc:  # the time-limit rule: counted, the batch goes on
         return _not_started(exc, renderer, limits, timings)
     obs, traj, messages, timings["prompt"] = start
-    prompt_messages = len(obs.messages)
+    prompt_messages = len(obs.messages) if not token_mode else 1
     initial_tools = list(obs.tools) if obs.tools else None
 
+    hints = env.sampler_hints  # after reset: the episode's own (a tinker env's stop condition)
     base_params = _sampling_params(sampling_params, hints.stop, hints.include_stop_str_in_output,
-                                   renderer.end_of_turn_id if stop_on_end_of_turn else None)
+                                   renderer.end_of_turn_id if stop_on_end_of_turn else None, hints.stop_token_ids)
     per_turn_cap = base_params.pop("max_tokens", None)
 
     tools = initial_tools
@@ -224,7 +234,7 @@ async def run_episode(
         timings["decode"] += time.perf_counter() - t0
         if ids:  # the transcript shows what was generated, even when the episode ends here
             generations.append(text)
-            if text_mode:
+            if text_mode or token_mode:
                 _append_assistant_text(messages, text)
             else:
                 messages.append({"role": "assistant", "content": text})
@@ -239,7 +249,7 @@ async def run_episode(
             break
 
         t0 = time.perf_counter()
-        step = await env.astep(text)
+        step = await (env.astep(text, list(ids)) if token_mode else env.astep(text))
         timings["env"] += time.perf_counter() - t0
         if not isinstance(step, StepResult):
             raise TypeError(f"{type(env).__name__}.step() returned {type(step).__name__}, not StepResult")
@@ -254,7 +264,7 @@ async def run_episode(
             break
 
         t0 = time.perf_counter()
-        env_ids, new_messages, new_text = _observation_tokens(renderer, step.observation, text_mode, closed)
+        env_ids, new_messages, new_text = _observation_tokens(renderer, step.observation, kind, closed)
         timings["delta"] += time.perf_counter() - t0
         if len(traj) + len(env_ids) >= limits.max_response_length:
             stop = StopReason.TOKEN_BUDGET  # no room left for the policy after this observation
@@ -278,7 +288,7 @@ async def run_episode(
         traj.truncated = True
 
     drift = None
-    if debug_drift and not text_mode:
+    if debug_drift and not (text_mode or token_mode):
         t0 = time.perf_counter()
         drift = check_drift(renderer, traj.all_ids, messages, initial_tools, allow_prefix=traj.truncated)
         timings["drift_check"] = time.perf_counter() - t0
@@ -325,22 +335,30 @@ async def _in_start_thread(fn: Callable[..., _T], *args: Any) -> _T:
 
 
 def _start(
-    env: BaseToolEnv, obs: Observation, renderer: ChatRenderer, limits: RolloutLimits, text_mode: bool
+    env: BaseToolEnv, obs: Observation, renderer: ChatRenderer, limits: RolloutLimits, kind: str
 ) -> tuple[Observation, Trajectory, list[dict[str, Any]], float]:
     """The episode's start from the env's initial observation: (the observation, the trajectory holding the
     rendered prompt, the transcript so far, seconds spent rendering). Runs in the start thread."""
     if not isinstance(obs, Observation):
         raise TypeError(f"{type(env).__name__}.reset() returned {type(obs).__name__}, not Observation")
+    text_mode = kind == "text"
     initial_tools = list(obs.tools) if obs.tools else None
     messages: list[dict[str, Any]] = [dict(m) for m in obs.messages]
     t0 = time.perf_counter()
-    prompt_ids = renderer.render_prompt(messages, initial_tools)
+    if kind == "tokens":  # the env rendered its prompt itself: its tokens as they are
+        if not obs.token_ids:
+            raise ValueError(f"{type(env).__name__}.reset(): a token env (observation_kind='tokens') must return "
+                             "its prompt as Observation.token_ids")
+        prompt_ids = [int(t) for t in obs.token_ids]
+        messages = [{"role": "user", "content": renderer.decode(prompt_ids)}]
+    else:
+        prompt_ids = renderer.render_prompt(messages, initial_tools)
     if len(prompt_ids) > limits.max_prompt_length:
         raise PromptTooLongError(
             f"initial prompt has {len(prompt_ids)} tokens, max_prompt_length is {limits.max_prompt_length}"
         )
     traj = Trajectory(prompt_ids)
-    if obs.text:
+    if obs.text and kind != "tokens":
         traj.append_env(renderer.encode(obs.text))
         if text_mode:
             messages.append({"role": "assistant", "content": obs.text})
@@ -368,6 +386,7 @@ def _sampling_params(
     env_stop: tuple[str, ...],
     include_stop: bool,
     end_of_turn_id: int | None,
+    env_stop_ids: tuple[int, ...] = (),
 ) -> dict[str, Any]:
     params = dict(given or {})
     stop = params.get("stop") or []
@@ -379,10 +398,10 @@ def _sampling_params(
         params["stop"] = stop
         if env_stop:
             params.setdefault("include_stop_str_in_output", include_stop)
-    if end_of_turn_id is not None:
+    wanted = ([] if end_of_turn_id is None else [end_of_turn_id]) + [int(t) for t in env_stop_ids]
+    if wanted:
         ids = list(params.get("stop_token_ids") or [])
-        if end_of_turn_id not in ids:
-            ids.append(end_of_turn_id)
+        ids += [t for t in dict.fromkeys(wanted) if t not in ids]
         params["stop_token_ids"] = ids
     return params
 
@@ -401,9 +420,13 @@ def _classify(reported: str, ids: list[int], max_tokens: int, eot: int) -> str:
 
 
 def _observation_tokens(
-    renderer: ChatRenderer, obs: Observation, text_mode: bool, closed: bool
+    renderer: ChatRenderer, obs: Observation, kind: str, closed: bool
 ) -> tuple[list[int], list[dict[str, Any]], str | None]:
     """Env tokens for an observation, the messages it adds to the transcript and its raw text (if any)."""
+    if kind == "tokens":
+        ids = [int(t) for t in obs.token_ids or []]
+        return ids, [], renderer.decode(ids)
+    text_mode = kind == "text"
     if text_mode and obs.text is not None:
         return renderer.encode(obs.text), [], obs.text
     if obs.text is not None and not obs.messages:

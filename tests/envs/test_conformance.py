@@ -58,7 +58,9 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any], str, str]] = {
 }
 # Built-in envs whose contract check needs a server the test serves itself: the test that runs check_env on them.
 CHECKED_ELSEWHERE = {
+    "nemo_gym": "tests/envs/test_nemo_gym_env.py::test_the_contract",
     "openenv": "tests/envs/test_openenv_env.py::test_contract_text_and_tools",
+    "tinker": "tests/envs/test_tinker_env.py::test_the_contract",
     "verifiers": "tests/envs/test_verifiers_env.py::test_check_env_passes_for_a_tool_env_and_a_text_env",
     "verl_tools": "tests/envs/test_verl_tools_env.py::test_check_env_passes",
 }

@@ -1,0 +1,390 @@
+"""tinker-cookbook's environments (``Env`` / ``EnvGroupBuilder``) as a token environment ("tinker", :class:`TinkerEnv`).
+
+    make_env("tinker", builder="my_envs.guess:GuessGroupBuilder", builder_kwargs={"renderer_name": "qwen3_instruct"})
+    make_env("tinker", dataset="my_envs.math:MathDatasetBuilder", dataset_kwargs={...})   # rows: {"batch", "slot"}
+
+A tinker env speaks tokens: ``initial_observation()`` and each ``step(action_tokens)`` return a ``tinker.ModelInput``
+(the whole prompt for the next generation, rendered by the env's own renderer) and a stop condition. agent-tune
+keeps those tokens as they are (``observation_kind="tokens"``, see :mod:`agent_tune.rollout.runner`): the initial
+observation's tokens are the episode's prompt, each generation's tokens go to ``env.step`` exactly as sampled, and
+the tokens a step's next observation adds after them are appended unchanged (loss mask 0). So the trajectory is
+token-for-token what the env rendered; no text is decoded and re-encoded on the way. This needs:
+
+* the env's renderer to use the policy's tokenizer (its ids are fed to the policy as they are);
+* each next observation to *extend* the tokens so far (prompt + every action + every observation). tinker calls
+  this the sequence extension property: ``qwen3_instruct``, ``qwen3`` without thinking text, ``llama3`` have it;
+  renderers that re-render history (``role_colon``, which cuts the stop string, a Qwen3 renderer dropping earlier
+  ``<think>`` blocks) do not. tinker's own trainer splits such episodes into several samples; agent-tune's
+  trajectory is one sequence, so an observation that does not extend it ends the episode (stop reason
+  ``env_error``, ``error`` saying so). Single-step envs (``ProblemEnv``) never meet it.
+
+Which env an episode plays: ``builder`` (``module:callable``, a class or a function) called with ``builder_kwargs``
+and the task's keys returns an ``EnvGroupBuilder``; or ``dataset`` (``module:callable``: an ``RLDatasetBuilder``
+class, or any callable returning the ``(train, test)`` ``RLDataset`` pair) built once per process with
+``dataset_kwargs``, and the task ``{"batch": i, "slot": j}`` is ``get_batch(i)[j]`` of its ``split``
+(the catalogue lists them). ``make_envs()`` builds the group and the episode plays its member ``member`` (GRPO's
+group is verl's own ``rollout.n``: the other members are not played).
+
+Reward: the sum of the env's step rewards. Accuracy: the last step's metric ``correct`` (or ``accuracy``, ``acc``,
+``success``, ``is_correct``) when it reports one, else the reward reaching ``success_reward``. A format error is
+counted when a step's metrics say so (``format`` 0, as ``ProblemEnv`` reports a response without its stop sequence
+or of the wrong form, or ``stop/parse_error``); an env that raises on an action ends the episode with a format
+error (stop reason ``env_error``). Every call into the env is bounded: ``make_envs`` and ``initial_observation``
+by ``start_timeout`` (then ``reset`` raises :class:`TinkerEnvError`), each ``step`` by ``call_timeout`` (then the
+episode ends: ``env_error``, ``error`` "no answer in N s"). The env's coroutines run on agent-tune's background
+event loop, as tinker runs a group's envs on one loop: work that blocks belongs in a thread there too.
+
+Not carried over: ``compute_group_rewards`` (rewards that compare a group's trajectories: agent-tune scores each
+episode alone), multi-agent groups, a ``next_stop_condition`` other than the first (the first holds for the episode;
+a change is recorded in the step's ``info["tinker_stop_changed"]``), image chunks in observations,
+``InitialObservationOverflow`` (``reset`` raises), tinker's ``logtree`` logs and its training loop.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Sequence
+
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
+from agent_tune.envs.catalogue import Task, TaskCatalogue
+from agent_tune.envs.registry import register_env
+from agent_tune.errors import EnvError
+from agent_tune.parsing.types import ParsedResponse
+from agent_tune.sync import on_background_loop, wait
+from agent_tune.utils.imports import import_object
+from agent_tune.utils.typed_config import OptionError
+
+# Metrics that say the answer is correct (true, or a number >= 1), newest step first.
+CORRECT_KEYS = ("correct", "accuracy", "acc", "success", "is_correct")
+HINTS = SamplerHints(observation_kind="tokens", blocking_reset=True)
+
+
+class TinkerEnvError(EnvError, RuntimeError):
+    """The tinker env could not start an episode (its builder, ``make_envs`` or ``initial_observation`` failed or
+    gave no answer within ``start_timeout``)."""
+
+
+def _types() -> Any:
+    try:
+        from tinker_cookbook.rl import types
+    except ImportError as exc:  # pragma: no cover - the extra is missing
+        raise ImportError("the tinker env needs tinker-cookbook and tinker: see docs/envs.md (installed --no-deps "
+                          "with the `tinker` extra)") from exc
+    return types
+
+
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def token_ids(model_input: Any, where: str) -> list[int]:
+    """The token ids of a ``tinker.ModelInput`` made of text chunks; ``TypeError`` naming ``where`` otherwise."""
+    import tinker
+
+    if not isinstance(model_input, tinker.ModelInput):
+        raise TypeError(f"{where}: expected a tinker.ModelInput, got {type(model_input).__name__}")
+    ids: list[int] = []
+    for chunk in model_input.chunks:
+        if not isinstance(chunk, tinker.EncodedTextChunk):
+            raise TypeError(f"{where}: only text chunks are supported, got a {type(chunk).__name__}")
+        ids.extend(int(t) for t in chunk.tokens)
+    return ids
+
+
+def stop_hints(stop: Any, where: str) -> SamplerHints:
+    """The runner's hints for a tinker stop condition (stop strings, or stop token ids)."""
+    items = list(stop or [])
+    if all(isinstance(s, str) for s in items):
+        return SamplerHints(stop=tuple(items), observation_kind="tokens", blocking_reset=True)
+    if all(isinstance(s, int) and not isinstance(s, bool) for s in items):
+        return SamplerHints(stop_token_ids=tuple(items), observation_kind="tokens", blocking_reset=True)
+    raise TypeError(f"{where}: a stop condition is a list of strings or of token ids, got {stop!r:.200}")
+
+
+def _json_safe(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=repr))
+
+
+# Datasets built once per process: (path, kwargs as JSON) -> (train, test).
+_DATASETS: dict[tuple[str, str], tuple[Any, Any]] = {}
+
+
+def load_datasets(path: str, kwargs: Mapping[str, Any], timeout: float) -> tuple[Any, Any]:
+    """The ``(train, test)`` ``RLDataset`` pair of ``path`` built with ``kwargs`` (cached per process): an
+    ``RLDatasetBuilder`` class (chz) is constructed with them and awaited, any other callable called (and awaited
+    if it returns a coroutine), at most ``timeout`` seconds."""
+    key = (path, json.dumps(dict(kwargs), sort_keys=True, default=repr))
+    if key not in _DATASETS:
+        factory = import_object(path)
+
+        async def build() -> Any:
+            made = factory(**kwargs)
+            if hasattr(made, "__await__"):
+                return await made
+            if isinstance(made, tuple):
+                return made
+            return await made()  # an RLDatasetBuilder instance: awaiting its __call__ builds the datasets
+
+        pair = wait(build(), timeout)
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise TypeError(f"tinker env: dataset {path!r} built {type(pair).__name__}, not a (train, test) pair")
+        _DATASETS[key] = pair
+    return _DATASETS[key]
+
+
+def tinker_tasks(split: str, dataset: str, dataset_kwargs: Mapping[str, Any] | None = None,
+                 start_timeout: float = 60.0) -> list[Task]:
+    """The group builders of a tinker ``RLDataset`` as tasks: ``train`` is the dataset builder's first dataset,
+    ``test`` its second; a task ``{"batch": i, "slot": j}`` is ``get_batch(i)[j]``, its id ``"i:j"``, its category
+    the builder's first logging tag. Each task carries the env kwargs that rebuild the dataset."""
+    train, test = load_datasets(dataset, dataset_kwargs or {}, start_timeout)
+    chosen = {"train": train, "test": test}.get(split)
+    if chosen is None:
+        return []
+    tasks = []
+    for i in range(len(chosen)):
+        for j, group in enumerate(chosen.get_batch(i)):
+            tags = group.logging_tags()
+            tasks.append(Task(id=f"{i}:{j}", kwargs={"batch": i, "slot": j}, category=str(tags[0]) if tags else "",
+                              env_kwargs={"dataset": dataset, "dataset_kwargs": dict(dataset_kwargs or {}),
+                                          "split": split}))
+    return tasks
+
+
+def tinker_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A row's prompt: the env's prompt tokens decoded by its renderer's tokenizer, as one user message, so a reader
+    of the rows and verl's prompt-length filter see about what the policy will see (the runner plays the env's
+    tokens from ``reset``, never this text)."""
+    env = env_cls(**env_kwargs)
+    try:
+        ids = env.reset(**task.kwargs).token_ids or []
+        tokenizer = getattr(getattr(env._env, "renderer", None), "tokenizer", None)
+        text = tokenizer.decode(ids) if tokenizer is not None else f"({len(ids)} prompt tokens rendered by the env)"
+    finally:
+        env.close()
+    return [{"role": "user", "content": text}]
+
+
+@register_env("tinker")
+class TinkerEnv(BaseToolEnv):
+    """A tinker-cookbook ``Env`` built by an ``EnvGroupBuilder``, played token in, token out; see the module
+    docstring."""
+
+    description = "tinker-cookbook Env / EnvGroupBuilder, token in and token out through the env's own renderer"
+    sampler_hints = HINTS
+    catalogue = TaskCatalogue(splits=("train", "test"), tasks=tinker_tasks, row_prompt=tinker_row_prompt)
+
+    @classmethod
+    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
+        """The options' names and types, then their values and the builder's import (cheap: nothing is built)."""
+        super().check_kwargs(kwargs)
+        cls(**kwargs)
+
+    def __init__(
+        self,
+        builder: str | None = None,
+        builder_kwargs: Mapping[str, Any] | None = None,
+        dataset: str | None = None,
+        dataset_kwargs: Mapping[str, Any] | None = None,
+        split: str = "train",
+        member: int = 0,
+        success_reward: float = 1.0,
+        start_timeout: float = 60.0,
+        call_timeout: float = 60.0,
+    ) -> None:
+        _types()
+        if (builder is None) == (dataset is None):
+            raise OptionError("builder", f"give one of builder (module:callable making an EnvGroupBuilder) or "
+                                         f"dataset (module:callable making RLDatasets), got builder={builder!r}, "
+                                         f"dataset={dataset!r}")
+        for key, seconds in (("start_timeout", start_timeout), ("call_timeout", call_timeout)):
+            if float(seconds) <= 0:
+                raise OptionError(key, f"must be > 0, got {seconds}")
+        if int(member) < 0:
+            raise OptionError("member", f"must be >= 0, got {member}")
+        if split not in ("train", "test"):
+            raise OptionError("split", f"must be 'train' or 'test', got {split!r}")
+        self.builder_path, self.dataset_path = builder, dataset
+        self.builder_kwargs, self.dataset_kwargs = dict(builder_kwargs or {}), dict(dataset_kwargs or {})
+        self.split, self.member = split, int(member)
+        self.success_reward = float(success_reward)
+        self.start_timeout, self.call_timeout = float(start_timeout), float(call_timeout)
+        self._factory: Any = None
+        if builder is not None:
+            try:
+                self._factory = import_object(builder)
+            except (ImportError, AttributeError, ValueError) as exc:
+                raise OptionError("builder", f"{builder!r} cannot be imported ({_why(exc)})") from None
+            if not callable(self._factory):
+                raise OptionError("builder", f"{builder!r} is not callable")
+        self._group: Any = None
+        self._env: Any = None
+        self._context: list[int] = []
+        self._next_ids: list[int] = []
+        self.rewards: list[float] = []
+        self.metrics: dict[str, Any] = {}
+        self.error: str | None = None
+
+    # ------------------------------------------------------------------ one bounded call into the env
+    async def _call(self, coro: Any, timeout: float) -> Any:
+        """Await one of the env's coroutines on the background loop, at most ``timeout`` seconds (``TimeoutError``).
+        The one place this adapter waits on the env (the shared time-limit rule goes here)."""
+        return await on_background_loop(coro, timeout)
+
+    def _group_builder(self, task: Mapping[str, Any]) -> Any:
+        if self._factory is not None:
+            try:
+                return self._factory(**self.builder_kwargs, **task)
+            except TypeError as exc:
+                raise TypeError(f"tinker env: {self.builder_path}(...) does not take the task's keys "
+                                f"{sorted(task)}: {exc}") from None
+        if set(task) != {"batch", "slot"}:
+            raise TypeError(f"tinker env: a dataset task is {{'batch', 'slot'}}, got the keys {sorted(task)}")
+        train, test = load_datasets(str(self.dataset_path), self.dataset_kwargs, self.start_timeout)
+        batch = (train if self.split == "train" else test).get_batch(int(task["batch"]))
+        return batch[int(task["slot"])]
+
+    async def _start(self, group: Any) -> tuple[Any, Any]:
+        envs = list(await group.make_envs())
+        if self.member >= len(envs):
+            raise TinkerEnvError(f"make_envs() built {len(envs)} envs; member {self.member} is not one of them")
+        env = envs[self.member]
+        return env, await env.initial_observation()
+
+    def reset(self, **task: Any) -> Observation:
+        """Build the task's ``EnvGroupBuilder``, its envs (``make_envs``) and the member's initial observation; the
+        prompt is its tokens, its stop condition the episode's."""
+        self.close()
+        types = _types()
+        group = self._group_builder(task)
+        if not isinstance(group, types.EnvGroupBuilder):
+            raise TypeError(f"tinker env: the task's builder is a {type(group).__name__}, not an EnvGroupBuilder")
+        what = f"tinker env ({self.builder_path or self.dataset_path})"
+        try:
+            env, first = wait(self._start(group), self.start_timeout)
+        except TimeoutError:
+            raise TinkerEnvError(f"{what}: make_envs() / initial_observation() gave no answer in "
+                                 f"{self.start_timeout:g} s") from None
+        except Exception as exc:  # noqa: BLE001 - whatever the env's own code raised, named
+            raise TinkerEnvError(f"{what}: cannot start the episode ({_why(exc)})") from exc
+        if isinstance(first, types.InitialObservationOverflow):
+            raise TinkerEnvError(f"{what}: the initial prompt overflows the env's own token budget")
+        ob, stop = first
+        ids = token_ids(ob, f"{what}: initial_observation()")
+        self.sampler_hints = stop_hints(stop, f"{what}: initial_observation()")
+        self._group, self._env, self._context, self._next_ids = group, env, list(ids), []
+        self._stop_condition = list(stop or [])
+        self.rewards, self.metrics, self.error = [], {}, None
+        super().reset()
+        return Observation(token_ids=list(ids))
+
+    # ------------------------------------------------------------------ acting: the env parses its own actions
+    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
+        return ParsedResponse(content=raw_response)
+
+    def stop(self, raw_response: str) -> bool:
+        return False
+
+    def format_tool_response(self, results: Sequence[Any]) -> Observation:
+        """The tokens the last step's observation added (none once the episode ended)."""
+        ids, self._next_ids = self._next_ids, []
+        return Observation(token_ids=ids)
+
+    def _action(self, step: Step) -> list[int]:
+        """The generation's tokens as sampled; a caller without them (a script, ``check_env``) gets its text
+        encoded with the env's renderer's tokenizer."""
+        if step.token_ids is not None:
+            return [int(t) for t in step.token_ids]
+        renderer = getattr(self._env, "renderer", None) or getattr(self._group, "renderer", None)
+        tokenizer = getattr(renderer, "tokenizer", None)
+        if tokenizer is None:
+            raise TypeError("tinker env: step(text) without token_ids needs the env's renderer (env.renderer) to "
+                            "encode the text; the episode runner always passes the tokens")
+        return list(tokenizer.encode(step.raw, add_special_tokens=False))
+
+    def _fail(self, step: Step, why: str, format_error: bool) -> None:
+        self.error = why
+        step.format_errors += format_error
+        step.info["error"] = why
+        self.status.stop_reason = StopReason.ENV_ERROR
+        step.done = True
+
+    async def act(self, step: Step) -> None:
+        """``env.step(action)``: its reward and metrics, its ``episode_done``; else the tokens its next observation
+        adds after the episode's tokens so far (which it must extend)."""
+        action = self._action(step)
+        stops = self.sampler_hints.stop_token_ids
+        stopped = bool(action) and action[-1] in stops or any(step.raw.endswith(s) for s in self.sampler_hints.stop)
+        try:
+            result = await self._call(self._env.step(action, extra={"stop_reason": "stop" if stopped else "length"}),
+                                      self.call_timeout)
+        except TimeoutError:
+            self._fail(step, f"no answer in {self.call_timeout:g} s (tinker env step)", False)
+            return
+        except Exception as exc:  # noqa: BLE001 - the env failed on the policy's action: counted, never a crash
+            self._fail(step, f"the env's step raised {_why(exc)}", True)
+            return
+        if not isinstance(result, _types().StepResult):
+            self._fail(step, f"the env's step returned a {type(result).__name__}, not a StepResult", False)
+            return
+        reward = float(result.reward)
+        self.rewards.append(reward)
+        self.metrics = dict(result.metrics or {})
+        step.info["tinker_reward"] = reward
+        if self.metrics:
+            step.info["tinker_metrics"] = _json_safe(self.metrics)
+        step.format_errors += int(_says_malformed(self.metrics))
+        if result.episode_done:
+            step.done = True
+            self.status.turns_completed += 1
+            return
+        if list(result.next_stop_condition or []) != self._stop_condition:
+            step.info["tinker_stop_changed"] = True
+        try:
+            following = token_ids(result.next_observation, "the env's next_observation")
+        except TypeError as exc:
+            self._fail(step, str(exc), False)
+            return
+        context = self._context + action
+        if following[: len(context)] != context:
+            self._fail(step, "the env's next observation does not extend the episode's tokens (its renderer "
+                             "re-renders the history: use one with the sequence extension property)", False)
+            return
+        self._context, self._next_ids = following, following[len(context):]
+
+    def outcome(self) -> Outcome:
+        total = float(sum(self.rewards))
+        said = [self.metrics[k] for k in CORRECT_KEYS if k in self.metrics]
+        if said:
+            value = said[0]
+            solved = bool(value) if isinstance(value, bool) else isinstance(value, (int, float)) and value >= 1
+        else:
+            solved = total >= self.success_reward
+        extras: dict[str, Any] = {"tinker_rewards": list(self.rewards)}
+        if self.metrics:
+            extras["tinker_metrics"] = _json_safe(self.metrics)
+            tinker_stop = [k.partition("/")[2] for k, v in self.metrics.items() if k.startswith("stop/") and v]
+            if tinker_stop:
+                extras["tinker_stop"] = tinker_stop[0]
+        if self.error is not None:
+            extras["error"] = self.error
+            solved = False
+        return Outcome(total, float(solved), None, extras)
+
+    def close(self) -> None:
+        """Run the group builder's ``cleanup`` (bounded by ``call_timeout``) and drop the episode's env."""
+        group, self._group, self._env = self._group, None, None
+        if group is not None:
+            try:
+                wait(group.cleanup(), self.call_timeout)
+            except Exception:  # noqa: BLE001 - a cleanup that fails or hangs is not worth the run
+                pass
+
+
+def _says_malformed(metrics: Mapping[str, Any]) -> bool:
+    """A step's metrics report a malformed action: ``format`` 0 (``ProblemEnv``) or ``stop/parse_error``."""
+    fmt = metrics.get("format")
+    return (fmt is not None and not fmt) or bool(metrics.get("stop/parse_error"))
+
+
+__all__ = ["TinkerEnv", "TinkerEnvError", "load_datasets", "tinker_tasks", "token_ids"]
