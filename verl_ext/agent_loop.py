@@ -4,7 +4,9 @@ A dataset row names its loop (``agent_name: agent_tune``) and its environment
 (``extra_info.env = {name, kwargs}``). This loop adapts; it decides nothing: the environment comes
 from the registry and is reset with the row's ``extra_info`` as the task, the episode from
 :func:`agent_tune.rollout.run_episode` (the same runner the standalone eval uses), generation from
-verl's ``server_manager.generate`` (token in, token out).
+verl's ``server_manager.generate`` (token in, token out), whichever rollout engine serves it: the runner's
+sampling parameters (vLLM's names) are renamed for the engine that needs it (:data:`ENGINE_SAMPLING_PARAMS`:
+SGLang, ``actor_rollout_ref.rollout.name=sglang``).
 
 Options live under ``agent_tune:`` in the trainer config (``config/base/agent_tune.yaml``):
 ``template`` (chat template name, ``tokenizer`` = the model's own), ``chat_template_kwargs``,
