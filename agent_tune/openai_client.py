@@ -129,7 +129,8 @@ class ModelInfo:
 
 # --------------------------------------------------------------------------- errors and answers
 def error_message(text: str) -> str:
-    """The ``message`` of an OpenAI-style error body, or the body itself (shortened)."""
+    """The ``message`` of an OpenAI-style error body (or its ``error`` when that is a string), or the body itself
+    (shortened)."""
     try:
         body = json.loads(text)
     except ValueError:
@@ -138,6 +139,8 @@ def error_message(text: str) -> str:
         err = body.get("error", body)
         if isinstance(err, dict) and "message" in err:
             return str(err["message"])[:500]
+        if isinstance(err, str):  # SGLang's /generate refuses a malformed body with {"error": "<reason>"}
+            return err[:500]
         if isinstance(body.get("message"), str):
             return body["message"][:500]
     return text[:500]
@@ -266,9 +269,11 @@ class AsyncClient:
         extra_body: Mapping[str, Any] | None = None,
         decode: Callable[[Any], Any] | None = None,
         retry: RetryPolicy | None = None,
+        timeout: float | None = None,
     ) -> Any:
         """``method`` (GET or POST) ``base_url/path`` with ``body`` (and ``extra_body`` merged into it), retried
         as ``retry`` (default: the client's) says; the JSON answer, passed through ``decode`` when given.
+        ``timeout``: this request's bound on one try (seconds; default: the client's ``timeout``).
 
         Raises :class:`RequestError` for a status that is not retried, :class:`ServerUnavailableError` when
         the tries run out (``attempts``, ``last``) or for an answer that is not JSON (or that ``decode``
@@ -276,6 +281,10 @@ class AsyncClient:
         """
         policy = retry or self.retry
         url = f"{self.base_url}/{path.lstrip('/')}"
+        # aiohttp reads timeout=None as "no limit": pass one only to replace the session's
+        limit = {} if timeout is None else {"timeout": aiohttp.ClientTimeout(total=timeout,
+                                                                             sock_connect=self.connect_timeout)}
+        bound = self.timeout if timeout is None else timeout
         if extra_body:
             body = {**(body or {}), **extra_body}
         last = ""
@@ -285,11 +294,11 @@ class AsyncClient:
                 await asyncio.sleep(policy.delay(attempt - 1))
             self.requests_sent += 1
             try:
-                async with self._get_session().request(method, url, json=body) as resp:
+                async with self._get_session().request(method, url, json=body, **limit) as resp:
                     status = resp.status
                     raw = await resp.read()
             except TRANSPORT_ERRORS as exc:
-                last = describe(exc, self.timeout)
+                last = describe(exc, bound)
                 continue
             if status >= 400:
                 message = error_message(raw.decode("utf-8", "replace"))

@@ -4,7 +4,9 @@ A dataset row names its loop (``agent_name: agent_tune``) and its environment
 (``extra_info.env = {name, kwargs}``). This loop adapts; it decides nothing: the environment comes
 from the registry and is reset with the row's ``extra_info`` as the task, the episode from
 :func:`agent_tune.rollout.run_episode` (the same runner the standalone eval uses), generation from
-verl's ``server_manager.generate`` (token in, token out).
+verl's ``server_manager.generate`` (token in, token out), whichever rollout engine serves it: the runner's
+sampling parameters (vLLM's names) are renamed for the engine that needs it (:data:`ENGINE_SAMPLING_PARAMS`:
+SGLang, ``actor_rollout_ref.rollout.name=sglang``).
 
 Options live under ``agent_tune:`` in the trainer config (``config/base/agent_tune.yaml``):
 ``template`` (chat template name, ``tokenizer`` = the model's own), ``chat_template_kwargs``,
@@ -30,7 +32,7 @@ from __future__ import annotations
 import inspect
 import os
 import uuid
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 from verl.experimental.agent_loop.tool_agent_loop import SPEC_DECODE_EXTRA_KEYS
@@ -49,31 +51,57 @@ from agent_tune.rollout import (
 from agent_tune.rollout.dump import append_jsonl, episode_record
 from agent_tune.rollout.episode_metrics import episode_metrics
 from agent_tune.rollout.records import EpisodeRecording, append_gzip_record
+from agent_tune.rollout.sglang_protocol import sglang_sampling_params
 from agent_tune.rollout.worker_gc import apply_worker_gc
 from verl_ext.sample_records import SampleRecord
 from verl_ext.task_weighting import task_key
 
 LOOP_NAME = "agent_tune"
 
+SamplingTranslation = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+def _sglang_server_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The runner's sampling parameters (vLLM's names) as verl's SGLang server passes them on: it reads
+    ``max_new_tokens`` (or ``max_tokens``) and ``logprobs`` itself and hands the rest to SGLang's
+    ``SamplingParams``, which refuses any name it does not know (``include_stop_str_in_output``: ``TypeError``)."""
+    out, logprobs = sglang_sampling_params(params)
+    if logprobs is not None:
+        out["logprobs"] = logprobs
+    return out
+
+
+# How the sampling parameters reach verl's rollout server of each engine (``actor_rollout_ref.rollout.name``); an
+# engine not listed takes vLLM's names as they are (vllm).
+ENGINE_SAMPLING_PARAMS: dict[str, SamplingTranslation] = {"sglang": _sglang_server_params}
+
+
+def engine_sampling_params(engine: str | None) -> SamplingTranslation | None:
+    """The translation of sampling parameters for rollout engine ``engine`` (``None``: none needed)."""
+    return ENGINE_SAMPLING_PARAMS.get(str(engine)) if engine is not None else None
+
 
 class VerlServerPolicy:
     """agent-tune ``Policy`` over verl's ``server_manager`` (one request id per episode, for prefix caching).
 
-    It also keeps what verl's trainer expects back from the episode's generations, merged as verl's own
-    loops merge them: the server's ``extra_fields`` (weight versions ``min_global_steps`` from the first
-    generation, the latest ``max_global_steps``; speculative-decoding counters summed) and the number of
-    preemptions.
+    ``translate``: how the runner's sampling parameters (vLLM's names) become the engine's
+    (:func:`engine_sampling_params`; ``None``: passed as they are). It also keeps what verl's trainer expects back
+    from the episode's generations, merged as verl's own loops merge them: the server's ``extra_fields`` (weight
+    versions ``min_global_steps`` from the first generation, the latest ``max_global_steps``; speculative-decoding
+    counters summed) and the number of preemptions.
     """
 
-    def __init__(self, server_manager: Any, request_id: str) -> None:
+    def __init__(self, server_manager: Any, request_id: str, translate: SamplingTranslation | None = None) -> None:
         self.server_manager = server_manager
         self.request_id = request_id
+        self.translate = translate
         self.extra_fields: dict[str, Any] = {}
         self.num_preempted = -1
 
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> GenerationOutput:
+        params = self.translate(sampling_params) if self.translate is not None else dict(sampling_params)
         out = await self.server_manager.generate(
-            request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=dict(sampling_params)
+            request_id=self.request_id, prompt_ids=list(prompt_ids), sampling_params=params
         )
         self._merge(dict(getattr(out, "extra_fields", None) or {}), getattr(out, "num_preempted", None))
         return GenerationOutput(token_ids=out.token_ids, log_probs=out.log_probs, stop_reason=out.stop_reason)
@@ -225,7 +253,8 @@ class AgentTuneLoop(AgentLoopBase):
         except ValueError as exc:
             raise ValueError(f"{exc} for agent loop {LOOP_NAME!r}") from None
         env = get_env_class(name)(**env_kwargs_for(name, row_kwargs, self.options))
-        policy = VerlServerPolicy(self.server_manager, uuid.uuid4().hex)
+        policy = VerlServerPolicy(self.server_manager, uuid.uuid4().hex,
+                                  engine_sampling_params(self.rollout_config.get("name")))
         try:
             result = await run_episode(
                 env, policy, self.renderer, self.limits, sampling_params, task=row_task(extra),

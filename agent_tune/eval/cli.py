@@ -29,6 +29,8 @@ from agent_tune.utils.cli_args import json_object
 
 
 def run_parser() -> argparse.ArgumentParser:
+    from agent_tune.eval.servers import SERVER_APIS
+
     p = argparse.ArgumentParser(
         prog="agent-tune eval",
         description="Evaluate a served model with the training episode runner: BFCL v4 (multi-turn: the bfcl env; "
@@ -39,7 +41,13 @@ def run_parser() -> argparse.ArgumentParser:
                    help="take flags from a YAML file: keys are the flag names (dashes or underscores), values "
                    "typed as the flag; flags on the command line override the file (docs/eval.md)")
     srv = p.add_argument_group("server")
-    srv.add_argument("--base-url", required=True, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1")
+    srv.add_argument("--base-url", required=True,
+                     help="the server's URL: OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (--api openai); "
+                     "SGLang's root, e.g. http://127.0.0.1:30000 (--api sglang)")
+    srv.add_argument("--api", choices=tuple(SERVER_APIS), default="openai",
+                     help="openai: the OpenAI-compatible API (token mode: vLLM's /completions with token ids; chat "
+                     "mode: /chat/completions) (default); sglang: SGLang's native /generate, token ids in, ids and "
+                     "log-probs out (token mode)")
     srv.add_argument("--model", required=True, help="served model name (as /v1/models lists it)")
     srv.add_argument("--api-key", default=None, help="bearer token, if the server wants one")
     srv.add_argument("--mode", choices=("tokens", "chat"), default="tokens",
@@ -340,7 +348,7 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
             task_rows = catalogue_task_rows(env, tasks)
             test_ids = list(task_rows)
         settings = EvalSettings(
-            base_url=args.base_url, model=args.model, env=env, mode=args.mode, tokenizer=args.tokenizer,
+            base_url=args.base_url, model=args.model, env=env, mode=args.mode, api=args.api, tokenizer=args.tokenizer,
             template=args.template, tool_parser=args.tool_parser, reasoning_parser=args.reasoning_parser,
             concurrency=args.concurrency, n=args.n, temperature=args.temperature, top_p=args.top_p,
             top_k=args.top_k,

@@ -29,17 +29,17 @@ from agent_tune.errors import RolloutError
 from agent_tune.eval.client import ModelInfo, OpenAIClient, RequestError, RetryPolicy, ServerUnavailableError
 from agent_tune.eval.policies import (
     ChatCompletionsPolicy,
-    CompletionsPolicy,
     MessageLedger,
     TokenIdsUnavailableError,
     UsageCounter,
     reasoning_tags,
 )
 from agent_tune.eval.rft import RFTFilter, RFTWriter, rft_row
+from agent_tune.eval.servers import check_mode, get_server_api
 from agent_tune.eval.store import ResultStore
 from agent_tune.eval.task_rows import TaskRow, catalogue_task_rows, load_task_rows, row_env_kwargs
 from agent_tune.parsing import get_tool_parser
-from agent_tune.rollout import ChatRenderer, EpisodeResult, PromptTooLongError, RolloutLimits, run_episode
+from agent_tune.rollout import ChatRenderer, EpisodeResult, Policy, PromptTooLongError, RolloutLimits, run_episode
 from agent_tune.rollout.dump import episode_record
 from agent_tune.rollout.episode_metrics import METRIC_KEYS, episode_metrics
 
@@ -57,6 +57,7 @@ class EvalSettings:
     model: str
     env: str = "bfcl"  # the env of the entries (a registered name or module:Class path); "rows": each row's own
     mode: str = "tokens"
+    api: str = "openai"  # the server's API (agent_tune.eval.servers): openai (/v1) or sglang (native /generate)
     tokenizer: str | None = None
     template: str = "tokenizer"
     tool_parser: str = "hermes"
@@ -93,6 +94,7 @@ class EvalSettings:
             self.env = ROWS_ENV
         if self.mode not in MODES:
             raise ValueError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        check_mode(self.api, self.mode)
         if self.concurrency < 1:
             raise ValueError(f"--concurrency must be >= 1, got {self.concurrency}")
         if self.n < 1:
@@ -264,7 +266,7 @@ class Evaluator:
             params["seed"] = s.seed + sample
         return params
 
-    async def _episode(self, client: OpenAIClient, policy: CompletionsPolicy | None, limits: RolloutLimits,
+    async def _episode(self, client: OpenAIClient, policy: Policy | None, limits: RolloutLimits,
                        test_id: str, sample: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The episode's result record and, when it passes the RFT filter, its SFT row (else None)."""
         s = self.settings
@@ -322,8 +324,9 @@ class Evaluator:
         skipped = len(tasks) - len(todo)
         failed: list[tuple[str, int, str]] = []
         retry = RetryPolicy(max_retries=s.max_retries)
-        async with OpenAIClient(s.base_url, s.api_key, timeout=s.timeout, retry=retry,
-                                max_connections=max(8, s.concurrency * 2)) as client:
+        api = get_server_api(s.api)
+        async with api.client(s.base_url, s.api_key, timeout=s.timeout, retry=retry,
+                              max_connections=max(8, s.concurrency * 2)) as client:
             info = await client.check_model(s.model)  # fail fast: server down or wrong model name
             max_len = s.max_model_len or info.max_model_len
             limits = RolloutLimits(
@@ -332,7 +335,7 @@ class Evaluator:
             )
             policy = None
             if s.mode == "tokens":
-                policy = CompletionsPolicy(client, s.model, max_model_len=max_len, usage=self.usage)
+                policy = api.token_policy(client, s.model, max_model_len=max_len, usage=self.usage)
             if not todo:
                 store.close()
                 return EvalOutcome(Path(output), store.records, 0, skipped, [], time.time() - started, info, self.usage)

@@ -77,19 +77,14 @@ class CompletionsPolicy:
 
     def request_body(self, prompt_ids: Sequence[int], sampling_params: Mapping[str, Any]) -> dict[str, Any] | None:
         """The JSON body for one generation, or ``None`` when the context has no room left."""
-        params = {**self.defaults, **dict(sampling_params)}
-        max_tokens = params.get("max_tokens")
-        if self.max_model_len is not None:
-            room = self.max_model_len - len(prompt_ids)
-            if room <= 0:
-                return None
-            if max_tokens is None or max_tokens > room:
-                self.usage.context_clamped += max_tokens is not None
-                max_tokens = room
+        params = fit_to_context({**self.defaults, **dict(sampling_params)}, len(prompt_ids), self.max_model_len,
+                                self.usage)
+        if params is None:
+            return None
         body: dict[str, Any] = {
             "model": self.model,
             "prompt": [int(t) for t in prompt_ids],
-            "max_tokens": max_tokens,
+            "max_tokens": params.get("max_tokens"),
             "n": 1,
             "stream": False,
             "return_token_ids": True,
@@ -109,7 +104,7 @@ class CompletionsPolicy:
         try:
             data = await self.client.post("completions", body)
         except RequestError as exc:
-            if _is_context_error(exc.message):
+            if is_context_error(exc.message):
                 return GenerationOutput([], [], "length")
             raise
         self.usage.requests += 1
@@ -146,7 +141,25 @@ def parse_completion(data: Mapping[str, Any]) -> GenerationOutput:
     return GenerationOutput(ids, logprobs, choice.get("finish_reason") or "stop")
 
 
-def _is_context_error(message: str) -> bool:
+def fit_to_context(params: dict[str, Any], prompt_len: int, max_model_len: int | None,
+                   usage: UsageCounter) -> dict[str, Any] | None:
+    """``params`` with ``max_tokens`` clamped so that prompt + completion fit ``max_model_len`` (set to the room
+    left when not given; a clamp is counted in ``usage.context_clamped``), or ``None`` when the prompt leaves
+    no room."""
+    if max_model_len is None:
+        return params
+    room = max_model_len - prompt_len
+    if room <= 0:
+        return None
+    max_tokens = params.get("max_tokens")
+    if max_tokens is None or max_tokens > room:
+        usage.context_clamped += max_tokens is not None
+        params = {**params, "max_tokens": room}
+    return params
+
+
+def is_context_error(message: str) -> bool:
+    """Whether a server's error message says the prompt does not fit the context (vLLM's and SGLang's words)."""
     m = message.lower()
     return "context length" in m or "maximum model length" in m or "max_model_len" in m or "too long" in m
 
@@ -262,7 +275,7 @@ class ChatCompletionsPolicy:
         try:
             data = await self.client.post("chat/completions", body)
         except RequestError as exc:
-            if _is_context_error(exc.message):
+            if is_context_error(exc.message):
                 return GenerationOutput([], [], "length")
             raise
         self.usage.requests += 1
