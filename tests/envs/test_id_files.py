@@ -5,6 +5,7 @@ agent-tune's own rows, and the ``bfcl_*.jsonl`` rows T3RL's BFCL preprocessing w
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pandas as pd
@@ -94,8 +95,14 @@ def test_data_refuses_unknown_ids_naming_them_and_where_they_are(tmp_path: Path,
 
 
 def test_t3rl_split_files_select_the_same_entries_as_the_seed_42_splits(tmp_path: Path) -> None:
-    """T3RL's preprocessing draws its train / val / test scenarios as the bfcl catalogue does with seed 42, so its
-    files' ids are the entries of the same-named split: each file selects within it, none is refused."""
+    """T3RL's preprocessing shuffles the scenario numbers 0-199 with Python's ``random`` seeded 42 and takes 100 /
+    25 / 75 of them for train / val / test, every scored category of a scenario with it; the bfcl catalogue draws
+    seed 42 alike, so T3RL's files name the entries of the same-named splits and each selects within it."""
+    numbers = list(range(200))
+    random.Random(42).shuffle(numbers)
+    drawn = {"train": numbers[:100], "val": numbers[100:125], "test": numbers[125:]}
+    for split, scenarios in drawn.items():
+        assert {int(t.id.rsplit("_", 1)[1]) for t in catalogue_tasks("bfcl", split)} == set(scenarios)
     for split in ("train", "train_base", "val", "test"):
         ids = [t.id for t in catalogue_tasks("bfcl", split)][::-1]
         f = write_jsonl(tmp_path / f"bfcl_{split}.jsonl", [t3rl_row(i, split) for i in ids])
