@@ -3,7 +3,8 @@
 The server (agent_tune/testing/scripted_server.py) answers every generation with the ground truth after a fixed
 latency, like an inference server whose per-request time does not depend on load. The sequential loop is
 what an evaluator without concurrency does (bfcl-eval's ``generate`` with one thread): the same runner,
-one episode after the other. The official ``bfcl generate`` cannot run in this venv (FACTS.md).
+one episode after the other. The official ``bfcl generate`` does not run in the trainer's venv
+(its CLI imports every provider SDK at start-up).
 
     python benchmarks/eval_throughput.py [--entries 24] [--latency 0.05] [--concurrency 16]
 """

@@ -138,10 +138,9 @@ def select_tasks(env: str, split: str | None = None, options: Mapping[str, Any] 
                 break
             for task in catalogue_tasks(env, name, options):
                 pool.setdefault(task.id, task)
-        missing = [i for i in ids if i not in pool]
+        missing = [i for i in dict.fromkeys(ids) if i not in pool]
         if missing:
-            where = f"split {split!r}" if split is not None else "any split"
-            raise ValueError(f"env {env!r}: no task {', '.join(map(repr, missing[:5]))} in {where}")
+            raise ValueError(_missing_ids(env, split, options, missing))
         tasks = [pool[i] for i in dict.fromkeys(ids)]
     else:
         if split is None and not categories and not suite:
@@ -167,6 +166,22 @@ def select_tasks(env: str, split: str | None = None, options: Mapping[str, Any] 
                 kept.append(task)
         tasks = kept
     return tasks
+
+
+def _missing_ids(env: str, split: str | None, options: Mapping[str, Any] | None, missing: Sequence[str]) -> str:
+    """Why ``select_tasks`` refuses ``missing``: each id named (the first 20, then how many more), and, when a
+    split was searched, the other splits that hold some of them."""
+    shown = ", ".join(map(repr, missing[:20])) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+    if split is None:
+        return f"env {env!r}: no task {shown} in any split ({len(missing)} unknown ids)"
+    elsewhere = []
+    for other in catalogue_of(env).splits:
+        if other != split:
+            held = {t.id for t in catalogue_tasks(env, other, options)} & set(missing)
+            if held:
+                elsewhere.append(f"{len(held)} of them in split {other!r}")
+    hint = f" ({'; '.join(elsewhere)})" if elsewhere else " (nor in any other split)"
+    return f"env {env!r}: no task {shown} in split {split!r}{hint}"
 
 
 def catalogue_rows(env: str, split: str, options: Mapping[str, Any] | None = None,

@@ -74,6 +74,9 @@ def run_parser() -> argparse.ArgumentParser:
                      "toolcall: simple_python multiple parallel ... live_relevance; tau2: airline retail telecom mock")
     sel.add_argument("--ids", nargs="+", default=None,
                      help="task ids, e.g. multi_turn_base_12, simple_python_3, tau2/airline/0")
+    sel.add_argument("--ids-file", default=None,
+                     help="task ids from a file: plain lines of ids, or JSONL rows (their id, extra_info.id, or "
+                     "T3RL's metadata.bfcl_task.id: its bfcl_test.jsonl keeps its test split)")
     sel.add_argument("--limit", type=int, default=None, help="first N entries per category")
     sel.add_argument("--rows", default=None,
                      help="play the rows of a training data file (.parquet/.jsonl) instead of a catalogue: each "
@@ -336,15 +339,18 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
         env = args.env or "bfcl"
         task_rows = None
         if args.rows is not None:
-            given = [f for f in ("env", "split", "suite", "categories", "ids", "options") if getattr(args, f)]
+            given = [f.replace("_", "-") for f in ("env", "split", "suite", "categories", "ids", "ids_file", "options")
+                     if getattr(args, f)]
             if given:
                 raise ValueError(f"--rows plays the file's rows; drop --{', --'.join(given)}")
             env = "rows"
             test_ids = list(load_task_rows(args.rows))[: args.limit]
         else:
+            from agent_tune.envs.id_files import task_ids
             from agent_tune.envs.tasks import select_tasks
 
-            tasks = select_tasks(env, args.split, args.options, args.categories, args.suite, args.ids, args.limit)
+            ids = task_ids(args.ids, args.ids_file)
+            tasks = select_tasks(env, args.split, args.options, args.categories, args.suite, ids, args.limit)
             task_rows = catalogue_task_rows(env, tasks)
             test_ids = list(task_rows)
         settings = EvalSettings(

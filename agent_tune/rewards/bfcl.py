@@ -16,7 +16,7 @@ Episode rewards (the env's ``reward`` option picks one; the curriculum's stages 
   and a generation's grade is the mean over its blocks. A generation without any block that closes a user
   turn in which a call already ran (the answer to the user) is not graded (:func:`closes_acted_turn`):
   paying it 0 would teach the policy never to end a turn. Why graded, and why these values: SmolLM2-135M on
-  BFCL base (docs FACTS: 8 entries x 8 samples, with and without worked examples, two temperatures) attempts
+  BFCL base (measured: 8 entries x 8 samples, with and without worked examples, two temperatures) attempts
   a ``<tool_call>`` in at most ~1 response in 8 and never makes a valid call, so a reward that pays only
   valid calls is 0 for every sample and every GRPO group has zero variance. Each rung of the ladder is a
   step those attempts can climb (they invent function names and break JSON), so two samples that differ in

@@ -5,7 +5,7 @@ imports it.
 
 Why stubs, and which: importing ``bfcl_eval.eval_checker.ast_eval.ast_checker`` (or ``eval_runner``) runs
 ``bfcl_eval/constants/model_config.py``, which imports every model handler and so every provider SDK.
-bfcl-eval is installed with ``--no-deps`` next to the trainer (FACTS.md), so those imports fail. The
+bfcl-eval is installed with ``--no-deps`` next to the trainer, so those imports fail. The
 checker itself uses none of them: from that module it reads only ``MODEL_CONFIG_MAPPING[...]
 .underscore_to_dot``. Two ways were weighed:
 

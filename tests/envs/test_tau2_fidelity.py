@@ -1,5 +1,6 @@
 """Fidelity: gold replays through the tau2 env give the trajectory and the reward tau2's own orchestrator and
-evaluator give (FACTS.md: airline 43/43 and retail 112/112 gold replays reach 1.0); perturbed replays fail."""
+evaluator give (every gold replay of airline, 43 of 43, and retail, 112 of 112, reaches 1.0); perturbed replays
+fail."""
 
 from __future__ import annotations
 

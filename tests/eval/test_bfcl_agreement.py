@@ -1,6 +1,7 @@
 """The BFCL result files we write, re-scored by bfcl-eval's own code, agree with our verdicts.
 
-bfcl-eval's CLI cannot be installed next to the trainer (FACTS.md), so the test calls the functions
+bfcl-eval's CLI is not installed next to the trainer (it imports every provider SDK and tree-sitter at start-up,
+and its full install pins numpy 1.26.4), so the test calls the functions
 ``bfcl evaluate`` runs per multi-turn entry: ``eval_runner._evaluate_single_multi_turn_entry`` with the
 Qwen FC handler (``QwenFCHandler.decode_execute``), which runs ``multi_turn_checker``. Importing
 ``eval_runner`` pulls in every provider SDK through ``constants.model_config`` and tree-sitter through the

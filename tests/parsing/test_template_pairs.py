@@ -200,4 +200,4 @@ UNAVAILABLE = {
 
 @pytest.mark.parametrize("parser", sorted(UNAVAILABLE))
 def test_pairs_without_an_offline_tokenizer(parser: str) -> None:
-    pytest.skip(f"{parser}: {UNAVAILABLE[parser]} (../shared/docs/FACTS.md); its round trip is tested on text")
+    pytest.skip(f"{parser}: {UNAVAILABLE[parser]}; its round trip is tested on text")

@@ -269,3 +269,21 @@ def test_shipped_tau2_configs() -> None:
         RunConfig.parse(compose_config("agent_tune_tau2_cpu", ["agent_tune.task_weighting.mode=advantages"]))
     weighting = adv.from_config(compose_config("agent_tune_tau2", ["trainer.default_local_dir=/tmp/x"]))
     assert weighting.config.mode == "advantage" and str(weighting.state_path) == "/tmp/x/task_weighting.json"
+
+
+@pytest.mark.parametrize("successes,weight", [(1, 0.5), (2, 1.0), (6, 1.0), (7, 0.1)])
+def test_advantage_weight_at_the_thresholds(successes: int, weight: float) -> None:
+    """Advantage mode: after 8 samples of one task, a rate exactly at ``hard_threshold`` (2 of 8) or
+    ``solved_threshold`` (6 of 8) leaves the last sample's weight 1 (strict: below / above); one success fewer
+    or more crosses the threshold."""
+    accs = [1.0] * successes + [0.0] * (8 - successes)
+    weights = adv.AdvantageWeighting(CONFIG).weigh([S] * 8, accs)
+    assert weights[-1] == weight
+
+
+def test_advantage_weight_when_both_thresholds_meet() -> None:
+    config = TaskWeightingConfig(enable=True, mode="advantage", hard_threshold=0.5, solved_threshold=0.5)
+    weighting = adv.AdvantageWeighting(config)
+    weights = weighting.weigh([S] * 8 + [H] * 8 + [N] * 8,
+                              [1.0, 0.0] * 4 + [1.0] * 5 + [0.0] * 3 + [1.0] * 3 + [0.0] * 5)
+    assert (weights[7], weights[15], weights[23]) == (1.0, 0.1, 0.5)

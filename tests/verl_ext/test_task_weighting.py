@@ -223,3 +223,28 @@ async def test_agent_loop_records_the_task(qwen_tok, tmp_path: Path) -> None:
     assert SampleRecord.from_dict(record).as_dict() == record and SampleRecord.from_dict(record).extra == {}
     sampler = TaskWeightingSampler([task_key(extra)], TaskWeightingConfig(enable=True), tmp_path)
     assert sampler.refresh() and sampler.stats.attempts == {task_key(extra): 1}
+
+
+# (successes of 8 attempts, weight) at the pipeline's thresholds: a rate exactly at a threshold is in between
+BOUNDARY_RATES = [(1, 0.5), (2, 1.0), (6, 1.0), (7, 0.1)]  # 0.125 < 0.25 = hard, 0.75 = solved < 0.875
+
+
+@pytest.mark.parametrize("successes,weight", BOUNDARY_RATES)
+def test_sampling_weight_at_the_thresholds(tmp_path: Path, successes: int, weight: float) -> None:
+    """Sample mode: a task whose rate equals ``hard_threshold`` (2 of 8) or ``solved_threshold`` (6 of 8) keeps
+    weight 1 (the rule is strict: below / above); one success fewer or more crosses it."""
+    records = tmp_path / "samples"
+    _records(records / "samples-1.jsonl", [(A, 1.0)] * successes + [(A, 0.0)] * (8 - successes))
+    sampler = TaskWeightingSampler([A, B], TaskWeightingConfig(enable=True), records)
+    assert sampler.refresh() and sampler.stats.rate(A) == successes / 8
+    assert sampler.weights().tolist() == [weight, 1.0]
+
+
+def test_sampling_weight_when_both_thresholds_meet(tmp_path: Path) -> None:
+    """hard_threshold == solved_threshold: only a rate on either side of it moves the weight."""
+    config = TaskWeightingConfig(enable=True, hard_threshold=0.5, solved_threshold=0.5)
+    records = tmp_path / "samples"
+    _records(records / "samples-1.jsonl", [(A, 1.0)] * 4 + [(A, 0.0)] * 4 + [(B, 1.0)] * 5 + [(B, 0.0)] * 3
+             + [(C, 1.0)] * 3 + [(C, 0.0)] * 5)
+    sampler = TaskWeightingSampler([A, B, C], config, records)
+    assert sampler.refresh() and sampler.weights().tolist() == [1.0, 0.1, 0.5]

@@ -13,7 +13,8 @@ scenarios whose first-turn ground truth is non-empty, calls only functions the r
 its first turn), satisfies their schema, repeats none of the row's ground-truth calls, and stays short
 (results included). :func:`shot_messages` renders the chosen test ids; the BFCL env prepends them to
 its first observation (``shots=[...]``) and ``data_preprocess/bfcl.py --shots K`` writes them into
-training rows. SmolLM2-135M almost never calls a BFCL tool without them (docs FACTS).
+training rows. SmolLM2-135M almost never calls a BFCL tool without them (docs/bfcl.md: on
+train_base at temperature 0.7 it attempts a call in its first answer 0% of the time with 0-1 shots, 20% with 3).
 """
 
 from __future__ import annotations
