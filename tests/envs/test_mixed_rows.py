@@ -123,6 +123,45 @@ def test_each_prompt_renders_to_the_same_tokens_as_the_env_wrote_it(mixed, smol_
                 renderer.render_prompt(original["prompt"])
 
 
+def test_qwen3s_own_template_renders_the_read_prompts_as_the_envs_wrote_them(mixed, qwen_tok, tmp_path) -> None:
+    """The same with Qwen3's own chat template and vocabulary (the GPU recipes' ``template: tokenizer``)."""
+    pytest.importorskip("verl")
+    files, written = mixed
+    dataset = _verl_dataset(list(files.values()), qwen_tok, tmp_path / "cache")
+    for i, original in enumerate(r for env in DATA for r in written[env]):
+        read, ids = dataset[i]["raw_prompt"], []
+        for messages in (read, original["prompt"]):
+            out = qwen_tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            ids.append(list(out["input_ids"] if hasattr(out, "keys") else out))
+        assert ids[0] == ids[1], i
+
+
+def test_the_other_envs_rows_read_together_and_render_as_written(smol_tok, tmp_path) -> None:
+    """Rows of the other built-in catalogues (toolcall: BFCL single-turn with worked examples, the synthetic
+    arithmetic rows with worked examples; the one-file calculator env) with bfcl's, through verl's reader."""
+    pytest.importorskip("verl")
+    from agent_tune.rollout import ChatRenderer
+
+    parts = {
+        "single": catalogue_rows("toolcall", "train", tasks=select_tasks(
+            "toolcall", "train", {"categories": ["simple_python"], "shots": 2}, limit=2)),
+        "arith": catalogue_rows("toolcall", "train", {"source": "arith", "n": 3, "val_size": 1, "shots": 2}),
+        "calc": catalogue_rows("examples.envs.calculator:CalculatorEnv", "train", {"size": 2}),
+        "bfcl": _written("bfcl"),
+    }
+    for name, rows in parts.items():
+        write_rows(tmp_path / name, "train", rows)
+    dataset = _verl_dataset([tmp_path / n / "train.parquet" for n in parts], smol_tok, tmp_path / "cache")
+    written = [r for rows in parts.values() for r in rows]
+    assert len(dataset) == len(written)
+    renderers = [ChatRenderer(smol_tok, template=t) for t in TEMPLATES]
+    for i, original in enumerate(written):
+        read = dataset[i]["raw_prompt"]
+        assert row_task(dataset[i]["extra_info"]) == row_task(original["extra_info"])
+        for renderer in renderers:
+            assert renderer.render_prompt(read) == renderer.render_prompt(original["prompt"]), (i, renderer)
+
+
 @pytest.mark.parametrize("message, field", [
     ({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}, "tool_calls"),
     ({"role": "assistant", "content": "x", "reasoning_content": "because"}, "reasoning_content"),
