@@ -4,9 +4,10 @@
   unchanged: same env, runner, sampling), and every sample it returns to verl written to the step dump
   ``<agent_tune.debug.dump_dir>/step_<N>/rollouts-<pid>.jsonl`` (:func:`agent_tune.rollout.dump.step_dump_path`):
   the episode record of :func:`agent_tune.rollout.dump.episode_record` with its token lists (prompt and
-  response ids, loss mask, the sampler's log-probs), plus its key (``global_steps``, the row's ``index``, the
-  ``sample`` number in its group), verl's ``uid``, ``num_turns``, the episode ``metrics`` verl got as
-  ``reward_extra_info`` and the loop's samples record (``sample_record``:
+  response ids, loss mask, the sampler's log-probs), plus its key (``global_steps``, the row's ``index`` and
+  ``row``: :func:`agent_tune.rollout.dump.row_key`, the ``sample`` number in its group), verl's ``uid``,
+  ``num_turns``, the episode ``metrics`` verl got as ``reward_extra_info`` and the loop's samples record
+  (``sample_record``:
   :class:`verl_ext.sample_records.SampleRecord`). The parent loop writes its episode record and samples record
   to files; each episode points them at a private folder, reads them back, and forwards them where the run
   wants them (``sample_metrics_dir``, ``dump_rollouts_dir``) unchanged.
@@ -42,6 +43,7 @@ from agent_tune.rollout.dump import (
     DumpError,
     append_jsonl,
     read_step_dump,
+    row_key,
     sample_key,
     step_dump_path,
 )
@@ -63,17 +65,21 @@ RECORD_LOOP = "agent_tune_record"
 REPLAY_LOOP = "agent_tune_replay"
 
 
-def sample_ids(kwargs: Mapping[str, Any]) -> tuple[int, int, int]:
-    """A sample's key in a step dump: (trainer step, row index, sample number), from the row kwargs verl's v1
-    trainer passes (``global_steps``, ``index``: the row's ``extra_info.index``, ``session_id``)."""
-    step = trainer_step(kwargs)
-    index = kwargs.get("index", (kwargs.get("extra_info") or {}).get("index"))
+def sample_ids(kwargs: Mapping[str, Any]) -> tuple[int, str, int]:
+    """A sample's key in a step dump: (trainer step, row, sample number), from the row kwargs verl's v1 trainer
+    passes (``global_steps``; ``index``, the row's ``extra_info.index``, named with its env and task id by
+    :func:`~agent_tune.rollout.dump.row_key`; ``session_id``)."""
+    step, index = trainer_step(kwargs), _row_index(kwargs)
     sample = kwargs.get("session_id")
     if step is None or index is None or sample is None:
         raise DumpError(f"step dumps need the trainer step, the row index and the sample number of each sample "
                         f"(verl's v1 trainer passes them); got global_steps={step!r}, index={index!r}, "
                         f"session_id={sample!r}")
-    return step, int(index), int(sample)
+    return step, row_key(int(index), kwargs.get("extra_info")), int(sample)
+
+
+def _row_index(kwargs: Mapping[str, Any]) -> Any:
+    return kwargs.get("index", (kwargs.get("extra_info") or {}).get("index"))
 
 
 def _jsonl_records(folder: str, prefix: str) -> list[dict[str, Any]]:
@@ -90,7 +96,7 @@ class RecordingLoop(AgentTuneLoop):
         dump_dir = options.debug.dump_dir
         if not dump_dir:
             raise DumpError("agent_tune.debug.dump_dir is not set (verl_ext.debug_modes.prepare sets it)")
-        step, index, sample = sample_ids(kwargs)
+        step, row, sample = sample_ids(kwargs)
         pid = os.getpid()
         with tempfile.TemporaryDirectory(prefix="agent-tune-record-") as private:
             # this loop object plays one episode: its options point the parent's record files here
@@ -103,7 +109,7 @@ class RecordingLoop(AgentTuneLoop):
             samples = read_appended(Path(private), {})
             episodes = _jsonl_records(private, "rollouts")
         if len(samples) != 1 or len(episodes) != 1:
-            raise DumpError(f"{sample_key(step, index, sample)}: the agent loop wrote {len(samples)} samples "
+            raise DumpError(f"{sample_key(step, row, sample)}: the agent loop wrote {len(samples)} samples "
                             f"record(s) and {len(episodes)} episode record(s), expected one of each")
         if options.sample_metrics_dir:
             append_jsonl(os.path.join(options.sample_metrics_dir, f"samples-{pid}.jsonl"), [samples[0].as_dict()])
@@ -112,7 +118,8 @@ class RecordingLoop(AgentTuneLoop):
                 k: v for k, v in episodes[0].items() if k not in TOKEN_KEYS}
             append_jsonl(os.path.join(options.dump_rollouts_dir, f"rollouts-{pid}.jsonl"), [episode])
         record = {
-            **episodes[0], "global_steps": step, "index": index, "sample": sample, "uid": str(kwargs.get("uid")),
+            **episodes[0], "global_steps": step, "index": int(_row_index(kwargs)), "row": row, "sample": sample,
+            "uid": str(kwargs.get("uid")),
             "num_turns": output.num_turns,
             "metrics": dict(output.extra_fields.get("reward_extra_info") or {}),
             "sample_record": samples[0].as_dict(),
@@ -125,12 +132,12 @@ class RecordingLoop(AgentTuneLoop):
 
 # replay: one step's dump per process, read once (verl builds a loop per sample; a sync trainer plays a step's
 # samples before the next step's)
-_STEP_CACHE: dict[str, tuple[int, dict[tuple[int, int], dict[str, Any]]]] = {}
+_STEP_CACHE: dict[str, tuple[int, dict[tuple[str, int], dict[str, Any]]]] = {}
 
 
-def step_samples(replay_dir: str, step: int) -> dict[tuple[int, int], dict[str, Any]]:
-    """Step ``step``'s dumped samples in ``replay_dir`` by (row index, sample number), cached per process (the
-    latest step only)."""
+def step_samples(replay_dir: str, step: int) -> dict[tuple[str, int], dict[str, Any]]:
+    """Step ``step``'s dumped samples in ``replay_dir`` by (row, sample number), cached per process (the latest
+    step only)."""
     cached = _STEP_CACHE.get(replay_dir)
     if cached is None or cached[0] != step:
         cached = (step, read_step_dump(replay_dir, step))
@@ -138,13 +145,13 @@ def step_samples(replay_dir: str, step: int) -> dict[tuple[int, int], dict[str, 
     return cached[1]
 
 
-def replay_sample(replay_dir: str, step: int, index: int, sample: int) -> dict[str, Any]:
-    """The record dumped for (``step``, ``index``, ``sample``). Raises :class:`DumpError` naming a missing one."""
+def replay_sample(replay_dir: str, step: int, row: str, sample: int) -> dict[str, Any]:
+    """The record dumped for (``step``, ``row``, ``sample``). Raises :class:`DumpError` naming a missing one."""
     samples = step_samples(replay_dir, step)
-    record = samples.get((index, sample))
+    record = samples.get((row, sample))
     if record is None:
-        rows = sorted({i for i, _ in samples})
-        raise DumpError(f"replay: no dumped sample for {sample_key(step, index, sample)} in "
+        rows = sorted({r for r, _ in samples})
+        raise DumpError(f"replay: no dumped sample for {sample_key(step, row, sample)} in "
                         f"{Path(replay_dir) / f'step_{step}'} ({len(samples)} samples there, rows {rows}); replay "
                         "with the rollout-only run's data, data.seed, data.train_batch_size and rollout.n")
     return record
@@ -156,7 +163,7 @@ def replay_output(record: Mapping[str, Any]) -> AgentLoopOutput:
     versions = record.get("weight_versions") or {}
     missing = [k for k in WEIGHT_VERSION_KEYS if versions.get(k) is None]
     if missing:
-        key = sample_key(record["global_steps"], record["index"], record["sample"])
+        key = sample_key(record["global_steps"], record.get("row") or record["index"], record["sample"])
         raise DumpError(f"replay: the dumped sample {key} has no {' or '.join(missing)} (verl's trainer needs the "
                         "weight versions that generated it): dump it again with this version's rollout-only mode")
     return AgentLoopOutput(
@@ -180,8 +187,8 @@ class ReplayLoop(AgentTuneLoop):
         replay_dir = self.options.debug.replay_dir
         if not replay_dir:
             raise DumpError("agent_tune.debug.replay_dir is not set")
-        step, index, sample = sample_ids(kwargs)
-        record = replay_sample(replay_dir, step, index, sample)
+        step, row, sample = sample_ids(kwargs)
+        record = replay_sample(replay_dir, step, row, sample)
         samples_dir = self.options.sample_metrics_dir
         if samples_dir and record.get("sample_record"):
             # this run's step and group: the step metrics and the curriculum see the replayed samples
@@ -191,10 +198,11 @@ class ReplayLoop(AgentTuneLoop):
         return replay_output(record)
 
 
-def missing_samples(replay_dir: str, step: int, indexes: list[int], n: int) -> list[str]:
-    """The samples a step of rows ``indexes`` x ``n`` samples needs that ``replay_dir`` lacks, named."""
+def missing_samples(replay_dir: str, step: int, rows: list[str], n: int) -> list[str]:
+    """The samples a step of ``rows`` (:func:`~agent_tune.rollout.dump.row_key`) x ``n`` samples needs that
+    ``replay_dir`` lacks, named."""
     samples = step_samples(replay_dir, step)
-    return [sample_key(step, i, s) for i in dict.fromkeys(indexes) for s in range(n) if (i, s) not in samples]
+    return [sample_key(step, r, s) for r in dict.fromkeys(rows) for s in range(n) if (r, s) not in samples]
 
 
 class ReplayAgentLoopManager(AgentLoopManagerTQ):
@@ -207,7 +215,9 @@ class ReplayAgentLoopManager(AgentLoopManagerTQ):
             replay_dir = str(options_of(self.config).debug.replay_dir)
             step = int(_value(prompts, "global_steps"))
             indexes = [int(i) for i in _value(prompts, "index")]
-            missing = missing_samples(replay_dir, step, indexes, int(self.config.actor_rollout_ref.rollout.n))
+            extras = _value(prompts, "extra_info") if "extra_info" in prompts.keys() else [None] * len(indexes)
+            rows = [row_key(i, e) for i, e in zip(indexes, extras)]
+            missing = missing_samples(replay_dir, step, rows, int(self.config.actor_rollout_ref.rollout.n))
             if missing:
                 shown = "; ".join(missing[:8]) + (f"; ... ({len(missing)} in all)" if len(missing) > 8 else "")
                 raise DumpError(f"replay: {replay_dir} has no dumped sample for {shown}; replay with the "

@@ -10,9 +10,10 @@ also reads every kind of record file), the eval's results file and the step dump
 plain-text rendering marks policy spans with ``[[`` ``]]`` for reading in a terminal.
 
 Step dumps (the rollout-only debugging mode, :mod:`verl_ext.debug_modes`): the same records, with their token
-lists, filed per trainer step under ``<dump_dir>/step_<N>/rollouts-<worker>.jsonl`` and keyed by the row's
-``index`` and the ``sample`` number within its group (:func:`read_step_dump`): what a replay
-(:mod:`verl_ext.replay_loop`) feeds back to the update instead of generating (:data:`REPLAY_KEYS`).
+lists, filed per trainer step under ``<dump_dir>/step_<N>/rollouts-<worker>.jsonl`` and keyed by the row
+(:func:`row_key`: its ``index``, with its env and task id) and the ``sample`` number within its group
+(:func:`read_step_dump`): what a replay (:mod:`verl_ext.replay_loop`) feeds back to the update instead of
+generating (:data:`REPLAY_KEYS`).
 """
 
 from __future__ import annotations
@@ -146,9 +147,20 @@ class DumpError(DataError, ValueError):
     records under one key."""
 
 
-def sample_key(step: int, index: Any, sample: int) -> str:
-    """How a dumped sample is named in messages: its trainer step, row index and sample number."""
-    return f"step {step}, row {index}, sample {sample}"
+def row_key(index: Any, extra_info: Mapping[str, Any] | None = None) -> str:
+    """How a step dump names a row: its ``extra_info.index``, with the env and task id of a catalogue row
+    (``0 (bfcl:multi_turn_base_0)``). The files of a run mixing envs each count their rows from 0, so the index
+    alone names several rows of a step."""
+    extra = extra_info if isinstance(extra_info, Mapping) else {}
+    env = extra.get("env")
+    name = env.get("name") if isinstance(env, Mapping) else None
+    task_id = extra.get("id")
+    return f"{index}" if name is None or task_id is None else f"{index} ({name}:{task_id})"
+
+
+def sample_key(step: int, row: Any, sample: int) -> str:
+    """How a dumped sample is named in messages: its trainer step, row (:func:`row_key`) and sample number."""
+    return f"step {step}, row {row}, sample {sample}"
 
 
 def step_dump_path(dump_dir: str | Path, step: int, worker: int | str) -> Path:
@@ -179,30 +191,31 @@ def _step_records(folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                 yield where, record
 
 
-def read_step_dump(dump_dir: str | Path, step: int) -> dict[tuple[int, int], dict[str, Any]]:
-    """Step ``step``'s records in ``dump_dir``, by (row index, sample number).
+def read_step_dump(dump_dir: str | Path, step: int) -> dict[tuple[str, int], dict[str, Any]]:
+    """Step ``step``'s records in ``dump_dir``, by (row, sample number): the record's ``row`` (:func:`row_key`),
+    or its ``index`` as text in a dump written before rows were named so.
 
     Raises:
         DumpError: the step has no folder (naming the steps there are), a record lacks one of
-            :data:`REPLAY_KEYS` or was filed under another step, or two records share a key (rows without
-            distinct ``extra_info.index``).
+            :data:`REPLAY_KEYS` or was filed under another step, or two records share a key (two rows of a
+            step with the same index, env and task id).
     """
     folder = Path(dump_dir) / f"step_{int(step)}"
     if not folder.is_dir():
         raise DumpError(f"no rollouts dumped for step {step} in {dump_dir} (dumped steps: "
                         f"{dumped_steps(dump_dir) or 'none'})")
-    out: dict[tuple[int, int], dict[str, Any]] = {}
-    seen: dict[tuple[int, int], str] = {}
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    seen: dict[tuple[str, int], str] = {}
     for where, record in _step_records(folder):
         missing = [k for k in REPLAY_KEYS if record.get(k) is None]
         if missing:
             raise DumpError(f"{where}: the record lacks {', '.join(missing)} (not a rollout-only dump?)")
         if int(record["global_steps"]) != int(step):
             raise DumpError(f"{where}: a record of step {record['global_steps']} in step {step}'s folder")
-        key = (int(record["index"]), int(record["sample"]))
+        key = (str(record.get("row") or record["index"]), int(record["sample"]))
         if key in out:
-            raise DumpError(f"{where}: {sample_key(step, *key)} dumped twice (also {seen[key]}); the rows need "
-                            "distinct extra_info.index")
+            raise DumpError(f"{where}: {sample_key(step, *key)} dumped twice (also {seen[key]}); the rows of a "
+                            "step need distinct extra_info.index, or env and id")
         out[key], seen[key] = record, where
     return out
 

@@ -8,8 +8,9 @@ norm) and checks what must hold: the dump is complete (tokens, mask, log-probs, 
 rollout-only updated and saved nothing, verl's own rollout dump of the batch it trained on is the same in both
 runs, and only the replay updated the actor. Exit 1 naming the first check that failed.
 
-Not part of CI (two trainer start-ups, about 8 minutes on 2 cores; the dump -> replay round trip itself is unit
-tested in ``tests/verl_ext/test_replay_loop.py``); run it alone:
+Not part of CI (two trainer start-ups of its own): CI checks the modes end to end on the mixed-env run,
+``tests/launch/test_mixed_envs_e2e.py`` (2 steps of 4 envs dumped, then replayed), and the dump -> replay round
+trip in ``tests/verl_ext/test_replay_loop.py``. Run it alone:
 
     python examples/cpu/debug_modes_cpu.py [--work /tmp/debug_modes]
 """

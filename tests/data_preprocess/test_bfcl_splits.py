@@ -13,6 +13,7 @@ sys.path.insert(0, str(ROOT))
 
 from agent_tune.envs import make_env  # noqa: E402
 from agent_tune.envs.tasks import row_env, row_task  # noqa: E402
+from agent_tune.utils.rows import prompt_messages  # noqa: E402
 from data_preprocess.bfcl import build_splits, write_splits  # noqa: E402
 
 
@@ -61,5 +62,5 @@ def test_row_builds_its_environment(tmp_path: Path) -> None:
     name, kwargs = row_env(row["extra_info"])
     env = make_env(name, **kwargs)
     obs = env.reset(**row_task(row["extra_info"]))
-    assert obs.messages == list(row["prompt"]) or [dict(m) for m in obs.messages] == [dict(m) for m in row["prompt"]]
+    assert [dict(m) for m in obs.messages] == prompt_messages(row["prompt"])
     assert obs.tools

@@ -11,6 +11,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from agent_tune.envs import make_env  # noqa: E402
 from agent_tune.envs.tasks import row_env, row_task  # noqa: E402
+from agent_tune.utils.rows import prompt_messages  # noqa: E402
 from data_preprocess.toolcall import main  # noqa: E402
 
 
@@ -45,7 +46,7 @@ def test_worked_examples_precede_the_question(tmp_path: Path) -> None:
         roles = [m["role"] for m in obs.messages]
         assert roles == ["user", "assistant", "user", "assistant", "user"]
         assert obs.messages[-1]["content"] == task["question"] and "<tool_call>" not in task["question"]
-        assert [dict(m) for m in row["prompt"]] == obs.messages
+        assert prompt_messages(row["prompt"]) == obs.messages
         [gt] = json.loads(task["ground_truth"])
         assert json.dumps(gt["arguments"]) not in "".join(m["content"] for m in obs.messages[:-1])
     assert main(

@@ -15,6 +15,7 @@ from agent_tune.envs.bfcl.single_turn.entries import SINGLE_TURN_CATEGORIES, sin
 from agent_tune.envs.bfcl.single_turn.splits import category_split, single_turn_split_ids  # noqa: E402
 from agent_tune.envs.tasks import row_task  # noqa: E402
 from agent_tune.envs.toolcall.rlla import RllaFormatError, load_rlla  # noqa: E402
+from agent_tune.utils.rows import prompt_messages  # noqa: E402
 from data_preprocess.toolcall import main  # noqa: E402
 
 CATS = ["simple_python", "live_parallel", "irrelevance"]
@@ -56,7 +57,7 @@ def test_bfcl_rows_name_their_entry_and_prompt_what_the_env_shows(tmp_path):
             assert extra["id"].startswith(f"{extra['category']}_")
             env = make_env("toolcall", **dict(env_spec["kwargs"] or {}))
             obs = env.reset(**row_task(extra))  # as the agent loop resets it
-            assert [dict(m) for m in row["prompt"]] == obs.messages
+            assert prompt_messages(row["prompt"]) == obs.messages
     assert sorted(seen) == sorted(t for c in CATS for t in single_turn_ids(c))
 
 
@@ -128,7 +129,7 @@ def test_rlla_rows_play_in_the_env(tmp_path):
         task = row_task(extra)
         env = make_env(dict(extra["env"])["name"])
         obs = env.reset(**task)
-        assert obs.messages == [dict(m) for m in row["prompt"]] == [{"role": "user", "content": task["question"]}]
+        assert obs.messages == prompt_messages(row["prompt"]) == [{"role": "user", "content": task["question"]}]
         gt = json.loads(task["ground_truth"])
         answer = "\n".join(f"<tool_call>\n{json.dumps(c)}\n</tool_call>" for c in gt) or "Which city?"
         assert env.step(answer).info["accuracy"] == 1.0

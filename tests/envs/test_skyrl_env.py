@@ -231,7 +231,7 @@ def test_catalogue_rows_round_trip_through_parquet(db_root: str, tmp_path: Path)
     import datasets
     import pandas as pd
 
-    from agent_tune.utils.rows import write_rows
+    from agent_tune.utils.rows import prompt_messages, write_rows
 
     source = tmp_path / "skyrl.parquet"
     datasets.Dataset.from_list(skyrl_rows(db_root)).to_parquet(str(source))  # as SkyRL's scripts write it
@@ -247,7 +247,7 @@ def test_catalogue_rows_round_trip_through_parquet(db_root: str, tmp_path: Path)
         extra = row["extra_info"]
         env = SkyRLGymEnv(**{**run_kwargs, **dict(row_env(extra)[1])})
         obs = env.reset(**row_task(extra))
-        assert obs.messages == [dict(m) for m in row["prompt"]]
+        assert obs.messages == prompt_messages(row["prompt"])
         end = env.step(answers[env.env_id].pop(0))
         assert end.done and end.reward == 1.0, (env.env_id, end.info)
         env.close()

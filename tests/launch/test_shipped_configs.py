@@ -33,14 +33,15 @@ def test_the_shipped_configs_are_the_ones_tested():
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_config_composes_and_validates(name, with_flash_attn):
-    if "tau2" in name:  # validation includes the user simulator's health check: serve a stand-in
+    config = compose_config(name)
+    if OmegaConf.select(config, "agent_tune.env_kwargs.tau2") is not None:
+        # validation includes the user simulator's health check: serve a stand-in
         from tests.users.fake_openai import FakeOpenAI
 
         with FakeOpenAI("user-simulator") as user:
             config = compose_config(name, [f"agent_tune.env_kwargs.tau2.user.base_url={user.base_url}"])
             validate(RunConfig.parse(config))
     else:
-        config = compose_config(name)
         validate(RunConfig.parse(config))
     rollout = config.actor_rollout_ref.rollout
     assert rollout.max_model_len == config.data.max_prompt_length + config.data.max_response_length

@@ -89,7 +89,7 @@ async def test_recorded_sample_replays_exactly(qwen_tok, tmp_path) -> None:
     recorded = await recorder.run({"temperature": 1.0, "logprobs": True}, **_row())
     [path] = list((dump / "step_3").glob("rollouts-*.jsonl"))
     assert path == step_dump_path(dump, 3, path.name.removeprefix("rollouts-").removesuffix(".jsonl"))
-    record = read_step_dump(dump, 3)[(7, 1)]
+    record = read_step_dump(dump, 3)[("7", 1)]
     assert record["uid"] == "u-first" and record["env"] == "bfcl" and record["num_turns"] == recorded.num_turns
     assert record["segments"] and record["info"]  # the episode record of agent_tune.rollout.dump, kept whole
     # the samples record the loop writes went where the run keeps them, and into the dump, unchanged
@@ -143,7 +143,7 @@ def _record(step, index, sample, **over):
 
 def test_read_step_dump_refuses_bad_dumps(tmp_path) -> None:
     append_jsonl(step_dump_path(tmp_path, 1, 11), [_record(1, 0, 0), _record(1, 0, 1)])
-    assert set(read_step_dump(tmp_path, 1)) == {(0, 0), (0, 1)}
+    assert set(read_step_dump(tmp_path, 1)) == {("0", 0), ("0", 1)}
     append_jsonl(step_dump_path(tmp_path, 1, 12), [_record(1, 0, 1)])
     with pytest.raises(DumpError, match=r"step 1, row 0, sample 1 dumped twice .*rollouts-11.jsonl:2"):
         read_step_dump(tmp_path, 1)
@@ -167,7 +167,7 @@ def test_manager_stops_a_step_whose_samples_are_not_all_dumped(tmp_path, monkeyp
     from verl.utils import tensordict_utils as tu
 
     append_jsonl(step_dump_path(tmp_path, 1, 11), [_record(1, 7, 0), _record(1, 7, 1), _record(1, 8, 0)])
-    assert missing_samples(str(tmp_path), 1, [7, 7, 8], 2) == ["step 1, row 8, sample 1"]
+    assert missing_samples(str(tmp_path), 1, ["7", "7", "8"], 2) == ["step 1, row 8, sample 1"]
     dispatched = []
     monkeypatch.setattr(AgentLoopManagerTQ, "generate_sequences", lambda self, prompts: dispatched.append(prompts))
     manager = ReplayAgentLoopManager.__new__(ReplayAgentLoopManager)
@@ -185,3 +185,19 @@ def test_manager_stops_a_step_whose_samples_are_not_all_dumped(tmp_path, monkeyp
     assert dispatched == []
     manager.generate_sequences(batch([7]))
     assert len(dispatched) == 1
+
+
+def test_rows_of_several_envs_sharing_an_index_are_dumped_apart(tmp_path) -> None:
+    """Each env's row file counts from index 0: a step of a mixed run holds several rows with index 0, named apart
+    by their env and task id (in the dump and in the manager's check)."""
+    from agent_tune.rollout.dump import row_key
+
+    bfcl = {"index": 0, "id": "multi_turn_base_0", "env": {"name": "bfcl", "kwargs": None}}
+    tau2 = {"index": 0, "id": "tau2/mock/create_task_1", "env": {"name": "tau2", "kwargs": None}}
+    rows = [row_key(0, bfcl), row_key(0, tau2)]
+    assert rows == ["0 (bfcl:multi_turn_base_0)", "0 (tau2:tau2/mock/create_task_1)"]
+    assert row_key(7, {"index": 7, "env": {"name": "bfcl"}}) == row_key(7) == "7"  # no task id: the index
+    append_jsonl(step_dump_path(tmp_path, 1, 11), [_record(1, 0, s, row=r) for r in rows for s in (0, 1)])
+    assert set(read_step_dump(tmp_path, 1)) == {(r, s) for r in rows for s in (0, 1)}
+    assert missing_samples(str(tmp_path), 1, [*rows, row_key(0, {**bfcl, "id": "multi_turn_base_1"})], 2) == [
+        "step 1, row 0 (bfcl:multi_turn_base_1), sample 0", "step 1, row 0 (bfcl:multi_turn_base_1), sample 1"]
