@@ -97,7 +97,8 @@ setup(
     ),
     python_requires=">=3.10",
     # the viewer's static/ holds no Python: named here so setuptools ships it as the package of its data files
-    packages=[*find_packages(include=["agent_tune", "agent_tune.*", "verl_ext", "verl_ext.*"]), "agent_tune.view.static"],
+    packages=[*find_packages(include=["agent_tune", "agent_tune.*", "verl_ext", "verl_ext.*"]),
+              "agent_tune.view.static"],
     package_data={"agent_tune": ["rollout/templates/*.jinja", "view/static/*"], "verl_ext": ["agent_loops.yaml"]},
     include_package_data=True,
     install_requires=CORE,
