@@ -5,8 +5,9 @@
 #   2. `bfcl evaluate --partial-eval` on every category those files hold (partial: the entries present, so a
 #      subset scores as it is; on all entries of a category it is the leaderboard's number);
 #   3. its accuracy per category beside agent-tune's (sample 0 of each entry, as the result files hold).
-#   BFCL=/opt/bfcl/bin/bfcl bash examples/eval/bfcl_official.sh outputs/eval/qwen3_4b_bfcl_test.jsonl
-# bfcl-eval's CLI lives in a venv of its own (docs/eval.md, "Re-scoring with the official tool").
+#   BFCL=".venv-bfcl-cli/bin/python -m bfcl_eval" bash examples/eval/bfcl_official.sh outputs/eval/qwen3_4b_bfcl_test.jsonl
+# bfcl-eval's CLI lives in a venv of its own: scripts/install_bfcl_cli.sh builds .venv-bfcl-cli (docs/eval.md,
+# "Re-scoring with the official tool").
 # Variables: BFCL (the bfcl command, default `bfcl`; a command with arguments works, e.g.
 # "/opt/bfcl/bin/python -m bfcl_eval"), MODEL (bfcl-eval's registry name whose handler decodes the result files,
 # default Qwen/Qwen3-4B-Instruct-2507-FC: Hermes <tool_call> blocks), FORMAT (canonical, the calls our env ran,
