@@ -4,7 +4,8 @@ A *record* is one finished episode (one sample of one entry) as stored in the re
 :mod:`agent_tune.eval.store`). Accuracy per category is pass@1: the mean over entries of the fraction of
 their samples the env counts correct (with one sample per entry, correct / entries, as BFCL's leaderboard
 computes it over the entries evaluated); pass@k is the unbiased estimator. :func:`first_and_any_of_k` is the
-other reading of k samples (Tau2-RL-Pipeline's): the first sample's success, any success among k. The env that played the entries may add sections of its own
+other reading of k samples (Tau2-RL-Pipeline's): the first sample's success, any success among k. The env that
+played the entries may add sections of its own
 (:meth:`agent_tune.envs.base.BaseToolEnv.report`: BFCL's leaderboard summaries and multi-turn overall,
 tau2's pass^k), merged one level deep into the summary.
 """
