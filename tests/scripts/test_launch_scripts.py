@@ -29,7 +29,7 @@ USER_VARIABLES = (
     "SAVE_FREQ TEST_FREQ REWARD EXPERIMENT NNODES GPUS_PER_NODE TOTAL_STEPS RESPONSE_LENGTH STEPS CONFIG_NAME "
     "WORK_DIR DATA_DIR TRAIN_FILE VAL_FILE CKPT_DIR INPUT DATASET SHOTS PYTHON RLLA_FILE VAL_SIZE REWARD_LENGTH "
     "REWARD_SCALE REWARD_GRANULARITY USER_MODEL USER_GPUS USER_PORT USER_BASE_URL TRAIN_GPUS ALPHA CURRICULUM "
-    "TASK_WEIGHTING SFT_CONFIG GRPO_CONFIG SFT_DATA SFT_STEPS RECIPES TIMEOUT_S"
+    "TASK_WEIGHTING SFT_CONFIG GRPO_CONFIG SFT_DATA SFT_STEPS RECIPES TIMEOUT_S PROTOCOL"
 ).split()
 
 
@@ -143,6 +143,7 @@ def test_nothing_but_paths_unless_exported(script, tmp_path):
         ("examples/run_grpo_tau2.sh", "ALPHA", "0.5", ["agent_tune.env_kwargs.tau2.reward_shaping.alpha"]),
         ("examples/run_grpo_tau2.sh", "TASK_WEIGHTING", "false", ["agent_tune.task_weighting.enable"]),
         ("examples/run_grpo_tau2.sh", "MODEL_PATH", "/ckpt/sft1", ["actor_rollout_ref.model.path"]),
+        ("examples/run_grpo_tau2.sh", "PROTOCOL", "pipeline", ["agent_tune.env_kwargs.tau2.protocol"]),
         ("examples/run_grpo_toolrl.sh", "REWARD_SCALE", "two_stage", ["agent_tune.env_kwargs.toolcall.reward.scale"]),
         ("examples/run_grpo_toolrl.sh", "REWARD_LENGTH", "scheduled", ["agent_tune.env_kwargs.toolcall.reward.length"]),
         (
