@@ -55,8 +55,10 @@ EXTRAS = {
     # renderers' openai-harmony would replace the openai_harmony vLLM imports (docs/envs.md).
     "verifiers": ["aiolimiter==1.3.0", "prime-sandboxes==0.5.1", "prime-pydantic-config==0.4.3", "griffelib>=2"],
     # playwright drives the system's chromium in the viewer's browser tests (scripts/install.sh installs Debian's
-    # chromium; playwright's own browser download is never run)
-    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity", "ruff", "playwright"],
+    # chromium; playwright's own browser download is never run); gymnasium: tau2's own gym env (tau2.gym), the
+    # reference of the tau2 pipeline protocol's tests (it adds only farama-notifications)
+    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity", "ruff", "playwright",
+            "gymnasium>=1.0"],
 }
 
 

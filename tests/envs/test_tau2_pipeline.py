@@ -298,3 +298,73 @@ def test_sft_pipeline_form_refuses_what_the_env_would_not_take(tmp_path) -> None
         {"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello! " + respond("hi")}]}) + "\n")
     with pytest.raises(SFTDataError, match="message 1: not one action of the pipeline protocol"):
         convert("tau2_seed", path, form="pipeline")
+
+
+# --------------------------------------------------------------------------- against tau2's own gym env
+def _gym_env(domain: str, task_id: str, user_turns: Sequence[Any]):
+    """tau2's ``AgentGymEnv`` (what the pipeline drives) with the scripted user of the reference runs."""
+    gym_agent = pytest.importorskip("tau2.gym.gym_agent")  # tau2's gym needs gymnasium (the dev extra)
+    from tests.envs.tau2_helpers import _ScriptedUser
+
+    class ScriptedGym(gym_agent.AgentGymEnv):
+        def _get_user(self):
+            return _ScriptedUser(user_turns)
+
+    return ScriptedGym(domain=domain, task_id=task_id, max_steps=100)
+
+
+@pytest.mark.parametrize("domain,task_id", [("airline", "7"), ("retail", "0")])
+def test_same_prompt_observations_trajectory_and_reward_as_tau2s_gym(domain: str, task_id: str) -> None:
+    """The pipeline's loop over tau2's own gym env (its prompt from the gym's policy and tools, each action as the
+    gym's action string, each gym observation read back into user messages) against the env: the same system
+    prompt, the same messages for the policy at every step, the same trajectory, the same reward."""
+    task = loader.load_task(domain, task_id)
+    turns = [FIRST_USER_TURN, "Yes, please go ahead.", "Thanks."]
+    texts = [respond("Sure, let me check.")] + [block(*a) for a in gold_actions(task)] + [
+        respond(final_text(task)), block("done", {})]
+    gym = _gym_env(domain, task_id, turns)
+    obs, info = gym.reset()
+    gym_messages = [{"role": "system", "content": pipeline.system_prompt(
+        domain, info["policy"], [t.openai_schema for t in info["tools"]])}]
+    gym_messages += pipeline.followup_messages(obs, pipeline.RESET_CALL, after_tool=False)
+    env = make_env("tau2", domain=domain, task_id=task_id, protocol="pipeline",
+                   user={"kind": "scripted", "turns": turns})
+    assert env.reset().messages == gym_messages
+    for text in texts:
+        action = pipeline.parse_action(text)
+        obs, reward, terminated, _, info = gym.step(pipeline.env_action(action))
+        result = env.step(text)
+        assert result.done == terminated
+        if terminated:
+            break
+        assert result.observation.messages == pipeline.followup_messages(obs, action.call,
+                                                                         after_tool=action.name != "respond")
+    assert result.done and reward == result.reward == 1.0
+    assert comparable(env.simulation.messages) == comparable(gym._simulation_run.messages)
+
+
+def test_telecom_dual_control_and_a_multiline_reply_as_tau2s_gym() -> None:
+    """Telecom: the user runs its own phone tools between the agent's turns (the gym shows the agent only the
+    user's text), and a reply of several lines reaches the policy as the pipeline reads the gym's text."""
+    task_id = loader.task_ids("telecom")[0]
+    turns = ["My mobile data does not work.",
+             {"content": None, "tool_calls": [{"name": "toggle_airplane_mode"}, {"name": "toggle_roaming"}]},
+             "Done.\nIt works now: thanks", "Bye."]
+    texts = [respond("Please turn airplane mode off and roaming on."), respond("Glad to help."), block("done", {})]
+    gym = _gym_env("telecom", task_id, turns)
+    obs, _ = gym.reset()
+    env = make_env("tau2", domain="telecom", task_id=task_id, protocol="pipeline",
+                   user={"kind": "scripted", "turns": turns})
+    assert env.reset().messages[1:] == pipeline.followup_messages(obs, pipeline.RESET_CALL, after_tool=False)
+    seen = []
+    for text in texts:
+        action = pipeline.parse_action(text)
+        obs, reward, terminated, _, _ = gym.step(pipeline.env_action(action))
+        result = env.step(text)
+        assert result.done == terminated
+        if not terminated:
+            assert result.observation.messages == pipeline.followup_messages(obs, action.call, after_tool=False)
+            seen.extend(result.observation.messages)
+    assert seen == [{"role": "user", "content": "Done."}, {"role": "user", "content": "Bye."}]
+    assert result.done and reward == result.reward == 1.0
+    assert comparable(env.simulation.messages) == comparable(gym._simulation_run.messages)
