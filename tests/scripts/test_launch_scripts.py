@@ -492,6 +492,18 @@ def test_tau2_chain_runs_sft_then_rft_then_grpo_each_from_the_last_model(tmp_pat
     assert _overrides(again)["actor_rollout_ref.model.path"] == str(hf2)
 
 
+def test_tau2_chain_in_the_pipeline_protocol(tmp_path):
+    """PROTOCOL=pipeline reaches the rows (their prompt), the RFT episodes' env options and the GRPO run."""
+    env = {"GRPO_CONFIG": "agent_tune_tau2_cpu", "DOMAINS": "airline", "N": "1", "PROTOCOL": "pipeline"}
+    calls = _chain(tmp_path, env)
+    rows = [c for c in calls if c and c[0].endswith("data_preprocess/tau2.py")]  # the chain's, and stage 3's
+    assert rows and all(c[c.index("--protocol") + 1] == "pipeline" and c[c.index("--out") + 1].endswith(
+        "data_pipeline") for c in rows)
+    (env_value,) = [c for c in calls if "agent_tune.env_kwargs.tau2" in c]
+    assert "agent_tune.env_kwargs.tau2.protocol=pipeline" in env_value
+    assert _overrides(calls)["agent_tune.env_kwargs.tau2.protocol"] == "pipeline"
+
+
 def test_tau2_chain_needs_conversations(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in USER_VARIABLES + CHAIN_VARIABLES}
     env.update(PYTHON="false", WORK_DIR=str(tmp_path / "w"))
