@@ -185,3 +185,7 @@ def test_eval_tau2_pipeline_protocol_writes_first_and_any_of_k(tmp_path, capsys,
     passk = json.loads((tmp_path / "pipe.passk.json").read_text())
     assert passk["k"] == 2 and passk["summary"] == {"total": 2, "pass_at_1": 0.5, "pass_at_2": 0.5}
     assert passk["by_domain"] == {"airline": passk["summary"]} and passk["settings"]["n"] == 2
+    # `agent-tune eval report` writes the same from the results file
+    assert eval_main(["report", str(out), "--passk-json", str(tmp_path / "again.passk.json")]) == 0
+    again = json.loads((tmp_path / "again.passk.json").read_text())
+    assert again["summary"] == passk["summary"] and again["by_domain"] == passk["by_domain"]
