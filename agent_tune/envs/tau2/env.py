@@ -89,7 +89,8 @@ PROTOCOLS: tuple[str, ...] = get_args(Protocol)
 class Tau2ToolEnv(BaseToolEnv):
     """tau2-bench: tools on tau2's environment, a simulated user, tau2's evaluator as the reward."""
 
-    description = "tau2-bench customer service (airline, retail, telecom, mock) with a simulated user, tau2's reward"
+    description = ("tau2-bench customer service (airline, retail, telecom, mock) with a simulated user, tau2's reward; "
+                   "protocol native (tau2's) or pipeline (Tau2-RL-Pipeline's)")
     sampler_hints = SamplerHints(blocking_reset=True)  # reset waits for the user's first message
     catalogue = TaskCatalogue(splits=tau2_catalogue.SPLITS, tasks=tau2_catalogue.tau2_tasks,
                               eval_default=("test", tau2_catalogue.DEFAULT_DOMAINS),
