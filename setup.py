@@ -65,8 +65,10 @@ EXTRAS = {
     # downgrade under vLLM (docs/envs.md). NeMo Gym has no extra: it runs in its own venv (scripts/install_nemo_gym.sh).
     "tinker": ["tinker==0.38.0", "chz==0.4.0", "termcolor==3.3.0"],
     # playwright drives the system's chromium in the viewer's browser tests (scripts/install.sh installs Debian's
-    # chromium; playwright's own browser download is never run)
-    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity", "ruff", "playwright"],
+    # chromium; playwright's own browser download is never run); gymnasium: tau2's own gym env (tau2.gym), the
+    # reference of the tau2 pipeline protocol's tests (it adds only farama-notifications)
+    "dev": ["pytest>=8", "pytest-asyncio", "hypothesis", "psutil", "overrides", "tenacity", "ruff", "playwright",
+            "gymnasium>=1.0"],
 }
 
 

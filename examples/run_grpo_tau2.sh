@@ -2,13 +2,16 @@
 # GRPO on tau2-bench (airline, retail, telecom; tau2's train split) with a simulated user, as Tau2-RL-Pipeline's
 # GRPO stage runs it: Qwen3-4B-Instruct-2507 as the policy, tau2's reward + 0.25 x partial score, task
 # weighting on, 100 steps. config/agent_tune_tau2.yaml and config/recipe/tau2.yaml hold every hyper-parameter;
-# one node: training on 4 GPUs (0-3), as the pipeline's GRPO stage, and the user simulator
-# (Qwen3-4B-Instruct-2507 on vLLM, served as `user-simulator`) on 2 others (4,5). Start from the pipeline's
-# SFT+RFT checkpoint with MODEL_PATH.
+# one node: training on 4 GPUs (0-3; the pipeline's README runs its GRPO stage on 2, its script's default is 4:
+# TRAIN_GPUS=0,1 GPUS_PER_NODE=2 USER_GPUS=2,3 does it on 2) and the user simulator
+# (Qwen3-4B-Instruct-2507 on vLLM, served as `user-simulator`) on 2 others (4,5).
+# The pipeline starts from its SFT+RFT checkpoint (Jarrodbarnes/Qwen3-4B-tau2-sft1), which speaks the pipeline's
+# protocol, not tau2's native one: with it, set PROTOCOL=pipeline (the tau2 env's protocol, docs/tau2.md).
 #   bash examples/run_grpo_tau2.sh
-#   MODEL_PATH=/ckpt/Qwen3-4B-tau2-sft1 EXPERIMENT=tau2_from_sft bash examples/run_grpo_tau2.sh
+#   MODEL_PATH=Jarrodbarnes/Qwen3-4B-tau2-sft1 PROTOCOL=pipeline EXPERIMENT=tau2_from_sft1 bash examples/run_grpo_tau2.sh
 #   USER_BASE_URL=http://10.0.0.5:30001/v1 bash examples/run_grpo_tau2.sh   (a user server already running)
-# The rows are built once into DATA_DIR with data_preprocess/tau2.py (train and test splits).
+# The rows are built once into DATA_DIR with data_preprocess/tau2.py (train and test splits; their prompt in the
+# protocol's form: DATA_DIR defaults to $WORK_DIR/data, $WORK_DIR/data_pipeline with PROTOCOL=pipeline).
 #
 # The user simulator: unless USER_BASE_URL names a running one, the script starts
 #   python -m vllm.entrypoints.openai.api_server --model USER_MODEL --served-model-name user-simulator
@@ -26,7 +29,7 @@
 # Paths and infrastructure: WORK_DIR (outputs/tau2), DATA_DIR ($WORK_DIR/data), CKPT_DIR, USER_MODEL
 # (Qwen/Qwen3-4B-Instruct-2507), USER_GPUS (4,5), USER_PORT (30001), USER_GPU_MEMORY (0.85),
 # USER_MAX_MODEL_LEN (32768), USER_BASE_URL, TRAIN_GPUS (0,1,2,3).
-# Variables, passed only when set: MODEL_PATH, BATCH_SIZE, MINI_BATCH_SIZE, GROUP_SIZE, LR, TOTAL_STEPS,
+# Variables, passed only when set: MODEL_PATH, PROTOCOL (native/pipeline), BATCH_SIZE, MINI_BATCH_SIZE, GROUP_SIZE, LR, TOTAL_STEPS,
 # SAVE_FREQ, TEST_FREQ, TP, EXPERIMENT, NNODES, GPUS_PER_NODE, ALPHA (the shaping's alpha), TASK_WEIGHTING
 # (true/false); CONFIG_NAME picks the config (default agent_tune_tau2). Re-running resumes from CKPT_DIR.
 set -euo pipefail
@@ -34,7 +37,11 @@ set -euo pipefail
 
 CONFIG_NAME="${CONFIG_NAME:-agent_tune_tau2}"
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/tau2}"
-DATA_DIR="${DATA_DIR:-$WORK_DIR/data}"
+if [[ "${PROTOCOL:-native}" == native ]]; then
+  DATA_DIR="${DATA_DIR:-$WORK_DIR/data}"
+else
+  DATA_DIR="${DATA_DIR:-$WORK_DIR/data_$PROTOCOL}"
+fi
 CKPT_DIR="${CKPT_DIR:-$WORK_DIR/checkpoints}"
 USER_MODEL="${USER_MODEL:-Qwen/Qwen3-4B-Instruct-2507}"
 USER_GPUS="${USER_GPUS:-4,5}"
@@ -45,7 +52,8 @@ USER_GPU_MEMORY="${USER_GPU_MEMORY:-0.85}"
 USER_MAX_MODEL_LEN="${USER_MAX_MODEL_LEN:-32768}"
 
 if [[ ! -f "$DATA_DIR/train.parquet" || ! -f "$DATA_DIR/test.parquet" ]]; then
-  "$PYTHON" "$REPO_DIR/data_preprocess/tau2.py" --out "$DATA_DIR" --splits train,test
+  "$PYTHON" "$REPO_DIR/data_preprocess/tau2.py" --out "$DATA_DIR" --splits train,test \
+    --protocol "${PROTOCOL:-native}"
 fi
 
 served_gpus=""
@@ -57,6 +65,7 @@ fi
 OVERRIDES+=(data.train_files="$DATA_DIR/train.parquet" data.val_files="$DATA_DIR/test.parquet"
   trainer.default_local_dir="$CKPT_DIR" agent_tune.env_kwargs.tau2.user.base_url="$USER_BASE_URL")
 pass MODEL_PATH actor_rollout_ref.model.path
+pass PROTOCOL agent_tune.env_kwargs.tau2.protocol
 pass BATCH_SIZE data.train_batch_size
 pass MINI_BATCH_SIZE actor_rollout_ref.actor.ppo_mini_batch_size
 pass GROUP_SIZE actor_rollout_ref.rollout.n

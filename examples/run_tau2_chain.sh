@@ -14,10 +14,13 @@
 #
 # GPUs (one node of 8):
 #   CONVERSATIONS=data/tau2_sft.parquet bash examples/run_tau2_chain.sh
+# In the pipeline's own protocol (its SFT seed converted with `agent-tune sft-data --format tau2_seed ... --form
+# pipeline`; docs/tau2.md, "Protocols"): PROTOCOL=pipeline, for the rows, the RFT episodes and the GRPO run.
 # CPU, the tiniest scale (SmolLM2 as policy and user; plumbing, not learning): the command in docs/tau2.md.
 #
 # Variables: CONVERSATIONS (required), SFT_CONFIG (agent_tune_sft), GRPO_CONFIG (agent_tune_tau2), MODEL_PATH,
-# DOMAINS (airline,retail,telecom), WORK_DIR (outputs/tau2_chain), DATA_DIR ($WORK_DIR/data); the user simulator:
+# PROTOCOL (the tau2 env's: native or pipeline; default the config's), DOMAINS (airline,retail,telecom),
+# WORK_DIR (outputs/tau2_chain), DATA_DIR ($WORK_DIR/data, $WORK_DIR/data_pipeline with PROTOCOL=pipeline); the user simulator:
 # USER_BASE_URL (a running one), else USER_MODEL (Qwen/Qwen3-4B-Instruct-2507) served here on USER_GPUS (4,5) at
 # USER_PORT (30001) for stages 2 and 3; the RFT policy server: POLICY_GPUS (0), POLICY_PORT (30002); VLLM_ARGS
 # (extra arguments of both vLLM servers); RFT: N, TEMPERATURE, MIN_ACCURACY / MIN_REWARD, LIMIT, MAX_TOKENS
@@ -30,7 +33,13 @@ SFT_CONFIG="${SFT_CONFIG:-agent_tune_sft}"
 GRPO_CONFIG="${GRPO_CONFIG:-agent_tune_tau2}"
 DOMAINS="${DOMAINS:-airline,retail,telecom}"
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/tau2_chain}"
-DATA_DIR="${DATA_DIR:-$WORK_DIR/data}"
+if [[ "${PROTOCOL:-native}" == native ]]; then
+  DATA_DIR="${DATA_DIR:-$WORK_DIR/data}"
+else
+  DATA_DIR="${DATA_DIR:-$WORK_DIR/data_$PROTOCOL}"
+fi
+protocol_override=()  # the env's protocol for the RFT episodes (stage 3 reads PROTOCOL itself)
+if [[ -n "${PROTOCOL:-}" ]]; then protocol_override=("agent_tune.env_kwargs.tau2.protocol=$PROTOCOL"); fi
 USER_MODEL="${USER_MODEL:-Qwen/Qwen3-4B-Instruct-2507}"
 USER_GPUS="${USER_GPUS:-4,5}"
 USER_PORT="${USER_PORT:-30001}"
@@ -58,7 +67,8 @@ TOOL_PARSER=$(config_value agent_tune.tool_parser)
 echo "[agent-tune] chain: template $TEMPLATE, tool parser $TOOL_PARSER (from $GRPO_CONFIG)"
 
 if [[ ! -f "$DATA_DIR/train.parquet" || ! -f "$DATA_DIR/test.parquet" ]]; then
-  "$PYTHON" data_preprocess/tau2.py --out "$DATA_DIR" --domains "$DOMAINS" --splits train,test
+  "$PYTHON" data_preprocess/tau2.py --out "$DATA_DIR" --domains "$DOMAINS" --splits train,test \
+    --protocol "${PROTOCOL:-native}"
 fi
 
 pids=()
@@ -96,7 +106,8 @@ fi
 # ---- 2. RFT: the stage-1 policy plays the train rows, its successes become SFT rows, SFT again
 RFT_HF=$(latest_hf "$WORK_DIR/rft/sft")
 if [[ -z "$RFT_HF" ]]; then
-  ENV_KWARGS=$(config_value agent_tune.env_kwargs.tau2 "agent_tune.env_kwargs.tau2.user.base_url=$USER_BASE_URL")
+  ENV_KWARGS=$(config_value agent_tune.env_kwargs.tau2 "agent_tune.env_kwargs.tau2.user.base_url=$USER_BASE_URL" \
+    "${protocol_override[@]}")
   rft_env=(BASE_URL="http://127.0.0.1:$POLICY_PORT/v1" MODEL=policy TOKENIZER="$SFT1_HF" SFT_MODEL="$SFT1_HF"
     ROWS="$DATA_DIR/train.parquet" TEMPLATE="$TEMPLATE" TOOL_PARSER="$TOOL_PARSER" SFT_CONFIG="$SFT_CONFIG"
     ENV_KWARGS="$ENV_KWARGS" WORK_DIR="$WORK_DIR/rft")

@@ -190,7 +190,9 @@ class StepResult:
 
     ``info["format_errors"]`` always counts this step's own errors. On the last step ``info`` also shows the
     episode's fields (``accuracy``, ``num_steps``, the env's extras ...) except ``format_errors``, whose
-    episode total is ``episode.format_errors``.
+    episode total is ``episode.format_errors``. ``sampling``: sampling parameters (vLLM's names) the runner
+    lays over its own for the next generation only (tau2's pipeline protocol retries a malformed action at
+    temperature 0); ``None``: the run's own.
     """
 
     observation: Observation
@@ -198,6 +200,7 @@ class StepResult:
     done: bool
     info: dict[str, Any] = field(default_factory=dict)
     episode: EpisodeInfo | None = None
+    sampling: dict[str, Any] | None = None
 
 
 class Step:
@@ -206,13 +209,14 @@ class Step:
     The template fills ``raw``, ``parsed`` and ``answer`` (``stop(raw)``: no call to run); the hooks add
     ``results`` (shown through ``format_tool_response``), ``messages`` (shown after them: the next question,
     the user's reply), ``format_errors`` (this step's), ``info`` (the env's own step keys), ``reward`` (a step
-    reward; 0 for most envs) and set ``done`` to end the episode; :meth:`end_turn` is the policy's answer
-    ending its turn and the episode. ``status`` is the episode's :class:`EpisodeStatus`. (A slotted class: one
-    is built per step.)
+    reward; 0 for most envs), ``sampling`` (sampling parameters for the next generation only, e.g.
+    ``{"temperature": 0.0}`` for a retry: :attr:`StepResult.sampling`) and set ``done`` to end the episode;
+    :meth:`end_turn` is the policy's answer ending its turn and the episode. ``status`` is the episode's
+    :class:`EpisodeStatus`. (A slotted class: one is built per step.)
     """
 
     __slots__ = ("raw", "parsed", "answer", "status", "results", "messages", "format_errors", "info", "reward",
-                 "done", "token_ids")
+                 "done", "token_ids", "sampling")
 
     def __init__(self, raw: str, parsed: ParsedResponse, answer: bool, status: EpisodeStatus,
                  token_ids: list[int] | None = None) -> None:
@@ -224,6 +228,7 @@ class Step:
         self.info: dict[str, Any] = {}
         self.reward = 0.0
         self.done = False
+        self.sampling: dict[str, Any] | None = None
 
     def answer_undecodable(self) -> None:
         """Answer every call block that could not be decoded with its reason, after the results so far; each is a
@@ -496,7 +501,7 @@ class BaseToolEnv(ABC):
         if "calls" not in info and step.results:  # the calls that ran (named, not rejected): collapse metrics
             info["calls"] = [r.name for r in step.results if isinstance(r, ToolResult) and r.name and not r.error]
         if not step.done:
-            return StepResult(observation, step.reward, False, info)
+            return StepResult(observation, step.reward, False, info, sampling=step.sampling)
         return self._end(observation, step.reward, info, step.format_errors)
 
     def _end(self, observation: Observation, reward: float, info: dict[str, Any], step_errors: int) -> StepResult:

@@ -126,6 +126,10 @@ def run_parser() -> argparse.ArgumentParser:
     out.add_argument("--results-options", type=json_object, default={},
                      help="options of the env's results files as JSON (bfcl / toolcall: '{\"model\": REGISTRY_NAME, "
                      "\"format\": \"canonical\" or \"raw\"}')")
+    out.add_argument("--passk-json", default=None,
+                     help="also write pass@1 (the first sample's success) and pass@k (any success among the k = --n "
+                     "samples), overall and per category, in the shape of Tau2-RL-Pipeline's eval_passk.py output "
+                     "(examples/eval/tau2_pipeline_pass4.yaml)")
     out.add_argument("--no-progress", action="store_true")
     rft = p.add_argument_group("rejection sampling (RFT)")
     rft.add_argument("--sft-out", default=None,
@@ -256,6 +260,8 @@ def report_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-dir", default=None,
                    help="also write the env's official results files (first results file only)")
     p.add_argument("--results-options", type=json_object, default={}, help="as for a run")
+    p.add_argument("--passk-json", default=None,
+                   help="write pass@1 (first sample) / pass@k (any of k) of the first results file (as for a run)")
     return p
 
 
@@ -264,15 +270,17 @@ def _stem(path: Path) -> Path:
 
 
 def _write_outputs(summaries, records, meta, png, json_out, results_dir=None, results_options=None,
-                   labels=None) -> None:
+                   labels=None, passk_json=None) -> None:
     from agent_tune.eval.metrics import report_env
-    from agent_tune.eval.report import format_table, plot_accuracy, write_json
+    from agent_tune.eval.report import format_table, plot_accuracy, write_first_and_any, write_json
 
     for s in summaries:
         print(f"\n== {s['source']} ==")
         print(format_table(s))
     if json_out:
         print(f"report: {write_json(summaries, json_out)}")
+    if passk_json:
+        print(f"pass@1 (first sample) / pass@k (any of k): {write_first_and_any(summaries[0], passk_json)}")
     if png:
         print(f"chart: {plot_accuracy(summaries, png, labels)}")
     cls = report_env((meta or {}).get("env"))
@@ -295,7 +303,7 @@ def report_main(argv: Sequence[str]) -> int:
         summaries = [report_file(p) for p in args.results]
         meta, records = read_results(args.results[0])
         _write_outputs(summaries, records, meta, args.png, args.json_out, args.results_dir, args.results_options,
-                       args.labels)
+                       args.labels, args.passk_json)
     except (AgentTuneError, OSError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_code(exc, default=2)
@@ -391,7 +399,7 @@ def run_main(argv: Sequence[str], tokenizer=None) -> int:
     try:
         _write_outputs([summary], records, settings.meta(), args.png or f"{stem}.png",
                        args.report_json or f"{stem}.report.json", args.results_dir or f"{stem}_results",
-                       args.results_options)
+                       args.results_options, passk_json=args.passk_json)
     except (AgentTuneError, OSError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_code(exc)

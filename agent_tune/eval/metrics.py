@@ -3,7 +3,9 @@
 A *record* is one finished episode (one sample of one entry) as stored in the results jsonl (see
 :mod:`agent_tune.eval.store`). Accuracy per category is pass@1: the mean over entries of the fraction of
 their samples the env counts correct (with one sample per entry, correct / entries, as BFCL's leaderboard
-computes it over the entries evaluated). The env that played the entries may add sections of its own
+computes it over the entries evaluated); pass@k is the unbiased estimator. :func:`first_and_any_of_k` is the
+other reading of k samples (Tau2-RL-Pipeline's): the first sample's success, any success among k. The env that
+played the entries may add sections of its own
 (:meth:`agent_tune.envs.base.BaseToolEnv.report`: BFCL's leaderboard summaries and multi-turn overall,
 tau2's pass^k), merged one level deep into the summary.
 """
@@ -71,6 +73,43 @@ def _group_stats(records: Sequence[Mapping[str, Any]], k_values: Sequence[int]) 
     return out
 
 
+ANY_OF_K_NOTE = "pass@1 = the first sample's success; pass@k = any success among the k samples (not pass^k)"
+
+
+def _first_and_any(records: Sequence[Mapping[str, Any]], k: int) -> dict[str, Any]:
+    by_entry: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_entry[r["test_id"]].append(r)
+    total = len(by_entry)
+    first = [float(min(rs, key=lambda r: int(r.get("sample", 0)))["accuracy"]) >= 1.0 for rs in by_entry.values()]
+    any_ = [any(float(r["accuracy"]) >= 1.0 for r in rs) for rs in by_entry.values()]
+    return {"total": total, "pass_at_1": sum(first) / total if total else 0.0,
+            f"pass_at_{k}": sum(any_) / total if total else 0.0}
+
+
+def first_and_any_of_k(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The pass@k report of sampling k times per entry without an estimator (Tau2-RL-Pipeline's
+    ``eval_passk.py`` shape): overall (``summary``) and per category (``by_domain``: tau2's categories are its
+    domains), ``pass_at_1`` the share of entries whose first sample (``sample`` 0) succeeded, ``pass_at_<k>``
+    the share with any success among their samples; success is accuracy 1 (tau2: reward 1)."""
+    records = list(records)
+    k = max(Counter(r["test_id"] for r in records).values(), default=0)
+    by_cat: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_cat[str(r["category"])].append(r)
+    return {"k": k, "metric_note": ANY_OF_K_NOTE, "summary": _first_and_any(records, k),
+            "by_domain": {cat: _first_and_any(rs, k) for cat, rs in sorted(by_cat.items())}}
+
+
+def format_first_and_any(report: Mapping[str, Any]) -> str:
+    """One line per category and overall: pass@1 (first sample) and pass@k (any of k), percent."""
+    k = report["k"]
+    lines = [f"pass@1 (first sample) / pass@{k} (any of {k}):"]
+    for name, s in [*report["by_domain"].items(), ("all entries", report["summary"])]:
+        lines.append(f"  {name}: {100 * s['pass_at_1']:.1f} / {100 * s[f'pass_at_{k}']:.1f} ({s['total']} entries)")
+    return "\n".join(lines)
+
+
 def k_values_for(n: int) -> list[int]:
     """The k reported for ``n`` samples per entry: 1, then powers of two below n, then n."""
     ks = [1]
@@ -99,7 +138,7 @@ def summarize(records: Iterable[Mapping[str, Any]], wall_time_s: float | None = 
         overall["wall_time_s"] = wall_time_s
         overall["entries_per_s"] = overall["entries"] / wall_time_s if wall_time_s > 0 else None
     summary: dict[str, Any] = {"env": env, "samples_per_entry": n_per_entry, "k": ks, "categories": categories,
-                               "overall": overall}
+                               "overall": overall, "first_and_any_of_k": first_and_any_of_k(records)}
     cls = report_env(env)
     if cls is not None and records:
         for key, section in cls.report.sections(records, summary, dict(meta or {})).items():

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from agent_tune.eval.metrics import report_env, summarize
+from agent_tune.eval.metrics import format_first_and_any, report_env, summarize
 from agent_tune.eval.store import read_results
 
 
@@ -84,7 +84,19 @@ def format_table(summary: Mapping[str, Any]) -> str:
         extra.append(f"{ov['truncated']} episodes truncated (token budget)")
     cls = report_env(summary.get("env"))
     env_lines = cls.report.lines(summary) if cls is not None else []
-    return "\n".join(lines + ["", "; ".join(extra)] + list(env_lines))
+    first_any = summary.get("first_and_any_of_k")
+    any_lines = [format_first_and_any(first_any)] if first_any and first_any["k"] > 1 else []
+    return "\n".join(lines + ["", "; ".join(extra)] + any_lines + list(env_lines))
+
+
+def write_first_and_any(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """The summary's pass@1 (first sample) / pass@k (any of k) report alone, in the shape of Tau2-RL-Pipeline's
+    ``eval_passk.py`` output (``k``, ``metric_note``, ``summary``, ``by_domain``), with the run's settings."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {**summary["first_and_any_of_k"], "source": summary.get("source"), "settings": summary.get("settings")}
+    out.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    return out
 
 
 def plot_accuracy(

@@ -52,6 +52,9 @@ Decisions (documented here because the trainer and the evaluator rely on them):
 * An episode whose ``reset`` runs out of its ``start_timeout`` (``StartTimeoutError``: the time-limit rule,
   :mod:`agent_tune.envs.time_limits`) is not played: its result has no response token, reward 0 and stop
   reason ``timeout``, so one backend that does not start never fails a training batch or an eval.
+* Sampling: every generation uses the caller's ``sampling_params`` (plus the env's stop strings), except that a
+  step may ask for other parameters for the next generation only (``StepResult.sampling``, laid over them;
+  ``max_tokens`` stays the runner's): tau2's pipeline protocol retries a malformed action at temperature 0.
 * Env steps are awaited (``BaseToolEnv.astep``): concurrency across episodes comes from the event loop
   running many episodes at once. An env whose acting hook is ``async`` (MCP, OpenEnv, verifiers, tau2's
   users, ReTool's sandbox pool) is awaited on the loop; a plain one runs in the env thread pool
@@ -205,6 +208,7 @@ async def run_episode(
     final_observation: Observation | None = None
     stop: StopReason | None = None
     eot = renderer.end_of_turn_id
+    next_sampling: dict[str, Any] = {}  # the env's sampling for the next generation only (StepResult.sampling)
 
     while stop is None:
         remaining = limits.max_response_length - len(traj)
@@ -216,7 +220,8 @@ async def run_episode(
             break
         max_tokens = remaining if per_turn_cap is None else max(1, min(remaining, int(per_turn_cap)))
         t0 = time.perf_counter()
-        out = await policy.generate(traj.all_ids, {**base_params, "max_tokens": max_tokens})
+        out = await policy.generate(traj.all_ids, {**base_params, **next_sampling, "max_tokens": max_tokens})
+        next_sampling = {}
         timings["generate"] += time.perf_counter() - t0
         if not isinstance(out, GenerationOutput):
             raise TypeError(f"policy.generate returned {type(out).__name__}, not GenerationOutput")
@@ -270,6 +275,8 @@ async def run_episode(
             stop = StopReason.TOKEN_BUDGET  # no room left for the policy after this observation
             break
         traj.append_env(env_ids)
+        if step.sampling:
+            next_sampling = {k: v for k, v in step.sampling.items() if k != "max_tokens"}
         messages.extend(new_messages)
         if new_text is not None:
             _append_assistant_text(messages, new_text)

@@ -1,7 +1,7 @@
 """``agent-tune sft-data``: other projects' SFT data as the rows ``agent-tune sft`` trains on.
 
     agent-tune sft-data --format rlla_sft rlla_sft.json data/rlla_sft.parquet [--system instruction|generated]
-    agent-tune sft-data --format tau2_seed seed_sft_v3.jsonl data/tau2_seed.parquet [--form native|raw]
+    agent-tune sft-data --format tau2_seed seed_sft_v3.jsonl data/tau2_seed.parquet [--form native|pipeline|raw]
     ... [--tokenizer DIR --template NAME [--chat-template-kwargs JSON] [--max-length N]]   (render every row)
 
 The rows are ``{"id", "messages", "tools", "source", ...}`` (``docs/sft.md``); ``agent-tune sft`` renders them
@@ -26,7 +26,11 @@ with the run's chat template exactly as the RL runner tokenises the same episode
   tools, a real call as the assistant's structured ``tool_calls`` (the template writes the ``<tool_call>`` block),
   ``respond`` as the assistant's text, ``done`` as ``###STOP###``, each result as a ``tool`` message. (The
   greeting is an assistant message of the row, so it carries loss; in an RL episode it is the env's.) ``--form
-  raw`` keeps the messages as they are (what the pipeline's own SFT trains on; no tools).
+  pipeline`` writes it as the ``tau2`` env plays it with ``protocol="pipeline"``: the env's pipeline system
+  prompt for the row's domain (:func:`~agent_tune.envs.tau2.catalogue.pipeline_first_messages`, in place of the
+  row's own), then the messages as they are, each assistant turn checked to be one action the env accepts; no
+  tools (they are in the prompt). ``--form raw`` keeps the messages as they are, system prompt included (what the
+  pipeline's own SFT trains on; no tools).
 
 A record that is not in its format raises :class:`SFTDataError` naming the record (its line or index) and the
 field; nothing is written then.
@@ -47,7 +51,7 @@ from agent_tune.utils.jsonl import jsonl_lines
 
 FORMATS = ("rlla_sft", "tau2_seed")
 RLLA_SYSTEMS = ("instruction", "generated")
-TAU2_FORMS = ("native", "raw")
+TAU2_FORMS = ("native", "pipeline", "raw")
 TAU2_STOP = "###STOP###"  # the agent's end of the episode in tau2 (the pipeline's `done`)
 _BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 _RESULT = re.compile(r"\ATool result for ([A-Za-z_][\w.\-]*)\((.*?)\):\n", re.S)
@@ -233,6 +237,28 @@ def _tau2_domain_prompt(domain: str) -> tuple[list[dict[str, Any]], list[dict[st
     return catalogue.first_messages(domain), tool_schemas(loader.new_environment(domain).get_tools())
 
 
+def tau2_pipeline_messages(messages: Sequence[Mapping[str, Any]], where: str) -> list[dict[str, Any]]:
+    """The pipeline's conversation after its system prompt, checked as the tau2 env's pipeline protocol reads it:
+    user and assistant messages only, each assistant turn one well-formed action."""
+    from agent_tune.envs.tau2.pipeline import ActionError, parse_action
+
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        role, content = m["role"], m["content"]
+        if role == "system":
+            continue
+        if role == "tool":
+            raise SFTDataError(f"{where} message {i}: a 'tool' message; the pipeline protocol shows tool results "
+                               "as user messages ('Tool result for ...')")
+        if role == "assistant":
+            try:
+                parse_action(content)
+            except ActionError as exc:
+                raise SFTDataError(f"{where} message {i}: not one action of the pipeline protocol ({exc})") from None
+        out.append({"role": role, "content": content})
+    return out
+
+
 def tau2_seed_row(record: Mapping[str, Any], where: str, form: str = "native",
                   domain_prompt: Callable[[str], tuple[list[dict[str, Any]], list[dict[str, Any]]]] | None = None,
                   ) -> dict[str, Any]:
@@ -251,7 +277,13 @@ def tau2_seed_row(record: Mapping[str, Any], where: str, form: str = "native",
         return {"messages": messages, "tools": [], "source": "tau2_seed", **extra}
     if domain is None:
         raise SFTDataError(f"{where}: no domain (a 'domain' field, or 'You are a <domain> customer support agent' "
-                           "in the system prompt); --form native needs it for tau2's prompt and tools")
+                           f"in the system prompt); --form {form} needs it for the env's prompt")
+    if form == "pipeline":
+        from agent_tune.envs.tau2 import catalogue
+
+        catalogue.loader.check_domain(domain)
+        return {"messages": [*catalogue.pipeline_first_messages(domain), *tau2_pipeline_messages(messages, where)],
+                "tools": [], "source": "tau2_seed", **extra}
     first, tools = (domain_prompt or _tau2_domain_prompt)(domain)
     return {"messages": [*first, *tau2_native_messages(messages, where)], "tools": tools, "source": "tau2_seed",
             **extra}
@@ -332,8 +364,8 @@ def parser() -> argparse.ArgumentParser:
                    help="rlla_sft: ToolRL's own system prompt (instruction, default) or the toolcall env's "
                    "(generated)")
     p.add_argument("--form", choices=TAU2_FORMS, default="native",
-                   help="tau2_seed: as agent-tune's tau2 env plays it (native, default: needs tau2) or the "
-                   "pipeline's messages as they are (raw)")
+                   help="tau2_seed: as agent-tune's tau2 env plays it (native, default; pipeline: with "
+                   "protocol=pipeline; both need tau2) or the pipeline's messages as they are (raw)")
     chk = p.add_argument_group("render every row as agent-tune sft will (optional)")
     chk.add_argument("--tokenizer", default=None, help="the SFT run's local Hugging Face tokenizer folder")
     chk.add_argument("--template", default="tokenizer", help="the run's data.chat_template")

@@ -48,3 +48,15 @@ def test_the_script_runs_as_a_file(tmp_path) -> None:
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout) == {"test": {"airline": 20}} and (tmp_path / "test.parquet").is_file()
+
+
+def test_pipeline_rows_hold_the_pipeline_prompt(tmp_path) -> None:
+    """``--protocol pipeline``: a row's prompt is what an episode in the pipeline protocol starts with."""
+    tau2_data.write_splits(tmp_path, ["airline"], ["test"], protocol="pipeline")
+    row = json.loads((tmp_path / "test.jsonl").read_text().splitlines()[0])
+    assert [m["role"] for m in row["prompt"]] == ["system"]
+    assert row["prompt"][0]["content"].startswith("## Output Format")
+    env = make_env("tau2", user={"kind": "scripted", "turns": ["Hello."]}, protocol="pipeline",
+                   **(row_env(row["extra_info"])[1] or {}))
+    obs = env.reset(**row_task(row["extra_info"]))
+    assert obs.messages[:1] == row["prompt"] and obs.messages[1] == {"role": "user", "content": "Hello."}

@@ -76,6 +76,12 @@ TASK_CASES: dict[str, tuple[str, dict[str, Any], dict[str, Any], str, str]] = {
         '<tool_call>\n{"name": "get_current_weather", "arguments": {"location": "Shanghai, China"}}\n</tool_call>\n'
         '<tool_call>\n{"name": "get_current_weather", "arguments": {"location": "Beijing, China"}}\n</tool_call>',
         BAD_HERMES),
+    "tau2[protocol=pipeline: one <tool_call> action, a malformed one retried]": (
+        "tau2", {"domain": "mock", "protocol": "pipeline",
+                 "user": {"kind": "scripted", "turns": ["Create a task 'Meeting' for user_1."]}},
+        {"task_id": "create_task_1"},
+        '<tool_call>\n{"name": "create_task", "arguments": {"user_id": "user_1", "title": "Meeting"}}\n</tool_call>',
+        "I will create it."),
 }
 
 

@@ -23,7 +23,7 @@ def _write(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("name", ["bfcl_vllm.yaml", "tau2_passk.yaml"])
+@pytest.mark.parametrize("name", ["bfcl_vllm.yaml", "tau2_passk.yaml", "tau2_pipeline_pass4.yaml"])
 def test_example_files_give_typed_flags(name: str) -> None:
     args = parse_run_args(["--config", str(EXAMPLES / name)])
     assert args.base_url == "http://127.0.0.1:8000/v1" and args.config.endswith(name)
@@ -33,7 +33,10 @@ def test_example_files_give_typed_flags(name: str) -> None:
         assert args.split == "test" and args.max_tokens == 2048
     else:
         assert args.categories == ["airline", "retail", "telecom"] and args.top_k == 20 and args.n == 4
-        assert args.temperature == 0.8 and args.user_temperature == 0.7
+        assert args.temperature == 0.8 and args.user_temperature == 0.7 and args.top_p == 1.0
+    if name == "tau2_pipeline_pass4.yaml":  # eval_passk.py's settings, in the pipeline's protocol
+        assert args.env_kwargs == {"protocol": "pipeline", "max_steps": 100} and args.max_tokens == 1200
+        assert args.split == "test" and args.passk_json.endswith(".passk.json")
 
 
 def test_command_line_overrides_the_file_and_both_spellings_are_keys(tmp_path: Path) -> None:

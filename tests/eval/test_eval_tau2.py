@@ -146,3 +146,46 @@ def test_tau2_ids_and_splits() -> None:
         select_tasks("tau2", "val")
     with pytest.raises(ValueError, match="category 'bank' is not one"):
         select_tasks("tau2", "test", categories=["bank"])
+
+
+def pipeline_reply(body: dict) -> dict:
+    """The pipeline protocol's policy: one <tool_call> action per turn (no greeting in its conversation); on even
+    seeds it first slips once (no action), so the eval's retry at temperature 0 plays the rest."""
+    from tests.envs.test_tau2_pipeline import block, respond
+
+    said = [m["content"] for m in body["messages"] if m["role"] == "assistant"]
+    even = body.get("seed", 0) % 2 == 0
+    if even and not said:
+        return completion("Let me check that for you.")
+    actions = ACTIONS if even else ACTIONS[:-1]
+    played = sum(1 for c in said if c.startswith("<tool_call>"))
+    return completion(block(*actions[played]) if played < len(actions) else respond(final_text(TASK)))
+
+
+def test_eval_tau2_pipeline_protocol_writes_first_and_any_of_k(tmp_path, capsys, qwen_tok_dir) -> None:
+    """``--env-kwargs '{"protocol": "pipeline"}'``: the retry after the slip is sampled at temperature 0, the rest at
+    the run's; ``--passk-json`` holds pass@1 (the first sample) and pass@2 (any of 2) per domain."""
+    from agent_tune.envs.tau2.pipeline import FORMAT_ERROR
+
+    with FakeOpenAI("policy", default=pipeline_reply) as policy, FakeOpenAI("user-sim", default=user_reply) as user:
+        out = tmp_path / "pipe.jsonl"
+        argv = _argv(policy, user.base_url, out, "--tokenizer", str(qwen_tok_dir), "--env-kwargs",
+                     '{"protocol": "pipeline"}', "--passk-json", str(tmp_path / "pipe.passk.json"))
+        assert eval_main(argv) == 0, capsys.readouterr().err
+        retries = [r for r in policy.requests if r["messages"][-1]["content"] == FORMAT_ERROR]
+        others = [r for r in policy.requests if r not in retries]
+    assert len(retries) == 2 and all(r["temperature"] == 0.0 for r in retries)  # sample 0 of each task
+    assert others and all(r["temperature"] == 1.0 for r in others)
+    assert all(r["messages"][0]["content"].startswith("## Output Format") for r in policy.requests)
+    meta, records = read_results(out)
+    assert meta["env_kwargs"]["protocol"] == "pipeline"
+    got = {(r["test_id"], r["sample"]): (r["accuracy"], r["format_errors"]) for r in records}
+    assert got == {("tau2/airline/2", 0): (1.0, 1), ("tau2/airline/2", 1): (0.0, 0),
+                   ("tau2/airline/8", 0): (0.0, 1), ("tau2/airline/8", 1): (0.0, 0)}
+    passk = json.loads((tmp_path / "pipe.passk.json").read_text())
+    assert passk["k"] == 2 and passk["summary"] == {"total": 2, "pass_at_1": 0.5, "pass_at_2": 0.5}
+    assert passk["by_domain"] == {"airline": passk["summary"]} and passk["settings"]["n"] == 2
+    # `agent-tune eval report` writes the same from the results file
+    assert eval_main(["report", str(out), "--passk-json", str(tmp_path / "again.passk.json")]) == 0
+    again = json.loads((tmp_path / "again.passk.json").read_text())
+    assert again["summary"] == passk["summary"] and again["by_domain"] == passk["by_domain"]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import pytest
 
-from agent_tune.eval.metrics import k_values_for, pass_at_k, summarize
+from agent_tune.eval.metrics import first_and_any_of_k, k_values_for, pass_at_k, summarize
 
 
 def brute_pass_at_k(n: int, c: int, k: int) -> float:
@@ -113,3 +114,28 @@ def test_leaderboard_summaries_follow_bfcl_aggregation():
 def test_multi_turn_only_report_has_no_single_turn_summaries():
     s = summarize([rec("multi_turn_base_0", 1.0)], env="bfcl")["summaries"]
     assert set(s) == {"multi_turn", "overall"}
+
+
+def test_first_sample_and_any_of_k_in_the_pipelines_shape(tmp_path):
+    """pass@1 is the first sample's success (not the mean over samples), pass@k any success among the k."""
+    from agent_tune.eval.report import format_table, write_first_and_any
+
+    def tau2(task, domain, accs):
+        return [{**rec(task, a, sample=i), "category": domain} for i, a in enumerate(accs)]
+
+    records = (tau2("tau2/airline/0", "airline", [0.0, 1.0, 0.0, 0.0]) + tau2("tau2/airline/1", "airline", [1.0] * 4)
+               + tau2("tau2/retail/0", "retail", [1.0, 0.0, 0.0, 0.0]) + tau2("tau2/retail/1", "retail", [0.0] * 4))
+    report = first_and_any_of_k(reversed(records))  # in whatever order the episodes finished
+    assert report["k"] == 4 and "not pass^k" in report["metric_note"]
+    assert report["summary"] == {"total": 4, "pass_at_1": 0.5, "pass_at_4": 0.75}
+    assert report["by_domain"] == {"airline": {"total": 2, "pass_at_1": 0.5, "pass_at_4": 1.0},
+                                   "retail": {"total": 2, "pass_at_1": 0.5, "pass_at_4": 0.5}}
+    s = summarize(records)
+    assert s["first_and_any_of_k"] == report
+    assert s["categories"]["airline"]["pass@1"] == pytest.approx((0.25 + 1.0) / 2)  # the estimator differs
+    table = format_table(s)
+    assert "pass@1 (first sample) / pass@4 (any of 4):" in table and "airline: 50.0 / 100.0" in table
+    doc = json.loads(write_first_and_any({**s, "source": "x.jsonl", "settings": {"n": 4}}, tmp_path / "p.json")
+                     .read_text())
+    assert doc["summary"]["pass_at_4"] == 0.75 and doc["by_domain"]["retail"]["pass_at_1"] == 0.5
+    assert doc["settings"] == {"n": 4}

@@ -29,7 +29,7 @@ USER_VARIABLES = (
     "SAVE_FREQ TEST_FREQ REWARD EXPERIMENT NNODES GPUS_PER_NODE TOTAL_STEPS RESPONSE_LENGTH STEPS CONFIG_NAME "
     "WORK_DIR DATA_DIR TRAIN_FILE VAL_FILE CKPT_DIR INPUT DATASET SHOTS PYTHON RLLA_FILE VAL_SIZE REWARD_LENGTH "
     "REWARD_SCALE REWARD_GRANULARITY USER_MODEL USER_GPUS USER_PORT USER_BASE_URL TRAIN_GPUS ALPHA CURRICULUM "
-    "TASK_WEIGHTING SFT_CONFIG GRPO_CONFIG SFT_DATA SFT_STEPS RECIPES TIMEOUT_S "
+    "TASK_WEIGHTING SFT_CONFIG GRPO_CONFIG SFT_DATA SFT_STEPS RECIPES TIMEOUT_S PROTOCOL "
     # ToolRL's reward switches (examples/run_grpo_toolrl.sh maps them)
     "WITHLENGTH SCHEDULELENGTH CORRECTMAX1 MAX1STEP30MAX3 SCHEDULEREWARD REFINEDREWARD INTERMEDIATEREWARD COARSEREWARD"
 ).split()
@@ -145,6 +145,7 @@ def test_nothing_but_paths_unless_exported(script, tmp_path):
         ("examples/run_grpo_tau2.sh", "ALPHA", "0.5", ["agent_tune.env_kwargs.tau2.reward_shaping.alpha"]),
         ("examples/run_grpo_tau2.sh", "TASK_WEIGHTING", "false", ["agent_tune.task_weighting.enable"]),
         ("examples/run_grpo_tau2.sh", "MODEL_PATH", "/ckpt/sft1", ["actor_rollout_ref.model.path"]),
+        ("examples/run_grpo_tau2.sh", "PROTOCOL", "pipeline", ["agent_tune.env_kwargs.tau2.protocol"]),
         ("examples/run_grpo_toolrl.sh", "REWARD_SCALE", "two_stage", ["agent_tune.env_kwargs.toolcall.reward.scale"]),
         ("examples/run_grpo_toolrl.sh", "REWARD_LENGTH", "scheduled", ["agent_tune.env_kwargs.toolcall.reward.length"]),
         (
@@ -491,6 +492,18 @@ def test_tau2_chain_runs_sft_then_rft_then_grpo_each_from_the_last_model(tmp_pat
     assert not [c for c in again
                 if c[:2] == ["-m", "agent_tune.launch.sft"] or c[:3] == ["-m", "agent_tune.cli", "eval"]]
     assert _overrides(again)["actor_rollout_ref.model.path"] == str(hf2)
+
+
+def test_tau2_chain_in_the_pipeline_protocol(tmp_path):
+    """PROTOCOL=pipeline reaches the rows (their prompt), the RFT episodes' env options and the GRPO run."""
+    env = {"GRPO_CONFIG": "agent_tune_tau2_cpu", "DOMAINS": "airline", "N": "1", "PROTOCOL": "pipeline"}
+    calls = _chain(tmp_path, env)
+    rows = [c for c in calls if c and c[0].endswith("data_preprocess/tau2.py")]  # the chain's, and stage 3's
+    assert rows and all(c[c.index("--protocol") + 1] == "pipeline" and c[c.index("--out") + 1].endswith(
+        "data_pipeline") for c in rows)
+    (env_value,) = [c for c in calls if "agent_tune.env_kwargs.tau2" in c]
+    assert "agent_tune.env_kwargs.tau2.protocol=pipeline" in env_value
+    assert _overrides(calls)["agent_tune.env_kwargs.tau2.protocol"] == "pipeline"
 
 
 def test_tau2_chain_needs_conversations(tmp_path):

@@ -54,3 +54,28 @@ async def test_tau2_episode_through_verl_loop(qwen_tok, tmp_path, drop_write, ac
     assert record["task"] == task_key(extra) and record["acc"] == acc and record["reward"] == pytest.approx(reward)
     sampler = TaskWeightingSampler([task_key(extra)], TaskWeightingConfig(enable=True), tmp_path)
     assert sampler.refresh() and sampler.stats.attempts == {task_key(extra): 1}
+
+
+async def test_tau2_pipeline_protocol_through_verl_loop(qwen_tok, tmp_path) -> None:
+    """Training in the pipeline protocol (``agent_tune.env_kwargs.tau2.protocol: pipeline``): verl's server is asked
+    with the env's stop string, the retry after a malformed action at temperature 0 (that request only), and the
+    episode scores tau2's reward."""
+    from tests.envs.test_tau2_pipeline import block, respond
+
+    task = loader.load_task("airline", "2")
+    texts = ["Let me look.", *(block(*a) for a in gold_actions(task)), respond(final_text(task))]
+    with FakeOpenAI("user-simulator", default=user_reply) as user:
+        cfg = OmegaConf.create({
+            "actor_rollout_ref": {"rollout": {"prompt_length": 8000, "response_length": 6000}}, "data": {},
+            "agent_tune": {"template": "tokenizer", "tool_parser": "hermes", "reasoning_parser": "none",
+                           "env_kwargs": {"tau2": {"user": user.user_config(model="user-simulator"),
+                                                   "protocol": "pipeline"}}}})
+        server = ScriptedServerManager(qwen_tok, texts, "<|im_end|>")
+        loop = AgentTuneLoop(trainer_config=DictConfigWrap(cfg), server_manager=server, tokenizer=qwen_tok,
+                             processor=None, dataset_cls=None, data_config=DictConfigWrap(cfg.data))
+        extra = {"index": 0, "split": "train", "env": {"name": "tau2", "kwargs": {"domain": "airline", "task_id": "2"}}}
+        out = await loop.run({"temperature": 1.0, "logprobs": True}, raw_prompt=[], extra_info=extra, global_steps=1)
+    assert [c["params"]["temperature"] for c in server.calls] == [1.0, 0.0] + [1.0] * (len(texts) - 2)
+    assert all("</tool_call>" in c["params"]["stop"] for c in server.calls)
+    info = out.extra_fields["reward_extra_info"]
+    assert info["acc"] == 1.0 and out.reward_score == 1.0

@@ -35,11 +35,20 @@ concurrent episodes ask their users at once.
 
 A task is ``reset(domain=..., task_id=...)`` (or both given to the constructor); ``task_set`` picks another
 tau2 task set of the domain (``telecom_full``).
+
+``protocol`` picks how the policy talks: ``native`` (the default, above: tau2's own agent prompt, the tools
+through the chat template, the configured tool-call parser) or ``pipeline``, Tau2-RL-Pipeline's protocol, which
+its published checkpoints speak (:mod:`agent_tune.envs.tau2.pipeline`): its own system prompt, exactly one
+``<tool_call>`` per generation (stopping at ``</tool_call>``), ``respond`` / ``done`` pseudo-tools, tool results
+and the user's replies as user messages; a malformed action is answered with its FORMAT ERROR message and
+retried once at temperature 0 (``StepResult.sampling``), a second one ends the episode as a parse error (tau2's
+``agent_error``, stop reason ``env_error``, ``info["error"]`` says why). The conversation on tau2's side, its
+limits and its scoring are the same for both.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping, get_args
 
 from agent_tune.envs.base import (
     BaseToolEnv,
@@ -54,8 +63,8 @@ from agent_tune.envs.base import (
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.tau2 import catalogue as tau2_catalogue
-from agent_tune.envs.tau2 import loader
-from agent_tune.envs.tau2.episode import DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS, USER, Tau2Episode
+from agent_tune.envs.tau2 import loader, pipeline
+from agent_tune.envs.tau2.episode import DEFAULT_MAX_ERRORS, USER, Tau2Episode, default_max_steps
 from agent_tune.envs.tau2.judge import JudgeConfig, configured_judge
 from agent_tune.envs.tau2.messages import (
     assistant_message,
@@ -68,6 +77,7 @@ from agent_tune.envs.tau2.results import TAU2_REPORT
 from agent_tune.envs.tau2.scoring import progress, reward_summary, score_simulation
 from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, StartTimeoutError, check_timeout
 from agent_tune.parsing.response import ResponseParser
+from agent_tune.parsing.types import ParsedResponse, ToolCall, ToolCallError
 from agent_tune.rewards.tau2_shaping import Tau2ShapingConfig, shape_reward
 from agent_tune.users import LLMUser, User, UserConfig, make_user, run_sync
 from agent_tune.utils.typed_config import OptionError
@@ -77,6 +87,9 @@ from agent_tune.utils.typed_config import OptionError
 TAU2_STOP = {"agent_stop": StopReason.DONE, "user_stop": StopReason.DONE, "max_steps": StopReason.STEP_LIMIT,
              "too_many_errors": StopReason.STEP_LIMIT, "user_error": StopReason.SERVER_ERROR,
              "agent_error": StopReason.ENV_ERROR}
+
+Protocol = Literal["native", "pipeline"]
+PROTOCOLS: tuple[str, ...] = get_args(Protocol)
 
 
 def user_reply_bound(config: UserConfig) -> float:
@@ -92,7 +105,8 @@ def user_reply_bound(config: UserConfig) -> float:
 class Tau2ToolEnv(BaseToolEnv):
     """tau2-bench: tools on tau2's environment, a simulated user, tau2's evaluator as the reward."""
 
-    description = "tau2-bench customer service (airline, retail, telecom, mock) with a simulated user, tau2's reward"
+    description = ("tau2-bench customer service (airline, retail, telecom, mock) with a simulated user, tau2's reward; "
+                   "protocol native (tau2's) or pipeline (Tau2-RL-Pipeline's)")
     sampler_hints = SamplerHints(blocking_reset=True)  # reset waits for the user's first message
     catalogue = TaskCatalogue(splits=tau2_catalogue.SPLITS, tasks=tau2_catalogue.tau2_tasks,
                               eval_default=("test", tau2_catalogue.DEFAULT_DOMAINS),
@@ -105,7 +119,7 @@ class Tau2ToolEnv(BaseToolEnv):
         task_id: str | int | None = None,
         user: Mapping[str, Any] | UserConfig | None = None,
         task_set: str | None = None,
-        max_steps: int = DEFAULT_MAX_STEPS,
+        max_steps: int | None = None,
         max_errors: int = DEFAULT_MAX_ERRORS,
         tool_parser: str = "hermes",
         reasoning_parser: str = "none",
@@ -113,7 +127,12 @@ class Tau2ToolEnv(BaseToolEnv):
         judge: Mapping[str, Any] | JudgeConfig | None = None,
         call_timeout: float | None = None,
         start_timeout: float | None = None,
+        protocol: Protocol = "native",
     ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"tau2 env: protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+        if max_steps is None:  # the protocol's own: tau2's CLI (200), the pipeline's (100)
+            max_steps = default_max_steps(protocol)
         if domain is not None:
             try:
                 loader.check_domain(domain)
@@ -139,9 +158,20 @@ class Tau2ToolEnv(BaseToolEnv):
         self.domain = domain
         self.task_id = None if task_id is None else str(task_id)
         self.task_set = task_set
-        self.max_steps = int(max_steps)
+        self.protocol = protocol
+        # tau2's step limit (the orchestrator's count); the pipeline keeps no generation limit of its own beyond
+        # it (its loop of max_steps actions never outlasts tau2's max_steps steps), so the template's is off
+        self.tau2_max_steps = int(max_steps)
+        self.max_steps = None if protocol == "pipeline" else int(max_steps)
         self.max_errors = int(max_errors)
         self.parser = ResponseParser(tool_parser, reasoning_parser)
+        if protocol == "pipeline":  # an instance's hints: the runner reads env.sampler_hints
+            self.sampler_hints = SamplerHints(stop=(pipeline.STOP_STRING,), include_stop_str_in_output=True,
+                                              blocking_reset=True)
+        self._action: pipeline.Action | None = None  # the pipeline's parsed action of the current step
+        self._action_error: str | None = None
+        self._retrying = False  # the pipeline's retry after a malformed action is under way
+        self.format_retries = 0
         self.episode: Tau2Episode | None = None
         self.simulation = None  # tau2's SimulationRun of the last finished episode
 
@@ -172,13 +202,16 @@ class Tau2ToolEnv(BaseToolEnv):
         if not domain or task_id is None:
             raise ValueError("tau2 env: reset() needs a domain and a task_id (e.g. domain='airline', task_id='0')")
         task = loader.load_task(task_set or self.task_set or domain, task_id)
-        self.episode = episode = Tau2Episode(domain, task, loader.new_environment(domain), self.max_steps,
+        self.episode = episode = Tau2Episode(domain, task, loader.new_environment(domain), self.tau2_max_steps,
                                              self.max_errors)
         self.user: User = make_user(self.user_config)
         self.tools = tool_schemas(episode.environment.get_tools())
         self._tool_index = {t["function"]["name"]: t for t in self.tools}
         self.simulation = None
+        self._retrying, self.format_retries = False, 0
         super().reset()
+        if self.protocol == "pipeline":
+            return self._pipeline_reset(episode)
         messages = [{"role": "system", "content": episode.agent_system_prompt},
                     *history_messages(episode.trajectory)]
         if episode.to_role == USER and not episode.done:
@@ -187,7 +220,44 @@ class Tau2ToolEnv(BaseToolEnv):
                 raise StartTimeoutError(self.start_timeout, "tau2 user's first message")
         return Observation(messages=messages, tools=self.tools)
 
+    def _pipeline_reset(self, episode: Tau2Episode) -> Observation:
+        """The pipeline's start: its system prompt (tau2's policy, the domain's tools and the gym's ``done``),
+        then what the agent received before its first turn, as the gym shows it (the user's first message).
+        The tools are in the prompt's text: none go to the chat template."""
+        from tau2.agent.base import is_valid_agent_history_message
+
+        prompt = pipeline.system_prompt(episode.domain, episode.environment.get_policy(),
+                                        [*self.tools, pipeline.done_tool_schema()])
+        if episode.to_role == USER and not episode.done:
+            run_sync(episode.user_acts(self.user))
+        # an episode already over shows nothing (the gym's reset returns an empty observation then)
+        seen = "" if episode.done else pipeline.observation_text(
+            [m for m in episode.trajectory if is_valid_agent_history_message(m)])
+        self.tools = None
+        return Observation(messages=[{"role": "system", "content": prompt},
+                                     *pipeline.followup_messages(seen, pipeline.RESET_CALL, after_tool=False)])
+
     # ------------------------------------------------------------------ stepping
+    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
+        """Native: the configured parser. Pipeline: the generation's one action (reasoning stripped first when a
+        reasoning parser is configured), a tool call as the response's call, a malformed action as its error."""
+        if self.protocol != "pipeline":
+            return super().extract_tool_calls(raw_response)
+        text = self.parser.reasoning_parser.parse(raw_response)[1]
+        try:
+            self._action, self._action_error = pipeline.parse_action(text), None
+        except pipeline.ActionError as exc:
+            self._action, self._action_error = None, str(exc)
+            return ParsedResponse(content=text, errors=[ToolCallError(0, text, str(exc))])
+        action = self._action
+        if action.name in (pipeline.RESPOND, pipeline.DONE):
+            return ParsedResponse(content=text)
+        return ParsedResponse(content="", calls=[ToolCall(action.name, dict(action.arguments), text)])
+
+    def stop(self, raw_response: str) -> bool:
+        """Native: no call block. Pipeline: never (every generation is an action, ``respond`` included)."""
+        return False if self.protocol == "pipeline" else super().stop(raw_response)
+
     async def act(self, step: Step) -> None:
         """The policy's message on the episode: its calls run on tau2's environment (a call to an unknown tool
         or with wrong parameters runs too, answered with tau2's error text, and is a format error); an
@@ -196,6 +266,9 @@ class Tau2ToolEnv(BaseToolEnv):
         ends the env's episode."""
         episode = self.episode
         assert episode is not None
+        if self.protocol == "pipeline":
+            await self._pipeline_acts(step, episode)
+            return
         if not episode.done:  # else the user ended the conversation before the policy spoke (its first message)
             self._agent_acts(step, episode)
         if self._user_turn():
@@ -217,6 +290,43 @@ class Tau2ToolEnv(BaseToolEnv):
         if not message.is_tool_call() and not parsed.errors and message.has_text_content():
             self.status.turns_completed += 1
         step.info["call_problems"] = [p for p in problems if p]
+
+    async def _pipeline_acts(self, step: Step, episode: Tau2Episode) -> None:
+        """One pipeline action: a malformed one is answered with FORMAT ERROR and retried once at temperature 0
+        (then the episode ends as a parse error); a well-formed one goes to tau2 as the gym sends it, and what
+        tau2 answers comes back as the pipeline's user messages."""
+        if episode.done:  # the user ended the conversation before the policy spoke
+            step.done = True
+            return
+        action = self._action
+        if action is None:
+            step.format_errors = 1
+            step.info["action_error"] = self._action_error
+            if self._retrying:
+                episode.fail(f"parse error: {self._action_error}")
+                step.done = True
+            else:
+                self._retrying = True
+                self.format_retries += 1
+                step.messages.append({"role": "user", "content": pipeline.FORMAT_ERROR})
+                step.sampling = dict(pipeline.RETRY_SAMPLING)
+            return
+        self._retrying = False
+        message = pipeline.tau2_message(action)
+        problems = [call_problem(c.name, c.arguments, self._tool_index) for c in message.tool_calls or ()]
+        step.format_errors = sum(p is not None for p in problems)
+        step.info["call_problems"] = [p for p in problems if p]
+        step.info["calls"] = [c.name for c, p in zip(message.tool_calls or (), problems) if p is None]
+        received: list[Any] = episode.agent_acts(message)
+        if not message.is_tool_call() and not episode.done:
+            self.status.turns_completed += 1
+            received = await episode.user_acts(self.user)
+        if episode.done:
+            step.done = True
+            return
+        step.info["tau2_steps"] = episode.step_count
+        step.messages.extend(pipeline.followup_messages(pipeline.observation_text(received), action.call,
+                                                        after_tool=action.name != pipeline.RESPOND))
 
     def _user_turn(self) -> bool:
         return self.episode is not None and not self.episode.done and self.episode.to_role == USER
@@ -254,6 +364,8 @@ class Tau2ToolEnv(BaseToolEnv):
             "tau2_errors": episode.num_errors,
             **reward_summary(reward_info),
         }
+        if self.protocol == "pipeline":
+            extras["format_retries"] = self.format_retries
         if episode.error_reason is not None:
             extras["error"] = episode.error_reason
         if eval_error is not None:

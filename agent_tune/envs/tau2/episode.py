@@ -45,7 +45,13 @@ from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, EnvTimeoutError, a
 from agent_tune.users.base import User, UserError, UserReply
 
 DEFAULT_MAX_STEPS = 200  # tau2's CLI default (tau2.config.DEFAULT_MAX_STEPS)
+PIPELINE_MAX_STEPS = 100  # Tau2-RL-Pipeline's (its gym env's and eval's max_steps)
 DEFAULT_MAX_ERRORS = 10  # tau2.config.DEFAULT_MAX_ERRORS
+
+
+def default_max_steps(protocol: str = "native") -> int:
+    """tau2's step limit when none is given: tau2's CLI default, or the pipeline's with its protocol."""
+    return PIPELINE_MAX_STEPS if protocol == "pipeline" else DEFAULT_MAX_STEPS
 
 AGENT, USER, ENV = "agent", "user", "env"
 
@@ -232,6 +238,13 @@ class Tau2Episode:
         return said
 
     # ------------------------------------------------------------------ the end
+    def fail(self, reason: str) -> None:
+        """End the episode on the agent's failure (the pipeline protocol's parse error): tau2's
+        ``agent_error``, ``reason`` kept as the error."""
+        if not self.done:
+            self.termination = TerminationReason.AGENT_ERROR
+            self.error_reason = reason
+
     def cut(self) -> None:
         """End the episode from outside (the policy's token budget ran out): tau2's ``max_steps``."""
         if not self.done:

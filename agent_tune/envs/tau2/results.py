@@ -51,7 +51,7 @@ def build_results(records: Iterable[Mapping[str, Any]], domain: str, meta: Mappi
     from tau2.user.user_simulator import get_global_user_sim_guidelines
 
     from agent_tune.envs.tau2 import loader
-    from agent_tune.envs.tau2.episode import DEFAULT_MAX_ERRORS, DEFAULT_MAX_STEPS
+    from agent_tune.envs.tau2.episode import DEFAULT_MAX_ERRORS, default_max_steps
 
     meta = dict(meta or {})
     env_kwargs = dict(meta.get("env_kwargs") or {})
@@ -62,7 +62,7 @@ def build_results(records: Iterable[Mapping[str, Any]], domain: str, meta: Mappi
     info = Info(
         git_commit="agent-tune",
         num_trials=int(meta.get("n") or max((s.trial or 0) + 1 for s in sims) if sims else 1),
-        max_steps=int(env_kwargs.get("max_steps", DEFAULT_MAX_STEPS)),
+        max_steps=int(env_kwargs.get("max_steps") or default_max_steps(env_kwargs.get("protocol", "native"))),
         max_errors=int(env_kwargs.get("max_errors", DEFAULT_MAX_ERRORS)),
         user_info=UserInfo(implementation=f"agent_tune_{user.get('kind', 'llm')}_user", llm=user.get("model"),
                            llm_args={k: user[k] for k in ("base_url", "temperature", "max_tokens") if k in user},
