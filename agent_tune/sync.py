@@ -51,9 +51,10 @@ def submit(coro: Coroutine[Any, Any, T]) -> Future[T]:
     return asyncio.run_coroutine_threadsafe(coro, background_loop())
 
 
-async def on_background_loop(coro: Coroutine[Any, Any, T], timeout: float) -> T:
+async def on_background_loop(coro: Coroutine[Any, Any, T], timeout: float, what: str = "") -> T:
     """Await ``coro`` run on :func:`background_loop` from another event loop, at most ``timeout`` seconds (then
-    cancel it and raise :class:`~agent_tune.envs.time_limits.EnvTimeoutError`, a ``TimeoutError``)."""
+    cancel it and raise :class:`~agent_tune.envs.time_limits.EnvTimeoutError`, a ``TimeoutError``, naming
+    ``what``)."""
     from agent_tune.envs.time_limits import EnvTimeoutError  # here: agent_tune.envs imports this module
 
     future = submit(coro)
@@ -61,13 +62,13 @@ async def on_background_loop(coro: Coroutine[Any, Any, T], timeout: float) -> T:
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
     except asyncio.TimeoutError:
         future.cancel()
-        raise EnvTimeoutError(timeout) from None
+        raise EnvTimeoutError(timeout, what) from None
 
 
-def wait(coro: Coroutine[Any, Any, T], timeout: float) -> T:
+def wait(coro: Coroutine[Any, Any, T], timeout: float, what: str = "") -> T:
     """Run ``coro`` on :func:`background_loop` and wait for it at most ``timeout`` seconds (then cancel it and
-    raise :class:`~agent_tune.envs.time_limits.EnvTimeoutError`, a ``TimeoutError``). Not to be called from the
-    loop's own thread."""
+    raise :class:`~agent_tune.envs.time_limits.EnvTimeoutError`, a ``TimeoutError``, naming ``what``). Not to be
+    called from the loop's own thread."""
     from agent_tune.envs.time_limits import EnvTimeoutError  # here: agent_tune.envs imports this module
 
     future = submit(coro)
@@ -75,4 +76,4 @@ def wait(coro: Coroutine[Any, Any, T], timeout: float) -> T:
         return future.result(timeout)
     except FutureTimeout:
         future.cancel()
-        raise EnvTimeoutError(timeout) from None
+        raise EnvTimeoutError(timeout, what) from None
