@@ -61,6 +61,8 @@ async def on_background_loop(coro: Coroutine[Any, Any, T], timeout: float, what:
     try:
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
     except asyncio.TimeoutError:
+        if future.done() and not future.cancelled():  # the coroutine's own TimeoutError, in time: raised as it is
+            return future.result()
         future.cancel()
         raise EnvTimeoutError(timeout, what) from None
 
@@ -75,5 +77,7 @@ def wait(coro: Coroutine[Any, Any, T], timeout: float, what: str = "") -> T:
     try:
         return future.result(timeout)
     except FutureTimeout:
+        if future.done() and not future.cancelled():  # the coroutine's own TimeoutError, in time: raised as it is
+            return future.result()
         future.cancel()
         raise EnvTimeoutError(timeout, what) from None

@@ -100,3 +100,21 @@ async def test_a_shared_future_is_waited_on_within_each_bound_and_never_cancelle
     assert not gathering.cancelled()
     gathering.set_result(7)
     assert await await_future(gathering, 1) == 7
+
+
+async def test_the_background_loops_waits_follow_the_rule() -> None:
+    """:mod:`agent_tune.sync`'s bounded waits (where remote envs' connections live): the rule's error naming what
+    waited, and a coroutine's own ``TimeoutError`` passed on as its own, not taken for the deadline."""
+    from agent_tune.sync import on_background_loop, wait
+
+    async def own_timeout() -> None:
+        raise TimeoutError("the server's own")
+
+    with pytest.raises(EnvTimeoutError, match=r"^no answer in 0.2 s \(slow server\)$"):
+        await on_background_loop(asyncio.sleep(30), 0.2, "slow server")
+    with pytest.raises(EnvTimeoutError, match=r"^no answer in 0.2 s \(slow server\)$"):
+        await asyncio.to_thread(wait, asyncio.sleep(30), 0.2, "slow server")
+    for waited in (on_background_loop(own_timeout(), 5), asyncio.to_thread(wait, own_timeout(), 5)):
+        with pytest.raises(TimeoutError, match="the server's own") as caught:
+            await waited
+        assert not isinstance(caught.value, EnvTimeoutError)
