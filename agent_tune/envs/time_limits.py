@@ -27,7 +27,8 @@ docstring when it derives another bound). The bounded calls:
   without cancelling it: for a result several episodes wait on, each within its own bound (a build shared by a
   process's episodes, a batch gathered from concurrent episodes).
 
-Each raises :class:`EnvTimeoutError` (a ``TimeoutError``) naming what waited and for how long.
+Each raises :class:`EnvTimeoutError` (a ``TimeoutError``; defined in :mod:`agent_tune.sync`, re-exported here)
+naming what waited and for how long.
 """
 
 from __future__ import annotations
@@ -41,22 +42,13 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 from pydantic import model_validator
 
-from agent_tune.errors import EnvError
+from agent_tune.sync import EnvTimeoutError
 from agent_tune.utils.typed_config import ConfigModel, OptionError
 
 T = TypeVar("T")
 
 DEFAULT_CALL_TIMEOUT = 60.0  # seconds for one call during an episode
 DEFAULT_START_TIMEOUT = 60.0  # seconds for the start of an episode (reset)
-
-
-class EnvTimeoutError(EnvError, TimeoutError):
-    """A bounded wait got no answer in time: ``what`` waited ``seconds``. The message is what an episode records
-    in its ``error`` extra: ``no answer in 5 s (skyrl env step)``."""
-
-    def __init__(self, seconds: float, what: str = "") -> None:
-        self.seconds, self.what = float(seconds), what
-        super().__init__(timeout_text(seconds, what))
 
 
 class StartTimeoutError(EnvTimeoutError):
@@ -66,7 +58,7 @@ class StartTimeoutError(EnvTimeoutError):
 
 def timeout_text(seconds: float, what: str = "") -> str:
     """How a timeout reads in an episode's ``error``: ``no answer in N s`` and, when given, what waited."""
-    return f"no answer in {float(seconds):g} s" + (f" ({what})" if what else "")
+    return EnvTimeoutError.text(seconds, what)
 
 
 def check_timeout(key: str, seconds: Any) -> float:
