@@ -16,7 +16,25 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Coroutine, TypeVar
 
+from agent_tune.errors import EnvError
+
 T = TypeVar("T")
+
+
+class EnvTimeoutError(EnvError, TimeoutError):
+    """A bounded wait got no answer in time: ``what`` waited ``seconds``. The time-limit rule's error
+    (:mod:`agent_tune.envs.time_limits` re-exports it; defined here, where the background loop's waits raise it
+    too, so that this module imports nothing of ``agent_tune.envs``). The message is what an episode records in
+    its ``error`` extra: ``no answer in 5 s (skyrl env step)``."""
+
+    def __init__(self, seconds: float, what: str = "") -> None:
+        self.seconds, self.what = float(seconds), what
+        super().__init__(self.text(seconds, what))
+
+    @staticmethod
+    def text(seconds: float, what: str = "") -> str:
+        """How a timeout reads: ``no answer in N s`` and, when given, what waited."""
+        return f"no answer in {float(seconds):g} s" + (f" ({what})" if what else "")
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -51,28 +69,29 @@ def submit(coro: Coroutine[Any, Any, T]) -> Future[T]:
     return asyncio.run_coroutine_threadsafe(coro, background_loop())
 
 
-async def on_background_loop(coro: Coroutine[Any, Any, T], timeout: float) -> T:
+async def on_background_loop(coro: Coroutine[Any, Any, T], timeout: float, what: str = "") -> T:
     """Await ``coro`` run on :func:`background_loop` from another event loop, at most ``timeout`` seconds (then
-    cancel it and raise :class:`~agent_tune.envs.time_limits.EnvTimeoutError`, a ``TimeoutError``)."""
-    from agent_tune.envs.time_limits import EnvTimeoutError  # here: agent_tune.envs imports this module
-
+    cancel it and raise :class:`EnvTimeoutError`, a ``TimeoutError``, naming
+    ``what``)."""
     future = submit(coro)
     try:
         return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
     except asyncio.TimeoutError:
+        if future.done() and not future.cancelled():  # the coroutine's own TimeoutError, in time: raised as it is
+            return future.result()
         future.cancel()
-        raise EnvTimeoutError(timeout) from None
+        raise EnvTimeoutError(timeout, what) from None
 
 
-def wait(coro: Coroutine[Any, Any, T], timeout: float) -> T:
+def wait(coro: Coroutine[Any, Any, T], timeout: float, what: str = "") -> T:
     """Run ``coro`` on :func:`background_loop` and wait for it at most ``timeout`` seconds (then cancel it and
-    raise :class:`~agent_tune.envs.time_limits.EnvTimeoutError`, a ``TimeoutError``). Not to be called from the
-    loop's own thread."""
-    from agent_tune.envs.time_limits import EnvTimeoutError  # here: agent_tune.envs imports this module
-
+    raise :class:`EnvTimeoutError`, a ``TimeoutError``, naming ``what``). Not to be
+    called from the loop's own thread."""
     future = submit(coro)
     try:
         return future.result(timeout)
     except FutureTimeout:
+        if future.done() and not future.cancelled():  # the coroutine's own TimeoutError, in time: raised as it is
+            return future.result()
         future.cancel()
-        raise EnvTimeoutError(timeout) from None
+        raise EnvTimeoutError(timeout, what) from None

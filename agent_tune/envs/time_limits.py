@@ -22,8 +22,13 @@ docstring when it derives another bound). The bounded calls:
   a pool (so other episodes never wait for it) and its result is dropped; the caller must not use the object the
   call was working on again (end the episode, drop the env's handle).
 * :func:`bounded` awaits a coroutine at most ``timeout`` seconds (cancelling it then): for async backends.
+* :func:`start_in_thread` starts a blocking function in a thread of its own and hands back its future;
+  :func:`wait_future` (sync) and :func:`await_future` (async) wait on such a future at most ``timeout`` seconds
+  without cancelling it: for a result several episodes wait on, each within its own bound (a build shared by a
+  process's episodes, a batch gathered from concurrent episodes).
 
-Each raises :class:`EnvTimeoutError` (a ``TimeoutError``) naming what waited and for how long.
+Each raises :class:`EnvTimeoutError` (a ``TimeoutError``; defined in :mod:`agent_tune.sync`, re-exported here)
+naming what waited and for how long.
 """
 
 from __future__ import annotations
@@ -32,26 +37,18 @@ import asyncio
 import contextvars
 import threading
 from concurrent.futures import Future
+from concurrent.futures import wait as futures_wait
 from typing import Any, Awaitable, Callable, TypeVar
 
 from pydantic import model_validator
 
-from agent_tune.errors import EnvError
+from agent_tune.sync import EnvTimeoutError
 from agent_tune.utils.typed_config import ConfigModel, OptionError
 
 T = TypeVar("T")
 
 DEFAULT_CALL_TIMEOUT = 60.0  # seconds for one call during an episode
 DEFAULT_START_TIMEOUT = 60.0  # seconds for the start of an episode (reset)
-
-
-class EnvTimeoutError(EnvError, TimeoutError):
-    """A bounded wait got no answer in time: ``what`` waited ``seconds``. The message is what an episode records
-    in its ``error`` extra: ``no answer in 5 s (skyrl env step)``."""
-
-    def __init__(self, seconds: float, what: str = "") -> None:
-        self.seconds, self.what = float(seconds), what
-        super().__init__(timeout_text(seconds, what))
 
 
 class StartTimeoutError(EnvTimeoutError):
@@ -61,7 +58,7 @@ class StartTimeoutError(EnvTimeoutError):
 
 def timeout_text(seconds: float, what: str = "") -> str:
     """How a timeout reads in an episode's ``error``: ``no answer in N s`` and, when given, what waited."""
-    return f"no answer in {float(seconds):g} s" + (f" ({what})" if what else "")
+    return EnvTimeoutError.text(seconds, what)
 
 
 def check_timeout(key: str, seconds: Any) -> float:
@@ -86,8 +83,9 @@ class TimeLimits(ConfigModel):
         return self
 
 
-def _started(fn: Callable[..., T], args: tuple[Any, ...], what: str) -> Future[T]:
-    """``fn(*args)`` started in a daemon thread of its own (in a copy of the caller's context); its future."""
+def start_in_thread(fn: Callable[..., T], *args: Any, what: str = "") -> Future[T]:
+    """``fn(*args)`` started in a daemon thread of its own (in a copy of the caller's context); its future, for
+    :func:`wait_future` / :func:`await_future` (a result several episodes wait on, each with its own bound)."""
     future: Future[T] = Future()
     context = contextvars.copy_context()
 
@@ -106,31 +104,46 @@ def _started(fn: Callable[..., T], args: tuple[Any, ...], what: str) -> Future[T
     return future
 
 
+def wait_future(future: Future[T], timeout: float, what: str = "",
+                error: type[EnvTimeoutError] = EnvTimeoutError) -> T:
+    """The result of ``future`` (raising what it raised), waited for at most ``timeout`` seconds from synchronous
+    code; then ``error``. The future is left as it is: whatever produces it may still finish it for others."""
+    # waited on first, so that a TimeoutError the function raised in time is passed on as its own
+    if not futures_wait([future], timeout).done:
+        raise error(timeout, what)
+    return future.result()
+
+
+async def await_future(future: Future[T], timeout: float, what: str = "",
+                       error: type[EnvTimeoutError] = EnvTimeoutError) -> T:
+    """:func:`wait_future` awaited from an event loop (no thread waits). The future is never cancelled: one not
+    yet running (a batch still gathering) stays valid for whoever finishes it."""
+    waiting = asyncio.wrap_future(future)
+    done, _ = await asyncio.wait({waiting}, timeout=timeout)
+    if not done:
+        waiting.add_done_callback(_retrieved)  # an abandoned call failing later is not logged as never retrieved
+        raise error(timeout, what)
+    return waiting.result()
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 def call_in_thread(fn: Callable[..., T], *args: Any, timeout: float, what: str = "",
                    error: type[EnvTimeoutError] = EnvTimeoutError) -> T:
     """``fn(*args)`` in a thread of its own, waited for at most ``timeout`` seconds from synchronous code; then
     the thread is abandoned and ``error`` (:class:`EnvTimeoutError`, or :class:`StartTimeoutError` for a start)
     is raised. What ``fn`` raises in time is raised here."""
-    future = _started(fn, args, what)
-    try:
-        return future.result(timeout)
-    except TimeoutError:
-        if future.done():  # fn itself raised a TimeoutError in time: its own, raised as it is
-            return future.result()
-        raise error(timeout, what) from None
+    return wait_future(start_in_thread(fn, *args, what=what), timeout, what, error)
 
 
 async def acall_in_thread(fn: Callable[..., T], *args: Any, timeout: float, what: str = "",
                           error: type[EnvTimeoutError] = EnvTimeoutError) -> T:
     """:func:`call_in_thread` awaited from an event loop: no thread of a pool waits, so a call that never returns
     holds nothing the other episodes need."""
-    future = _started(fn, args, what)
-    try:
-        return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
-    except asyncio.TimeoutError:
-        if future.done() and future.exception() is not None:
-            raise future.exception() from None  # type: ignore[misc]
-        raise error(timeout, what) from None
+    return await await_future(start_in_thread(fn, *args, what=what), timeout, what, error)
 
 
 async def bounded(awaitable: Awaitable[T], timeout: float, what: str = "",
@@ -149,8 +162,11 @@ __all__ = [
     "StartTimeoutError",
     "TimeLimits",
     "acall_in_thread",
+    "await_future",
     "bounded",
     "call_in_thread",
     "check_timeout",
+    "start_in_thread",
     "timeout_text",
+    "wait_future",
 ]

@@ -20,6 +20,7 @@ import pytest
 from agent_tune.envs import check_env, get_env_class, make_env
 from agent_tune.envs.agent_r1.env import AgentR1Env
 from agent_tune.envs.agent_r1.loading import forget_shared
+from agent_tune.envs.time_limits import StartTimeoutError
 from agent_tune.tools import shared_sandbox
 from agent_tune.utils.typed_config import OptionError
 
@@ -333,7 +334,7 @@ def test_an_env_failing_on_the_text_ends_the_episode_as_a_counted_format_error(c
     env.reset(**TASK)
     result = env.step(CODE)
     assert result.done and result.info["stop_reason"] == "env_error" and result.info["format_errors"] == 1
-    assert why in result.info["error"] and result.reward == 0.0 and result.info["timed_out"] is False
+    assert why in result.info["error"] and result.reward == 0.0
 
 
 @pytest.mark.parametrize("cls,method", [("BlockingEnv", "step()"), ("BlockingStopEnv", "stop()")])
@@ -343,9 +344,9 @@ def test_an_env_that_blocks_ends_the_episode_after_call_timeout(release, cls: st
     t0 = time.perf_counter()
     result = env.step(CODE)
     assert time.perf_counter() - t0 < 3.0
-    assert result.done and result.info["stop_reason"] == "env_error" and result.info["timed_out"] is True
-    assert result.info["error"].endswith(f"{method} gave no answer in 0.3 s") and result.info["format_errors"] == 0
-    assert result.reward == 0.0
+    assert result.done and result.info["stop_reason"] == "timeout"  # the time-limit rule's outcome
+    assert result.info["error"] == f"no answer in 0.3 s (agent_r1 env {HERE}:{cls} {method})"
+    assert result.info["format_errors"] == 0 and result.reward == 0.0
 
 
 async def test_a_blocking_env_does_not_hold_up_the_runner(release, qwen_tok) -> None:
@@ -356,21 +357,32 @@ async def test_a_blocking_env_does_not_hold_up_the_runner(release, qwen_tok) -> 
     env = make_env("agent_r1", **{**RETOOL, "env": f"{HERE}:BlockingEnv", "call_timeout": 0.3})
     policy = ScriptedPolicy(renderer, [Reply(CODE, end_of_turn=False)])
     result = await run_episode(env, policy, renderer, RolloutLimits(4096, 4096), task=TASK)
-    assert result.stop_reason == "env_error" and result.info["timed_out"] is True and result.reward == 0.0
+    assert result.stop_reason == "timeout" and result.info["error"].startswith("no answer in 0.3 s")
+    assert result.reward == 0.0
     assert result.trajectory.response_mask == [1] * len(renderer.encode(CODE))
 
 
-def test_a_build_beyond_start_timeout_ends_the_episode_at_its_first_step(release) -> None:
+async def test_a_build_beyond_start_timeout_is_an_episode_not_played(release, qwen_tok) -> None:
+    import asyncio
+
+    from agent_tune.rollout import ChatRenderer, RolloutLimits, run_episode
+    from tests.rollout.scripted import Reply, ScriptedPolicy
+
     kwargs = {**RETOOL, "tools": [f"{HERE}:SlowTool"], "start_timeout": 0.3}
     env = make_env("agent_r1", **kwargs)
-    obs = env.reset(**TASK)
-    assert obs.messages == TASK["prompt"] and obs.tools is None
-    result = env.step(CODE)
-    assert result.done and result.info["stop_reason"] == "env_error" and result.info["timed_out"] is True
-    assert "building the env and tools gave no answer in 0.3 s" in result.info["error"]
+    t0 = time.perf_counter()
+    with pytest.raises(StartTimeoutError, match=r"^no answer in 0.3 s \(agent_r1 env .*:ReToolLikeEnv build\)$"):
+        await asyncio.to_thread(env.reset, **TASK)
+    assert time.perf_counter() - t0 < 3.0
+    renderer = ChatRenderer(qwen_tok, "qwen3_instruct")
+    policy = ScriptedPolicy(renderer, [Reply(CODE, end_of_turn=False)])
+    result = await run_episode(env, policy, renderer, RolloutLimits(4096, 4096), task=TASK)
+    assert result.stop_reason == "timeout" and result.num_generations == 0 and result.reward == 0.0
+    assert result.trajectory.response_ids == [] and result.info["error"].endswith("build)")
     release.set()  # the build goes on; the next episode's start waits for the same one
     later = make_env("agent_r1", **{**kwargs, "start_timeout": 30.0})
-    assert later.reset(**TASK).tools is not None and later.step(CODE).observation.text.startswith("\n<interpreter>")
+    assert later.reset(**TASK).tools is not None
+    assert (await later.astep(CODE)).observation.text.startswith("\n<interpreter>")
 
 
 # ------------------------------------------------------------------ options, tasks, reward
@@ -449,6 +461,21 @@ def test_step_limit_and_a_failing_reward_function() -> None:
     bare = make_env("agent_r1", **{**RETOOL, "reward_fn": None})
     bare.reset(**TASK)
     assert bare.step(ANSWER).info["reward_source"] == "none"
+
+
+def blocking_score(**kwargs: Any) -> float:
+    RELEASE.wait(30)
+    return 1.0
+
+
+def test_a_reward_function_beyond_call_timeout_ends_as_a_timeout(release) -> None:
+    env = make_env("agent_r1", **{**RETOOL, "reward_fn": f"{HERE}:blocking_score", "call_timeout": 0.3})
+    env.reset(**TASK)
+    t0 = time.perf_counter()
+    end = env.step(ANSWER)
+    assert time.perf_counter() - t0 < 3.0
+    assert end.done and end.reward == 0.0 and end.info["stop_reason"] == "timeout"
+    assert end.info["error"] == f"no answer in 0.3 s (agent_r1 env {HERE}:ReToolLikeEnv reward)"
 
 
 def test_the_rows_an_agent_r1_preprocessing_script_writes_are_the_catalogue(tmp_path) -> None:
@@ -530,8 +557,8 @@ async def test_a_blocking_batch_step_ends_each_episode_after_call_timeout(releas
     t0 = time.perf_counter()
     results = await asyncio.gather(*(env.astep(CODE) for env in envs))
     assert time.perf_counter() - t0 < 3.0
-    assert all(r.info["error"].endswith("batch_step() gave no answer in 0.4 s") and r.info["timed_out"]
-               for r in results)
+    assert all(r.info["stop_reason"] == "timeout" and r.info["error"].startswith("no answer in 0.4 s")
+               and r.info["error"].endswith("batch_step())") for r in results)
 
 
 async def test_a_catalogue_row_trains_through_verls_agent_loop(qwen_tok) -> None:

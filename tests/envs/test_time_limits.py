@@ -14,8 +14,11 @@ from agent_tune.envs.time_limits import (
     StartTimeoutError,
     TimeLimits,
     acall_in_thread,
+    await_future,
     bounded,
     call_in_thread,
+    start_in_thread,
+    wait_future,
 )
 from agent_tune.utils.typed_config import OptionError
 
@@ -75,3 +78,43 @@ async def test_the_async_forms_leave_the_loop_free() -> None:
     finally:
         release.set()
         await ticker
+
+
+async def test_a_shared_future_is_waited_on_within_each_bound_and_never_cancelled() -> None:
+    """A result several episodes wait on (a process's shared build, a batch still gathering): a waiter that runs out
+    of time leaves the future as it is, so the others (and later ones) still get its result."""
+    from concurrent.futures import Future
+
+    release = threading.Event()
+    shared = start_in_thread(lambda: release.wait(30) and "built", what="build")
+    with pytest.raises(StartTimeoutError, match=r"no answer in 0.1 s \(build\)"):
+        wait_future(shared, 0.1, "build", error=StartTimeoutError)
+    with pytest.raises(EnvTimeoutError, match="build"):
+        await await_future(shared, 0.1, "build")
+    release.set()
+    assert wait_future(shared, 5) == "built" and await await_future(shared, 5) == "built"
+
+    gathering: Future[int] = Future()  # not running yet: cancelling it would succeed, and lose the batch's answer
+    with pytest.raises(EnvTimeoutError):
+        await await_future(gathering, 0.1, "batch")
+    assert not gathering.cancelled()
+    gathering.set_result(7)
+    assert await await_future(gathering, 1) == 7
+
+
+async def test_the_background_loops_waits_follow_the_rule() -> None:
+    """:mod:`agent_tune.sync`'s bounded waits (where remote envs' connections live): the rule's error naming what
+    waited, and a coroutine's own ``TimeoutError`` passed on as its own, not taken for the deadline."""
+    from agent_tune.sync import on_background_loop, wait
+
+    async def own_timeout() -> None:
+        raise TimeoutError("the server's own")
+
+    with pytest.raises(EnvTimeoutError, match=r"^no answer in 0.2 s \(slow server\)$"):
+        await on_background_loop(asyncio.sleep(30), 0.2, "slow server")
+    with pytest.raises(EnvTimeoutError, match=r"^no answer in 0.2 s \(slow server\)$"):
+        await asyncio.to_thread(wait, asyncio.sleep(30), 0.2, "slow server")
+    for waited in (on_background_loop(own_timeout(), 5), asyncio.to_thread(wait, own_timeout(), 5)):
+        with pytest.raises(TimeoutError, match="the server's own") as caught:
+            await waited
+        assert not isinstance(caught.value, EnvTimeoutError)

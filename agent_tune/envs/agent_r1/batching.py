@@ -5,8 +5,9 @@ a batched retrieval) get a batch.
 Agent-R1 steps a whole rollout batch at once; agent-tune's episodes reach the env one by one, as each generation
 ends. A :class:`BatchWindow` gathers them: the first generation to arrive opens a window of ``window`` seconds, every
 generation arriving within it joins, and at its end one thread calls ``batch_step`` with all of them in arrival order,
-handing each episode its own ``(tool_response, success, active)``. The caller waits on its future with its own
-deadline (:mod:`.bounded`).
+handing each episode its own ``(tool_response, success, active)``. The caller waits on its future within its own
+``call_timeout`` (:func:`agent_tune.envs.time_limits.await_future`, which never cancels it: the batch's other episodes
+still get their results).
 """
 
 from __future__ import annotations

@@ -40,9 +40,11 @@ Bad input, each a counted outcome, never a crash or a hang:
   in ``tool_failures``;
 * the env raising on the policy's text (in any of the three calls), or returning something other than
   ``(str, list of bool, bool)``: a format error; the episode ends (stop reason ``env_error``, its ``error``), scored 0;
-* no answer within ``call_timeout`` from the env (or the reward function): the episode ends (``env_error``,
-  ``timed_out``), scored 0; the env and tools not built within ``start_timeout`` at an episode's start: the episode
-  ends at its first step the same way, without calling the env;
+* no answer within ``call_timeout`` from the env (or the reward function): the episode ends, stop reason
+  ``timeout``, ``error`` ``no answer in N s (agent_r1 env PATH step())`` naming the call (the time-limit rule,
+  :mod:`agent_tune.envs.time_limits`), scored 0; the env and tools not built within ``start_timeout`` at an
+  episode's start: ``reset`` raises ``StartTimeoutError``, which the runner counts as an episode not played (stop
+  reason ``timeout``); the build goes on, shared by the process's later episodes;
 * a reward function that raises: reward 0, its error in ``reward_error`` (``env_error``).
 
 The catalogue (:mod:`.tasks`) reads the dataset files an Agent-R1 preprocessing script writes; a task's reset kwargs
@@ -55,14 +57,6 @@ import json
 import numbers
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
-from agent_tune.envs.agent_r1.bounded import (
-    CallTimeout,
-    acall_within,
-    await_within,
-    call_within,
-    start_call,
-    wait_future,
-)
 from agent_tune.envs.agent_r1.loading import (
     Built,
     build,
@@ -75,6 +69,19 @@ from agent_tune.envs.agent_r1.tasks import ROW_FIELDS, agent_r1_tasks, row_promp
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
+from agent_tune.envs.time_limits import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT,
+    EnvTimeoutError,
+    StartTimeoutError,
+    TimeLimits,
+    acall_in_thread,
+    await_future,
+    call_in_thread,
+    start_in_thread,
+    timeout_text,
+    wait_future,
+)
 from agent_tune.parsing import ParsedResponse
 from agent_tune.utils.imports import import_object
 from agent_tune.utils.typed_config import OptionError
@@ -93,14 +100,11 @@ def _load_reward_fn(path: str) -> Callable[..., Any]:
     return fn
 
 
-def _check_options(stop: Any, max_steps: Any, call_timeout: float, start_timeout: float, env_kwargs: Any) -> None:
+def _check_options(stop: Any, max_steps: Any, env_kwargs: Any) -> None:
     if isinstance(stop, str) or not all(isinstance(s, str) and s for s in stop):
         raise OptionError("stop", f"must be a list of non-empty strings, got {stop!r}")
     if max_steps is not None and int(max_steps) < 1:
         raise OptionError("max_steps", f"must be >= 1, got {max_steps}")
-    for key, seconds in (("call_timeout", call_timeout), ("start_timeout", start_timeout)):
-        if not float(seconds) > 0:
-            raise OptionError(key, f"must be > 0, got {seconds}")
     if not isinstance(env_kwargs, Mapping):
         raise OptionError("env_kwargs", f"must be a mapping, got {type(env_kwargs).__name__}")
     if "tools" in env_kwargs:
@@ -158,7 +162,7 @@ class AgentR1Env(BaseToolEnv):
         env = cls(**kwargs)
         try:
             env._built()
-        except CallTimeout:
+        except StartTimeoutError:
             pass  # slow, not broken: the episodes' starts wait for the same build
 
     def __init__(
@@ -172,14 +176,15 @@ class AgentR1Env(BaseToolEnv):
         max_steps: int | None = None,
         batch_tool_calls: bool = False,
         batch_window: float = 0.05,
-        call_timeout: float = 60.0,
-        start_timeout: float = 300.0,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
         self.env_class = resolve_env_class(env)
         self.env_path = env
         self.tool_specs = resolve_tools(tools)
         env_kwargs = {} if env_kwargs is None else env_kwargs
-        _check_options(stop, max_steps, call_timeout, start_timeout, env_kwargs)
+        _check_options(stop, max_steps, env_kwargs)
+        self.limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
         if not float(batch_window) > 0:
             raise OptionError("batch_window", f"must be > 0, got {batch_window}")
         self.batch_window = float(batch_window) if batch_tool_calls else None
@@ -187,24 +192,25 @@ class AgentR1Env(BaseToolEnv):
         self.reward_fn = _load_reward_fn(reward_fn) if reward_fn is not None else None
         self.custom_system_prompt = bool(custom_system_prompt)
         self.step_limit = None if max_steps is None else int(max_steps)  # not the template's: the last one is stepped
-        self.call_timeout, self.start_timeout = float(call_timeout), float(start_timeout)
         self.stop_strings = tuple(stop)
         # reset may wait for the process's first build of the env and its tools: the runner calls it off its loop
         self.sampler_hints = SamplerHints(stop=self.stop_strings, include_stop_str_in_output=True,
                                           observation_kind="text", blocking_reset=True)
         self._key = shared_key(env, list(tools), self.env_kwargs)
         self.r1: Built | None = None
-        self.start_error: str | None = None
         self._reset_episode({})
 
     # ------------------------------------------------------------------ the bounded calls into the user's code
     def _built(self) -> Built:
-        """The process's build of the env and its tools, waited for at most ``start_timeout`` (:class:`CallTimeout`);
-        a constructor that raises is a ``ValueError`` naming the env."""
-        future = shared_build(self._key, lambda: start_call(build, self.env_class, self.tool_specs, self.env_kwargs))
+        """The process's build of the env and its tools (in a thread of its own, shared by the process's episodes),
+        waited for at most ``start_timeout`` (:class:`StartTimeoutError`); a constructor that raises is a
+        ``ValueError`` naming the env."""
+        what = f"agent_r1 env {self.env_path} build"
+        future = shared_build(self._key, lambda: start_in_thread(build, self.env_class, self.tool_specs,
+                                                                 self.env_kwargs, what=what))
         try:
-            return wait_future(future, self.start_timeout, f"agent_r1 env {self.env_path}: building the env and tools")
-        except (CallTimeout, OptionError):
+            return wait_future(future, self.limits.start_timeout, what, error=StartTimeoutError)
+        except (StartTimeoutError, OptionError):
             raise
         except Exception as exc:
             raise ValueError(f"agent_r1 env {self.env_path}: the env or its tools could not be built "
@@ -223,16 +229,16 @@ class AgentR1Env(BaseToolEnv):
     async def _calls(self, raw: str, stage: list[str]) -> tuple[Any, Any, Any]:
         """:meth:`_play` in a thread of its own, at most ``call_timeout``; with ``batch_tool_calls`` the step goes to
         the env's ``batch_step`` with the generations of other episodes (:mod:`.batching`), each call bounded."""
-        what = f"agent_r1 env {self.env_path}"
+        what, seconds = f"agent_r1 env {self.env_path}", self.limits.call_timeout
         if self.batch_window is None:
-            return await acall_within(self.call_timeout, what, self._play, raw, stage)
+            return await acall_in_thread(self._play, raw, stage, timeout=seconds, what=what)
         assert self.r1 is not None
         env = self.r1.env
-        calls = await acall_within(self.call_timeout, what, env.extract_tool_calls, raw)
+        calls = await acall_in_thread(env.extract_tool_calls, raw, timeout=seconds, what=what)
         stage[0] = "batch_step()"
-        out = await await_within(self.r1.batcher(self.batch_window).submit(raw), self.call_timeout, what)
+        out = await await_future(self.r1.batcher(self.batch_window).submit(raw), seconds, what)
         stage[0] = "stop()"
-        return calls, out, await acall_within(self.call_timeout, what, env.stop, raw)
+        return calls, out, await acall_in_thread(env.stop, raw, timeout=seconds, what=what)
 
     # ------------------------------------------------------------------ the episode
     def _reset_episode(self, task: Mapping[str, Any]) -> None:
@@ -240,7 +246,6 @@ class AgentR1Env(BaseToolEnv):
         self.segments: list[str] = []
         self.tool_failures = 0
         self.error: str | None = None
-        self.timed_out = False
 
     def reset(self, prompt: Sequence[Mapping[str, Any]] | str | None = None,
               reward_model: Mapping[str, Any] | None = None, data_source: str | None = None,
@@ -248,7 +253,8 @@ class AgentR1Env(BaseToolEnv):
               row: str | Mapping[str, Any] | None = None) -> Observation:
         """Start an episode: ``prompt`` (chat messages, or a user message's text) and what the reward function reads
         (``reward_model={"ground_truth": ...}`` or ``ground_truth``, ``data_source``, ``extra_info``), or ``row``, an
-        Agent-R1 dataset row (a mapping or its JSON text) whose fields those override."""
+        Agent-R1 dataset row (a mapping or its JSON text) whose fields those override. The env and its tools not
+        built within ``start_timeout``: :class:`StartTimeoutError` (the runner counts the episode as not played)."""
         fields: dict[str, Any] = {}
         if row is not None:
             decoded = json.loads(row) if isinstance(row, str) else row
@@ -271,17 +277,12 @@ class AgentR1Env(BaseToolEnv):
                 raise TypeError("agent_r1 env: every prompt message needs a 'role' and a 'content'")
         self._reset_episode({"data_source": fields.get("data_source"), "ground_truth": truth,
                              "extra_info": fields.get("extra_info")})
-        self.start_error = None
-        try:
-            self.r1 = self._built()
-        except CallTimeout as exc:  # counted at the first step, without calling the env
-            self.r1, self.start_error = None, str(exc)
+        self.r1 = self._built()
         tools = None
-        if self.r1 is not None:
-            if self.custom_system_prompt:
-                messages = self._with_system_prompt(messages, self.r1.system_prompt)
-            else:
-                tools = [dict(t) for t in self.r1.schemas] or None
+        if self.custom_system_prompt:
+            messages = self._with_system_prompt(messages, self.r1.system_prompt)
+        else:
+            tools = [dict(t) for t in self.r1.schemas] or None
         self.tools = tools
         super().reset()
         return Observation(messages=messages, tools=tools)
@@ -310,20 +311,18 @@ class AgentR1Env(BaseToolEnv):
         """The env's calls on the generation (in their own thread, at most ``call_timeout``): its answer is the
         observation; ``active`` false or ``stop(raw)`` ends the episode."""
         self.segments.append(step.raw)
-        if self.start_error is not None:
-            return self._failed(step, self.start_error, timed_out=True)
         stage = ["extract_tool_calls()"]
         try:
             calls, out, stopped = await self._calls(step.raw, stage)
             stage[0] = "step()" if self.batch_window is None else "batch_step()"  # what answered `out`
             response, success, active = _step_output(out)
             stopped = bool(stopped)
-        except CallTimeout:
-            return self._failed(step, f"agent_r1 env {self.env_path}: {stage[0]} gave no answer in "
-                                      f"{self.call_timeout:g} s", timed_out=True)
+        except EnvTimeoutError as exc:  # the time-limit rule; the abandoned call's thread keeps only itself
+            return self._failed(step, timeout_text(exc.seconds, f"agent_r1 env {self.env_path} {stage[0]}"),
+                                StopReason.TIMEOUT)
         except Exception as exc:  # noqa: BLE001 - the env failed on the policy's text: counted, never a crash
             return self._failed(step, f"agent_r1 env {self.env_path}: {stage[0]} failed ({type(exc).__name__}: {exc})",
-                                format_error=True)
+                                StopReason.ENV_ERROR, format_error=True)
         calls = list(calls) if isinstance(calls, (list, tuple)) else []
         undecodable = sum(c is None for c in calls)
         unread = not calls and any(step.raw.endswith(s) for s in self.stop_strings)
@@ -345,18 +344,18 @@ class AgentR1Env(BaseToolEnv):
             self.segments.append(response)
         return None
 
-    def _failed(self, step: Step, error: str, timed_out: bool = False, format_error: bool = False) -> None:
-        """The env could not go on: the episode ends here (``env_error``), its error recorded."""
-        self.error, self.timed_out = error, timed_out
+    def _failed(self, step: Step, error: str, reason: StopReason, format_error: bool = False) -> None:
+        """The env could not go on: the episode ends here (``reason``: ``env_error``, or ``timeout``), its error
+        recorded."""
+        self.error = error
         step.format_errors += format_error
         step.info["error"] = error
-        self.status.stop_reason = StopReason.ENV_ERROR
+        self.status.stop_reason = reason
         step.done = True
 
     def outcome(self) -> Outcome:
         """The reward function on the response (see the module docstring); an episode the env failed scores 0."""
-        extras: dict[str, Any] = {"agent_r1_env": self.env_path, "tool_failures": self.tool_failures,
-                                  "timed_out": self.timed_out}
+        extras: dict[str, Any] = {"agent_r1_env": self.env_path, "tool_failures": self.tool_failures}
         if self.error is not None:
             extras["error"] = self.error
             return Outcome(0.0, 0.0, extras=extras)
@@ -368,13 +367,17 @@ class AgentR1Env(BaseToolEnv):
             return Outcome(0.0, 0.0, extras=extras)
         task = self.task
         try:
-            score = call_within(self.call_timeout, f"agent_r1 env {self.env_path}: the reward function",
-                                lambda: fn(data_source=task["data_source"], solution_str="".join(self.segments),
-                                           ground_truth=task["ground_truth"], extra_info=task["extra_info"]))
+            score = call_in_thread(lambda: fn(data_source=task["data_source"], solution_str="".join(self.segments),
+                                              ground_truth=task["ground_truth"], extra_info=task["extra_info"]),
+                                   timeout=self.limits.call_timeout, what=f"agent_r1 env {self.env_path} reward")
             reward, accuracy, more = self._read_score(score)
+        except EnvTimeoutError as exc:  # the scoring is a call too: the time-limit rule's outcome
+            extras["error"] = str(exc)
+            if not self.status.stop_reason.by_runner:
+                self.status.stop_reason = StopReason.TIMEOUT
+            return Outcome(0.0, 0.0, extras=extras)
         except Exception as exc:  # noqa: BLE001 - a reward function's failure is counted, the episode scores 0
             extras["reward_error"] = f"{type(exc).__name__}: {exc}"
-            extras["timed_out"] = isinstance(exc, CallTimeout)
             if not self.status.stop_reason.by_runner:
                 self.status.stop_reason = StopReason.ENV_ERROR
             return Outcome(0.0, 0.0, extras=extras)

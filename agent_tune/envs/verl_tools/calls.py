@@ -1,11 +1,12 @@
-"""Every call into verl's tools, as verl's ``ToolAgentLoop`` makes it, each bounded in time.
+"""Every call into verl's tools, as verl's ``ToolAgentLoop`` makes it.
 
 The tools' coroutines run on the process's background event loop (:mod:`agent_tune.sync`): verl shares one tool
 object between trajectories on its worker's loop, so what a tool keeps across calls (a client session, a lock) stays
-on one loop here too. The two bounded waits, :func:`bounded` (from the runner's loop) and :func:`bounded_sync` (from
-a thread), are the only places this env waits on a tool; a tool that does not answer in time raises
-:class:`ToolTimeout`. The coroutines they wait on never raise a tool's own exception: :func:`guarded` turns it into a
-:class:`Failed` value, so a timeout is never mistaken for a tool raising ``TimeoutError``.
+on one loop here too. The env waits on them with :func:`agent_tune.sync.on_background_loop` (from the runner's loop)
+and :func:`agent_tune.sync.wait` (from a thread), each bounded by the time-limit rule
+(:mod:`agent_tune.envs.time_limits`: ``EnvTimeoutError`` when a tool does not answer in time). The coroutines they
+wait on never raise a tool's own exception: :func:`guarded` turns it into a :class:`Failed` value, so a timeout is
+never mistaken for a tool raising ``TimeoutError``.
 """
 
 from __future__ import annotations
@@ -13,13 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Mapping, TypeVar
 
-from agent_tune.sync import on_background_loop, wait
-
 T = TypeVar("T")
-
-
-class ToolTimeout(Exception):
-    """A call into a tool gave no answer within its bound (``call_timeout`` / ``start_timeout``)."""
 
 
 @dataclass(frozen=True)
@@ -35,27 +30,6 @@ async def guarded(awaitable: Awaitable[T]) -> T | Failed:
         return await awaitable
     except Exception as exc:  # noqa: BLE001 - a tool's failure is a value here, counted by the env
         return Failed(f"{type(exc).__name__}: {exc}")
-
-
-async def bounded(awaitable: Awaitable[T], seconds: float, what: str) -> T:
-    """Await ``awaitable`` on the background loop from the runner's loop, at most ``seconds`` (``what`` names the
-    call and its option in the :class:`ToolTimeout`)."""
-    try:
-        return await on_background_loop(_coro(awaitable), seconds)
-    except TimeoutError:
-        raise ToolTimeout(f"{what}: no answer in {seconds:g} s") from None
-
-
-def bounded_sync(awaitable: Awaitable[T], seconds: float, what: str) -> T:
-    """:func:`bounded` for synchronous code (``reset``, the episode's end, ``close``): the caller's thread waits."""
-    try:
-        return wait(_coro(awaitable), seconds)
-    except TimeoutError:
-        raise ToolTimeout(f"{what}: no answer in {seconds:g} s") from None
-
-
-async def _coro(awaitable: Awaitable[T]) -> T:
-    return await awaitable
 
 
 @dataclass
@@ -119,4 +93,4 @@ async def call_tool(tool: Any, arguments: dict[str, Any], *, instance_id: str | 
         result = CallResult(f"Error executing tool '{name}': release failed ({released.error})", failed=True)
     return result
 
-__all__ = ["CallResult", "Failed", "ToolTimeout", "bounded", "bounded_sync", "call_tool", "guarded", "truncate"]
+__all__ = ["CallResult", "Failed", "call_tool", "guarded", "truncate"]

@@ -44,10 +44,13 @@ Bad input, each counted, none hangs an episode:
   before the tool, a format error;
 * a tool that raises: verl's ``Error executing tool '<name>': <error>`` text, counted in ``tool_errors`` (not a format
   error), the episode goes on;
-* a tool that does not answer within ``call_timeout`` (per call, and per ``calc_reward`` / ``release``), or whose
-  instances are not created within ``start_timeout`` (per episode start): the episode ends, stop reason
-  ``server_error``, ``error`` naming the tool and the bound (a failed start ends it at the first step, stop reason
-  ``env_error`` when ``create`` raised); after a timeout or a failed start the instances are released, not scored;
+* a tool that does not answer within ``call_timeout`` (per call, and per ``calc_reward`` / ``release``; the reward
+  function too): the episode ends, stop reason ``timeout``, ``error`` ``no answer in N s (verl tool 'NAME')`` (the
+  time-limit rule, :mod:`agent_tune.envs.time_limits`); the tools' instances not created within ``start_timeout``:
+  ``reset`` raises ``StartTimeoutError``, which the runner counts as an episode not played (stop reason
+  ``timeout``), the instances already made released when the env is closed; a ``create`` that raises ends the
+  episode at its first step, stop reason ``env_error``; after a timeout or a failed start the instances are
+  released, not scored;
 * a response with images or video: the episode ends (``env_error``) naming the tool, as verl refuses them without a
   vision-language processor (this env shows text only);
 * a missing ``tool_config`` / ``function_tools`` file, a YAML verl cannot load, an MCP entry (verl 0.9's loader has no
@@ -65,20 +68,21 @@ from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import check_limits, refusal
-from agent_tune.envs.verl_tools.calls import (
-    CallResult,
-    Failed,
-    ToolTimeout,
-    bounded,
-    bounded_sync,
-    call_tool,
-    guarded,
+from agent_tune.envs.time_limits import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT,
+    EnvTimeoutError,
+    StartTimeoutError,
+    TimeLimits,
+    call_in_thread,
 )
+from agent_tune.envs.verl_tools.calls import CallResult, Failed, call_tool, guarded
 from agent_tune.envs.verl_tools.loader import LoadedTools, load_tools
 from agent_tune.envs.verl_tools.reward import load_reward, reward_arguments, verdict
 from agent_tune.envs.verl_tools.rows import verl_row_prompt, verl_rows_tasks
 from agent_tune.parsing import ToolCall
 from agent_tune.parsing.response import ResponseParser
+from agent_tune.sync import on_background_loop, wait
 from agent_tune.utils.typed_config import OptionError
 
 Lifecycle = Literal["episode", "call"]
@@ -136,11 +140,11 @@ class VerlToolsEnv(BaseToolEnv):
         max_tool_response_length: int = 256,
         tool_response_truncate_side: TruncateSide = "middle",
         validate_arguments: bool = True,
-        call_timeout: float = 60.0,
-        start_timeout: float = 60.0,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
-        check_limits(1 if max_steps is None else int(max_steps), call_timeout=float(call_timeout),
-                     start_timeout=float(start_timeout))
+        check_limits(1 if max_steps is None else int(max_steps))
+        self.limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
         if lifecycle not in ("episode", "call"):
             raise OptionError("lifecycle", f"must be 'episode' or 'call', got {lifecycle!r}")
         if tool_response_truncate_side not in ("left", "right", "middle"):
@@ -164,7 +168,6 @@ class VerlToolsEnv(BaseToolEnv):
         self.max_tool_response_length = int(max_tool_response_length)
         self.truncate_side = str(tool_response_truncate_side)
         self.validate_arguments = bool(validate_arguments)
-        self.call_timeout, self.start_timeout = float(call_timeout), float(start_timeout)
         self.instances: dict[str, str] = {}  # BaseTool name -> this episode's instance id (lifecycle "episode")
         self.transcript: list[dict[str, Any]] = []
         self.task: dict[str, Any] = {}
@@ -177,7 +180,9 @@ class VerlToolsEnv(BaseToolEnv):
         """Start an episode: ``prompt`` (chat messages, or a question) and verl's per-row fields, directly or from
         ``row`` (a verl dataset row, a mapping or its JSON: ``prompt``, ``data_source``, ``reward_model.ground_truth``,
         ``extra_info`` with its ``tools_kwargs`` and ``tool_selection``), the direct ones over the row's.
-        ``tool_selection`` shows only the tools it names (verl's per-row ``extra_info.tool_selection``)."""
+        ``tool_selection`` shows only the tools it names (verl's per-row ``extra_info.tool_selection``). The tools'
+        instances not created within ``start_timeout``: :class:`StartTimeoutError` (the runner counts the episode as
+        not played)."""
         self.close()
         fields = _mapping(row, "row")
         info = _mapping(extra_info if extra_info is not None else fields.get("extra_info"), "extra_info")
@@ -221,8 +226,9 @@ class VerlToolsEnv(BaseToolEnv):
                          tools_kwargs=self.tools_kwargs)
 
     def _create_instances(self) -> None:
-        """``create`` of every BaseTool the episode shows, concurrently, within ``start_timeout``; a failure is kept
-        for the first step to end the episode with (``reset`` itself never fails on a tool)."""
+        """``create`` of every BaseTool the episode shows, concurrently, within ``start_timeout`` (else
+        :class:`StartTimeoutError`; the instances made so far stay in ``instances``, released by ``close``); a
+        ``create`` that raises is kept for the first step to end the episode with."""
         base_tools = [n for n in self.active if not self.loaded.is_function_tool(n)]
 
         async def create(name: str) -> Failed | None:
@@ -237,11 +243,9 @@ class VerlToolsEnv(BaseToolEnv):
             return list(await asyncio.gather(*(create(n) for n in base_tools)))
 
         try:
-            failures = [f for f in bounded_sync(create_all(), self.start_timeout,
-                                                "creating the tools' instances (start_timeout)") if f]
-        except ToolTimeout as exc:
-            self.error, self.failure = str(exc), StopReason.SERVER_ERROR
-            return
+            failures = [f for f in wait(create_all(), self.limits.start_timeout, "verl tools create") if f]
+        except EnvTimeoutError as exc:  # the time-limit rule: the runner counts the episode as not played
+            raise StartTimeoutError(exc.seconds, exc.what) from None
         if failures:
             self.error, self.failure = "; ".join(f.error for f in failures), StopReason.ENV_ERROR
 
@@ -295,13 +299,13 @@ class VerlToolsEnv(BaseToolEnv):
                 return ToolResult(refused, call.name, error=True), 0.0
         tool = self.active[call.name]
         try:
-            result: CallResult = await bounded(call_tool(
+            result: CallResult = await on_background_loop(call_tool(
                 tool, dict(call.arguments), instance_id=self.instances.get(call.name),
                 create_kwargs=self.tools_kwargs.get(call.name, {}).get("create_kwargs") or {},
                 agent_data=self.agent_data, limit=self.max_tool_response_length, side=self.truncate_side,
-            ), self.call_timeout, f"tool {call.name!r} (call_timeout)")
-        except ToolTimeout as exc:
-            self._fail(str(exc), StopReason.SERVER_ERROR)
+            ), self.limits.call_timeout, f"verl tool {call.name!r}")
+        except EnvTimeoutError as exc:  # the time-limit rule's outcome
+            self._fail(str(exc), StopReason.TIMEOUT)
             return ToolResult(f"Error: {exc}", call.name), None
         self.tool_errors += result.failed
         if result.media:
@@ -333,19 +337,26 @@ class VerlToolsEnv(BaseToolEnv):
                  **self.task, "tools_kwargs": dict(self.tools_kwargs), "tool_rewards": list(self.tool_rewards),
                  "tool_scores": dict(scores)}
         try:
-            reward, accuracy = verdict(bounded_sync(self._call_reward(given), self.call_timeout,
-                                                    "the reward function (call_timeout)"))
+            reward, accuracy = verdict(self._call_reward(given))
+        except EnvTimeoutError as exc:  # the scoring is a call too: the time-limit rule's outcome
+            extras["error"] = self.error = f"{self.error}; {exc}" if self.error else str(exc)
+            if not self.status.stop_reason.by_runner:
+                self.status.stop_reason = StopReason.TIMEOUT
+            return Outcome(0.0, 0.0, None, extras)
         except Exception as exc:  # noqa: BLE001 - a reward function's failure is recorded, the episode scores 0
             extras["reward_error"] = f"{type(exc).__name__}: {exc}"
             return Outcome(0.0, 0.0, None, extras)
         return Outcome(reward, accuracy, None, extras)
 
-    async def _call_reward(self, given: dict[str, Any]) -> Any:
+    def _call_reward(self, given: dict[str, Any]) -> Any:
+        """The reward function within ``call_timeout``: a coroutine function on the background loop (where the
+        tools live), a plain one in a thread of its own (one that never returns holds no pool's worker)."""
         assert self.reward_fn is not None
         fn, kwargs = self.reward_fn, reward_arguments(self.reward_fn, given)
+        what, seconds = "verl_tools reward function", self.limits.call_timeout
         if asyncio.iscoroutinefunction(fn):
-            return await fn(**kwargs)
-        return await asyncio.to_thread(fn, **kwargs)
+            return wait(fn(**kwargs), seconds, what)
+        return call_in_thread(lambda: fn(**kwargs), timeout=seconds, what=what)
 
     def _final_answer(self) -> str:
         """The last generation's text outside its calls (verl's reward functions read the decoded response)."""
@@ -357,7 +368,7 @@ class VerlToolsEnv(BaseToolEnv):
     def _end_instances(self, score: bool = True) -> dict[str, float]:
         """``calc_reward`` (when ``score``, and no tool has timed out or failed to start) then ``release`` of each of
         the episode's instances, each within ``call_timeout``. A tool that raises there scores 0, counted in
-        ``tool_errors`` with its ``error``; one that times out ends the episode as ``server_error``."""
+        ``tool_errors`` with its ``error``; one that times out ends the episode as ``timeout``."""
         instances, self.instances = dict(self.instances), {}
         methods = ("calc_reward", "release") if score and self.failure is None else ("release",)
         scores: dict[str, float] = {}
@@ -366,9 +377,9 @@ class VerlToolsEnv(BaseToolEnv):
             for method in methods:
                 call = getattr(tool, method)(instance_id, **dict(kwargs.get(f"{method}_kwargs") or {}))
                 try:
-                    value = bounded_sync(guarded(call), self.call_timeout, f"tool {name!r} {method} (call_timeout)")
-                except ToolTimeout as exc:
-                    self._fail(str(exc), StopReason.SERVER_ERROR)
+                    value = wait(guarded(call), self.limits.call_timeout, f"verl tool {name!r} {method}")
+                except EnvTimeoutError as exc:
+                    self._fail(str(exc), StopReason.TIMEOUT)
                     continue
                 if method == "calc_reward" and not isinstance(value, Failed):
                     try:
