@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from agent_tune.errors import ConfigError, RolloutError
 from agent_tune.rollout.policy import GenerationOutput
 
 # vLLM's name -> SGLang's, for the parameters SGLang names differently. ``include_stop_str_in_output`` and
@@ -44,7 +45,7 @@ LOGPROBS_KEY = "logprobs"
 SGLANG_TOP_K_ALL = -1  # SGLang refuses 0; vLLM reads 0 and -1 alike as "all tokens"
 
 
-class SGLangSamplingError(ValueError):
+class SGLangSamplingError(ConfigError):
     """A sampling parameter SGLang has no equivalent for (the message names it)."""
 
 
@@ -90,7 +91,7 @@ def generate_request(prompt_ids: Sequence[int], params: Mapping[str, Any], logpr
     }
 
 
-class GenerateAnswerError(ValueError):
+class GenerateAnswerError(RolloutError, ValueError):
     """A ``/generate`` answer without what token mode needs (the output ids); the message shows the answer."""
 
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Sequence
 
+from agent_tune.errors import EnvError
+
 STOP_STRING = "</tool_call>"
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 RESPOND, DONE = "respond", "done"
@@ -41,8 +43,9 @@ NO_OBSERVATION = "[no_observation]"
 RESET_CALL = "(reset)"
 
 
-class ActionError(ValueError):
-    """A generation that is not one well-formed action (the message says why)."""
+class ActionError(EnvError, ValueError):
+    """A generation that is not one well-formed action (the message says why); the env answers it with the
+    FORMAT ERROR message, never lets it out of ``step``."""
 
 
 @dataclass(frozen=True)
