@@ -5,7 +5,9 @@ Python that has ``nemo-gym`` (its own venv: NeMo Gym needs Python >= 3.12 and pi
 
 ``guess``: a number-guessing server written here (``SimpleResourcesServer``: a per-session secret from
 ``/seed_session``, a ``guess`` tool, a ``slow`` tool that answers after 30 s, a ``broken`` tool that fails, and a
-``/verify`` that reads the function calls of the episode's Responses-API ``response``). ``counter``: NeMo Gym's own
+``/verify`` that reads the function calls of the episode's Responses-API ``response``; a row's ``seed_delay`` /
+``verify_delay`` make ``/seed_session`` / ``/verify`` answer that many seconds late, its ``verify_fails`` makes
+``/verify`` fail with HTTP 500). ``counter``: NeMo Gym's own
 ``example_session_state_mgmt`` server, as shipped in its wheel. Served as ``run_webserver`` serves one (the liveness
 route, the app) by uvicorn on 127.0.0.1, without NeMo Gym's head server and Ray.
 """
@@ -33,6 +35,7 @@ from pydantic import BaseModel, Field
 
 class GuessSeedRequest(BaseSeedSessionRequest):
     secret: int
+    seed_delay: float = 0.0
 
 
 class GuessRequest(BaseModel):
@@ -41,6 +44,8 @@ class GuessRequest(BaseModel):
 
 class GuessVerifyRequest(BaseVerifyRequest):
     secret: int
+    verify_delay: float = 0.0
+    verify_fails: bool = False
 
 
 class GuessVerifyResponse(BaseVerifyResponse):
@@ -62,6 +67,7 @@ class GuessServer(SimpleResourcesServer):
 
     async def seed_session(self, request: Request, body: GuessSeedRequest) -> BaseSeedSessionResponse:
         session = request.session[SESSION_ID_KEY]
+        await asyncio.sleep(body.seed_delay)
         self.secrets[session], self.guesses[session] = body.secret, []
         return BaseSeedSessionResponse()
 
@@ -81,6 +87,9 @@ class GuessServer(SimpleResourcesServer):
         raise HTTPException(status_code=500, detail="the tool's backend is down")
 
     async def verify(self, request: Request, body: GuessVerifyRequest) -> GuessVerifyResponse:
+        await asyncio.sleep(body.verify_delay)
+        if body.verify_fails:
+            raise HTTPException(status_code=500, detail="the grader is down")
         session = request.session[SESSION_ID_KEY]
         guesses = self.guesses.get(session, [])
         # the episode as the agent reports it: its function calls must be the guesses this session saw

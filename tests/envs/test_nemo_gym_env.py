@@ -3,8 +3,9 @@
 NeMo Gym's shipped ``example_session_state_mgmt`` with its own dataset rows, each served by uvicorn in a process of
 the Python that has ``nemo-gym`` (``.venv-nemo-gym``: scripts/install_nemo_gym.sh; NeMo Gym needs Python >= 3.12 and
 pins openai and mcp below vLLM's, so it cannot share agent-tune's venv). Checked: the contract, scripted episodes
-through the runner scored by the server's ``/verify``, each bad-input outcome counted, a server that hangs or is not
-there bounded in time."""
+through the runner scored by the server's ``/verify``, each bad-input outcome counted, a server that hangs bounded by
+the time-limit rule (a call: stop reason ``timeout``; the start: ``StartTimeoutError``, an episode the runner records
+as not played), one that fails or is not there a ``server_error`` / :class:`NemoGymServerError`."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import pytest
 
 from agent_tune.envs import check_env, make_env
 from agent_tune.envs.nemo_gym.env import NemoGymEnv, NemoGymServerError, nemo_gym_tasks
+from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT, StartTimeoutError
+from agent_tune.utils.typed_config import OptionError
 
 ROOT = Path(__file__).resolve().parents[2]
 NEMO_PYTHON = ROOT / ".venv-nemo-gym" / "bin" / "python"
@@ -99,8 +102,14 @@ def test_check_kwargs_asks_the_server(servers) -> None:
     NemoGymEnv.check_kwargs({"base_url": servers["guess"]})
     with pytest.raises(ValueError, match=r"no NeMo Gym server answers at http://127\.0\.0\.1:1"):
         NemoGymEnv.check_kwargs({"base_url": "http://127.0.0.1:1", "start_timeout": 2.0})
-    with pytest.raises(ValueError, match="call_timeout"):
-        NemoGymEnv.check_kwargs({"base_url": servers["guess"], "call_timeout": 0.0})
+
+
+def test_the_time_limits_are_the_rules_options() -> None:
+    env = NemoGymEnv(base_url="http://127.0.0.1:1")
+    assert (env.call_timeout, env.start_timeout) == (DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT)
+    for key, value in (("call_timeout", 0.0), ("start_timeout", -1)):
+        with pytest.raises(OptionError, match=key):
+            NemoGymEnv.check_kwargs({"base_url": "http://127.0.0.1:1", key: value})
 
 
 async def test_a_scripted_episode_through_the_runner_is_scored_by_verify(servers, qwen_tok) -> None:
@@ -223,8 +232,63 @@ def test_a_tool_that_hangs_ends_the_episode_within_call_timeout(servers) -> None
     finally:
         env.close()
     assert elapsed < 5.0
-    assert end.done and end.info["stop_reason"] == "server_error" and end.reward == 0.0
-    assert "no answer to POST /slow in 1 s" in end.info["error"]
+    assert end.done and end.info["stop_reason"] == "timeout" and end.reward == 0.0
+    assert end.info["error"] == "no answer in 1 s (nemo_gym POST /slow)" and end.episode.format_errors == 0
+
+
+def test_a_verify_that_hangs_times_out_and_one_that_fails_is_a_server_error(servers) -> None:
+    ends, elapsed = [], []
+    for extra in ({"verify_delay": 30.0}, {"verify_fails": True}):
+        env = NemoGymEnv(base_url=servers["guess"], call_timeout=1.0)
+        try:
+            env.reset(row={**guess_row(6), **extra})
+            env.step(call("guess", number=6))
+            t0 = time.monotonic()
+            ends.append(env.step("6."))
+            elapsed.append(time.monotonic() - t0)
+        finally:
+            env.close()
+    late, failed = ends
+    assert elapsed[0] < 5.0
+    assert late.done and late.info["stop_reason"] == "timeout" and late.reward == 0.0
+    assert late.info["error"] == "no answer in 1 s (nemo_gym POST /verify)" and late.info["accuracy"] == 0.0
+    assert failed.done and failed.info["stop_reason"] == "server_error" and failed.reward == 0.0
+    assert failed.info["error"].startswith("verify failed: /verify answered HTTP 500")
+
+
+def test_a_seed_session_that_hangs_is_a_start_that_timed_out(servers) -> None:
+    env = NemoGymEnv(base_url=servers["guess"], start_timeout=1.0)
+    t0 = time.monotonic()
+    with pytest.raises(StartTimeoutError, match=r"^no answer in 1 s \(nemo_gym POST /seed_session\)$"):
+        env.reset(row={**guess_row(1), "seed_delay": 30.0})
+    assert time.monotonic() - t0 < 5.0
+    try:  # the env starts the next episode as usual
+        env.reset(row=guess_row(1))
+        assert env.step("1.").info["stop_reason"] == "done"
+    finally:
+        env.close()
+
+
+async def test_the_runner_records_a_start_that_timed_out_and_the_batch_goes_on(servers, qwen_tok) -> None:
+    import asyncio
+
+    from agent_tune.rollout import ChatRenderer, RolloutLimits, ScriptedPolicy, run_episode
+
+    renderer = ChatRenderer(qwen_tok, template="qwen3_instruct")
+    slow, fast = (NemoGymEnv(base_url=servers["guess"], start_timeout=1.0) for _ in range(2))
+    try:
+        not_played, played = await asyncio.gather(
+            run_episode(slow, ScriptedPolicy(renderer, ["1."]), renderer, RolloutLimits(4096, 1024),
+                        task={"row": json.dumps({**guess_row(1), "seed_delay": 30.0})}),
+            run_episode(fast, ScriptedPolicy(renderer, [call("guess", number=2), "2."]), renderer,
+                        RolloutLimits(4096, 1024), task={"row": json.dumps(guess_row(2))}))
+    finally:
+        slow.close()
+        fast.close()
+    assert not_played.stop_reason == "timeout" and not_played.reward == 0.0 and not_played.num_generations == 0
+    assert not_played.trajectory.num_policy_tokens == 0
+    assert not_played.info["error"] == "no answer in 1 s (nemo_gym POST /seed_session)"
+    assert played.stop_reason == "done" and played.reward == 1.0
 
 
 def test_a_server_that_is_not_there_fails_the_reset_in_time() -> None:

@@ -1,7 +1,9 @@
 """The tinker env against environments written with tinker-cookbook's own classes (tests/envs/tinker_envs.py: an
 ``Env`` + ``EnvGroupBuilder``, a ``ProblemEnv`` in tinker's ``ProblemGroupBuilder``, an ``RLDatasetBuilder``), rendered
 by tinker's ``qwen3_instruct`` renderer over Qwen3's vocabulary: the contract, scripted episodes through the runner
-token-for-token what the env rendered, the rewards and format errors the env reported, every call bounded in time."""
+token-for-token what the env rendered, the rewards and format errors the env reported, every call bounded by the
+time-limit rule (a step: stop reason ``timeout``; the start: ``StartTimeoutError``, an episode the runner records as not
+played)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,11 @@ import pytest
 pytest.importorskip("tinker_cookbook.rl.types", reason="tinker-cookbook is not installed (docs/envs.md)")
 
 from agent_tune.envs import check_env, make_env  # noqa: E402
+from agent_tune.envs.time_limits import (  # noqa: E402
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT,
+    StartTimeoutError,
+)
 from agent_tune.envs.tinker.env import TinkerEnv, TinkerEnvError, tinker_tasks  # noqa: E402
 from agent_tune.utils.typed_config import OptionError  # noqa: E402
 
@@ -125,17 +132,47 @@ def test_a_step_that_hangs_ends_the_episode_within_call_timeout(tok_dir) -> None
     t0 = time.monotonic()
     end = env.step(f"hang{END}")
     assert time.monotonic() - t0 < 5.0
-    assert end.done and end.info["stop_reason"] == "env_error" and end.reward == 0.0
+    assert end.done and end.info["stop_reason"] == "timeout" and end.reward == 0.0
     assert end.info["error"] == "no answer in 1 s (tinker env step)" and end.episode.format_errors == 0
+    env.close()
 
 
 def test_a_start_that_hangs_fails_within_start_timeout(tok_dir) -> None:
     env = TinkerEnv(builder=GUESS, builder_kwargs={"tokenizer_dir": tok_dir, "start_delay": 30.0},
                     start_timeout=1.0)
     t0 = time.monotonic()
-    with pytest.raises(TinkerEnvError, match="gave no answer in 1 s"):
+    with pytest.raises(StartTimeoutError, match=rf"^no answer in 1 s \(tinker env {GUESS} start\)$"):
         env.reset(secret=4)
     assert time.monotonic() - t0 < 5.0
+    env.builder_kwargs["start_delay"] = 0.0  # the env starts the next episode as usual
+    env.reset(secret=4)
+    assert env.step(f"4{END}").info["stop_reason"] == "done"
+    env.close()
+
+
+async def test_the_runner_counts_a_start_and_a_step_that_time_out(tok_dir, qwen_tok) -> None:
+    """Through the episode runner: a start out of time is an episode not played, a step out of time ends its
+    episode (stop reason ``timeout`` both), and the episodes played beside them go on."""
+    import asyncio
+
+    from agent_tune.rollout import RolloutLimits, ScriptedPolicy, run_episode
+
+    renderer = runner_renderer(qwen_tok)
+    slow_start = TinkerEnv(builder=GUESS, builder_kwargs={"tokenizer_dir": tok_dir, "start_delay": 30.0},
+                           start_timeout=1.0)
+    hanging, fine = guess_env(tok_dir, call_timeout=1.0), guess_env(tok_dir, call_timeout=1.0)
+    limits = RolloutLimits(4096, 1024)
+    not_played, timed_out, done = await asyncio.gather(
+        run_episode(slow_start, ScriptedPolicy(renderer, ["4"]), renderer, limits, task={"secret": 4}),
+        run_episode(hanging, ScriptedPolicy(renderer, ["2", "hang"]), renderer, limits, task={"secret": 4}),
+        run_episode(fine, ScriptedPolicy(renderer, ["2", "4"]), renderer, limits, task={"secret": 4}))
+    for env in (slow_start, hanging, fine):
+        env.close()
+    assert not_played.stop_reason == "timeout" and not_played.num_generations == 0 and not_played.reward == 0.0
+    assert not_played.info["error"] == f"no answer in 1 s (tinker env {GUESS} start)"
+    assert timed_out.stop_reason == "timeout" and timed_out.num_generations == 2 and timed_out.reward == 0.0
+    assert timed_out.info["error"] == "no answer in 1 s (tinker env step)" and timed_out.episode.format_errors == 0
+    assert done.stop_reason == "done" and done.reward == 1.0
 
 
 def test_a_renderer_that_rerenders_history_ends_the_episode_clearly(tok_dir) -> None:
@@ -152,12 +189,17 @@ def test_options_are_checked_naming_the_key(tok_dir) -> None:
         TinkerEnv.check_kwargs({"builder": "tests.envs.tinker_envs:Nothing"})
     with pytest.raises(OptionError, match="builder"):
         TinkerEnv.check_kwargs({})
-    with pytest.raises(OptionError, match="call_timeout"):
-        TinkerEnv.check_kwargs({"builder": GUESS, "call_timeout": 0.0})
+    for key, value in (("call_timeout", 0.0), ("start_timeout", -1)):
+        with pytest.raises(OptionError, match=key):
+            TinkerEnv.check_kwargs({"builder": GUESS, key: value})
+    default = TinkerEnv(builder=GUESS)
+    assert (default.call_timeout, default.start_timeout) == (DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT)
     TinkerEnv.check_kwargs({"builder": GUESS, "builder_kwargs": {"tokenizer_dir": tok_dir}})
     env = guess_env(tok_dir)
     with pytest.raises(TypeError, match="does not take the task's keys"):
         env.reset(secrett=3)
+    with pytest.raises(TinkerEnvError, match="cannot start the episode .*member 5 is not one of them"):
+        guess_env(tok_dir, member=5).reset(secret=3)  # a start that fails (not a timeout) stays the env's error
 
 
 async def test_eval_in_chat_mode_refuses_a_token_env(tok_dir, tmp_path) -> None:

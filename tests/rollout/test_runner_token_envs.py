@@ -1,6 +1,7 @@
 """Token envs (``observation_kind="tokens"``): the runner uses the env's prompt tokens as they are, hands the env each
 generation's tokens as sampled, appends the observation's tokens unchanged, and samples with the stop token ids the
-env set at ``reset``."""
+env set at ``reset``; under the time-limit rule a token env's start that runs out is an episode not played and a
+step that runs out ends the episode with stop reason ``timeout``, as for chat envs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step
+from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
+from agent_tune.envs.time_limits import StartTimeoutError, timeout_text
 from agent_tune.parsing import ParsedResponse
 from agent_tune.rollout import ChatRenderer, RolloutLimits, run_episode
 from agent_tune.rollout.policy import GenerationOutput
@@ -81,3 +83,38 @@ async def test_a_token_env_without_prompt_tokens_is_refused(smol_tok) -> None:
 
     with pytest.raises(ValueError, match="must return its prompt as Observation.token_ids"):
         await run_episode(NoTokens(), None, ChatRenderer(smol_tok, "smollm2_tools"), RolloutLimits(64, 64), task={})
+
+
+class Policy:
+    async def generate(self, prompt_ids: list[int], params: dict) -> GenerationOutput:
+        return GenerationOutput(list(REPLY), [0.0, 0.0], "stop")
+
+
+async def test_a_token_env_whose_start_runs_out_is_not_played(smol_tok) -> None:
+    class NoStart(TokenEcho):
+        sampler_hints = SamplerHints(observation_kind="tokens", blocking_reset=True)  # reset in a thread, as tinker
+
+        def reset(self, **task: Any) -> Observation:
+            raise StartTimeoutError(2.0, "token env start")
+
+    renderer = ChatRenderer(smol_tok, "smollm2_tools")
+    result = await run_episode(NoStart(), Policy(), renderer, RolloutLimits(64, 64), task={})
+    assert result.stop_reason == "timeout" and result.reward == 0.0 and result.num_generations == 0
+    assert result.trajectory.num_policy_tokens == 0 and len(result.trajectory.prompt_ids) > 0
+    assert result.info["error"] == "no answer in 2 s (token env start)"
+
+
+async def test_a_token_env_whose_step_runs_out_ends_timed_out(smol_tok) -> None:
+    class Stalls(TokenEcho):
+        def act(self, step: Step) -> None:
+            self.status.stop_reason = StopReason.TIMEOUT
+            self.error = timeout_text(1.0, "token env step")
+            step.done = True
+
+        def outcome(self) -> Outcome:
+            return Outcome(0.0, 0.0, None, {"error": self.error})
+
+    result = await run_episode(Stalls(), Policy(), ChatRenderer(smol_tok, "smollm2_tools"), RolloutLimits(64, 64),
+                               task={})
+    assert result.stop_reason == "timeout" and result.info["error"] == "no answer in 1 s (token env step)"
+    assert result.trajectory.all_ids == PROMPT + REPLY and result.trajectory.response_mask == [1, 1]

@@ -25,10 +25,14 @@ Bad input, each a counted outcome, never a hung rollout:
 * a call of a tool the row does not list, or whose arguments its schema rejects, is refused before the server (a
   format error); arguments the server's request model rejects (HTTP 422) are a format error too;
 * a tool that fails on a well-formed call (another 4xx or 5xx) is its body's text, counted in ``tool_errors``;
-* a server that does not answer within ``call_timeout`` (``start_timeout`` for ``/seed_session``) or drops the
-  connection ends the episode with stop reason ``server_error`` and ``error`` naming why (no ``/verify``: reward
-  0); ``/verify`` failing is the same; a server that is not there fails ``check_kwargs`` (the start-up check of
-  ``agent-tune train`` and ``eval``) naming the URL, and ``reset`` raises :class:`NemoGymServerError`.
+* a server that drops the connection ends the episode with stop reason ``server_error`` and ``error`` naming why
+  (no ``/verify``: reward 0); ``/verify`` failing (an HTTP error, no numeric reward) is the same;
+* the time-limit rule (:mod:`agent_tune.envs.time_limits`): a tool call or ``/verify`` with no answer within
+  ``call_timeout`` ends the episode with stop reason ``timeout`` and ``error`` ``no answer in N s (nemo_gym POST
+  /<path>)`` (reward 0: the session is dropped, nothing is verified); a ``/seed_session`` with no answer within
+  ``start_timeout`` raises ``StartTimeoutError`` from ``reset``, which the runner counts as an episode not played;
+* a server that is not there fails ``check_kwargs`` (the start-up check of ``agent-tune train`` and ``eval``)
+  naming the URL, and ``reset`` raises :class:`NemoGymServerError` (so does a ``/seed_session`` the server refuses).
 
 Not carried over: NeMo Gym's agent servers (``responses_api_agents``: agent-tune's runner is the agent) and model
 servers, ``ng_run``'s config composition and server start-up (serve the resource server yourself, give its URL),
@@ -48,21 +52,32 @@ from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.nemo_gym.protocol import PARAMS, ResponseLog, prompt_messages, row_fields, tool_schemas
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import check_limits, refusal
+from agent_tune.envs.time_limits import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT,
+    EnvTimeoutError,
+    StartTimeoutError,
+    TimeLimits,
+    bounded,
+    timeout_text,
+)
 from agent_tune.errors import EnvError
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.sync import on_background_loop, submit, wait
 from agent_tune.utils.jsonl import jsonl_lines
 
-# Extra seconds the waits on the background loop allow beyond the HTTP client's own timeouts (a backstop).
+# Extra seconds the waits on the background loop allow beyond each request's own bound (a backstop).
 _SLACK = 5.0
 
 
 class NemoGymServerError(EnvError, RuntimeError):
-    """The resource server could not start an episode (not there, refused ``/seed_session``, no answer in time)."""
+    """The resource server could not start an episode (not there, refused ``/seed_session``); a start with no
+    answer in time is :class:`~agent_tune.envs.time_limits.StartTimeoutError` instead (the time-limit rule)."""
 
 
-class _Gone(EnvError):
-    """The server failed the session: no answer in time, a dropped connection, a failed ``/verify``."""
+class _SessionGone(EnvError):
+    """The server failed the session: a dropped connection, a failed ``/verify`` (not a timeout:
+    :class:`~agent_tune.envs.time_limits.EnvTimeoutError`)."""
 
 
 def _why(exc: BaseException) -> str:
@@ -123,18 +138,19 @@ class NemoGymEnv(BaseToolEnv):
         max_steps: int = 8,
         success_reward: float = 1.0,
         model: str = "agent-tune-policy",
-        start_timeout: float = 30.0,
-        call_timeout: float = 60.0,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"nemo_gym env: base_url must be an http(s):// URL, got {base_url!r}")
-        check_limits(int(max_steps), start_timeout=float(start_timeout), call_timeout=float(call_timeout))
+        check_limits(int(max_steps))
+        limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
         self.base_url = base_url.rstrip("/")
         self.parser = ResponseParser(tool_parser, reasoning_parser)
         self.max_steps = int(max_steps)
         self.success_reward = float(success_reward)
         self.model = model
-        self.start_timeout, self.call_timeout = float(start_timeout), float(call_timeout)
+        self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         self._client: Any = None
         self._schemas: dict[str, Any] = {}
         self.row: dict[str, Any] = {}
@@ -142,22 +158,25 @@ class NemoGymEnv(BaseToolEnv):
         self.reward: float | None = None
         self.verify_fields: dict[str, Any] = {}
         self.server_error: str | None = None
+        self.timed_out = False  # the session ended by the time-limit rule (stop reason timeout)
         self.tool_errors = 0
 
     # ------------------------------------------------------------------ HTTP, on the background loop
     async def _post(self, path: str, body: Any, timeout: float) -> Any:
-        """``POST path`` on this episode's client (its cookie jar is the session); :class:`_Gone` when the server
-        does not answer in ``timeout`` seconds or the connection fails."""
+        """``POST path`` on this episode's client (its cookie jar is the session), the whole request bounded by
+        ``timeout`` seconds: :class:`EnvTimeoutError` (``no answer in N s (nemo_gym POST path)``) when it runs
+        out, :class:`_SessionGone` when the connection fails."""
         import httpx
 
         if self._client is None:
-            raise _Gone(self.server_error or "no session")
-        try:
-            return await self._client.post(path, json=body, timeout=timeout)
+            raise _SessionGone(self.server_error or "no session")
+        what = f"nemo_gym POST {path}"
+        try:  # httpx's timeout bounds each phase; bounded() the request as a whole
+            return await bounded(self._client.post(path, json=body, timeout=timeout), timeout, what)
         except httpx.TimeoutException:
-            raise _Gone(f"no answer to POST {path} in {timeout:g} s") from None
+            raise EnvTimeoutError(timeout, what) from None
         except httpx.HTTPError as exc:
-            raise _Gone(f"POST {path} failed: {_why(exc)}") from None
+            raise _SessionGone(f"POST {path} failed: {_why(exc)}") from None
 
     async def _seed(self, row: dict[str, Any]) -> None:
         import httpx
@@ -166,12 +185,13 @@ class NemoGymEnv(BaseToolEnv):
         self._client = httpx.AsyncClient(base_url=self.base_url)
         answer = await self._post("/seed_session", row, self.start_timeout)
         if answer.status_code >= 400:
-            raise _Gone(f"/seed_session answered HTTP {answer.status_code}: {answer.text[:500]}")
+            raise _SessionGone(f"/seed_session answered HTTP {answer.status_code}: {answer.text[:500]}")
 
-    async def _drop(self, why: str | None) -> None:
-        """Close the session's client (bounded); ``why``: the server failed, recorded for the episode."""
-        if why is not None:
-            self.server_error = self.server_error or why
+    async def _drop(self, why: str | None, timed_out: bool = False) -> None:
+        """Close the session's client; ``why``: the server failed (``timed_out``: by the time-limit rule), recorded
+        for the episode."""
+        if why is not None and self.server_error is None:
+            self.server_error, self.timed_out = why, timed_out
         client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(BaseException):
@@ -186,14 +206,17 @@ class NemoGymEnv(BaseToolEnv):
         messages, tools = prompt_messages(params), tool_schemas(params)
         try:
             wait(self._seed(data), self.start_timeout + _SLACK)
-        except Exception as exc:  # noqa: BLE001 - httpx's errors, the backstop's TimeoutError, a refusal
+        except EnvTimeoutError:  # the time-limit rule: the runner counts the episode as not played
+            submit(self._drop(None))
+            raise StartTimeoutError(self.start_timeout, "nemo_gym POST /seed_session") from None
+        except Exception as exc:  # noqa: BLE001 - httpx's errors, a refusal
             submit(self._drop(None))
             raise NemoGymServerError(f"nemo_gym env: the server at {self.base_url} did not start an episode: "
-                                     f"{_why(exc) if not isinstance(exc, _Gone) else exc}") from None
+                                     f"{_why(exc) if not isinstance(exc, _SessionGone) else exc}") from None
         self.row, self.tools = data, tools
         self._schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools or []}
         self.log, self.reward, self.verify_fields = ResponseLog(), None, {}
-        self.server_error, self.tool_errors = None, 0
+        self.server_error, self.timed_out, self.tool_errors = None, False, 0
         super().reset()
         return Observation(messages=messages, tools=tools)
 
@@ -206,8 +229,8 @@ class NemoGymEnv(BaseToolEnv):
                 continue
             try:
                 answer = await self._post(f"/{call.name}", dict(call.arguments), self.call_timeout)
-            except _Gone as exc:
-                await self._drop(str(exc))
+            except (_SessionGone, EnvTimeoutError) as exc:
+                await self._drop(str(exc), isinstance(exc, EnvTimeoutError))
                 step.results.append(ToolResult(f"Error: the environment server stopped ({exc})", call.name))
                 step.done = True
                 return
@@ -230,19 +253,22 @@ class NemoGymEnv(BaseToolEnv):
         timeout = (self.call_timeout + 1.0) * (len(step.parsed.calls) + 1) + _SLACK
         try:
             await on_background_loop(self._run_calls(step), timeout)
-        except Exception as exc:  # noqa: BLE001 - a backstop: each request has its own timeout
-            submit(self._drop(f"no answer in {timeout:g} s ({_why(exc)})"))
-            self.server_error = self.server_error or f"no answer in {timeout:g} s"
+        except Exception as exc:  # noqa: BLE001 - a backstop (each request has its own bound), or an adapter bug
+            timed_out = isinstance(exc, EnvTimeoutError)
+            why = timeout_text(timeout, "nemo_gym step") if timed_out else f"adapter error: {_why(exc)}"
+            if self.server_error is None:
+                self.server_error, self.timed_out = why, timed_out
+            submit(self._drop(None))
             step.done = True
 
     async def _verify(self) -> dict[str, Any]:
         body = {**self.row, "response": self.log.response(self.row[PARAMS], self.model)}
         answer = await self._post("/verify", body, self.call_timeout)
         if answer.status_code >= 400:
-            raise _Gone(f"/verify answered HTTP {answer.status_code}: {answer.text[:500]}")
+            raise _SessionGone(f"/verify answered HTTP {answer.status_code}: {answer.text[:500]}")
         data = answer.json()
         if not isinstance(data, Mapping) or not isinstance(data.get("reward"), (int, float)):
-            raise _Gone(f"/verify answered no numeric reward: {answer.text[:500]}")
+            raise _SessionGone(f"/verify answered no numeric reward: {answer.text[:500]}")
         return dict(data)
 
     def outcome(self) -> Outcome:
@@ -254,8 +280,11 @@ class NemoGymEnv(BaseToolEnv):
                 self.reward = float(verdict["reward"])
                 self.verify_fields = {k: v for k, v in verdict.items()
                                       if k not in self.row and k not in ("response", "reward")}
-            except Exception as exc:  # noqa: BLE001 - _Gone, the backstop's TimeoutError, a body that is not JSON
-                self.server_error = f"verify failed: {exc if isinstance(exc, _Gone) else _why(exc)}"
+            except EnvTimeoutError:  # the time-limit rule: scoring is a call too (its bound, or the backstop's)
+                self.server_error = timeout_text(self.call_timeout, "nemo_gym POST /verify")
+                self.timed_out = True
+            except Exception as exc:  # noqa: BLE001 - _SessionGone, a body that is not JSON
+                self.server_error = f"verify failed: {exc if isinstance(exc, _SessionGone) else _why(exc)}"
         self.close()  # the session ends with the episode
         extras: dict[str, Any] = {"tool_errors": self.tool_errors, "nemo_gym_reward": self.reward}
         if self.verify_fields:
@@ -263,7 +292,7 @@ class NemoGymEnv(BaseToolEnv):
         if self.server_error is not None:
             extras["error"] = self.server_error
             if not self.status.stop_reason.by_runner:
-                self.status.stop_reason = StopReason.SERVER_ERROR
+                self.status.stop_reason = StopReason.TIMEOUT if self.timed_out else StopReason.SERVER_ERROR
         reward = self.reward or 0.0
         solved = self.server_error is None and reward >= self.success_reward
         return Outcome(reward, float(solved), None, extras)

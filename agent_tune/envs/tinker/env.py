@@ -29,10 +29,15 @@ Reward: the sum of the env's step rewards. Accuracy: the last step's metric ``co
 ``success``, ``is_correct``) when it reports one, else the reward reaching ``success_reward``. A format error is
 counted when a step's metrics say so (``format`` 0, as ``ProblemEnv`` reports a response without its stop sequence
 or of the wrong form, or ``stop/parse_error``); an env that raises on an action ends the episode with a format
-error (stop reason ``env_error``). Every call into the env is bounded: ``make_envs`` and ``initial_observation``
-by ``start_timeout`` (then ``reset`` raises :class:`TinkerEnvError`), each ``step`` by ``call_timeout`` (then the
-episode ends: ``env_error``, ``error`` "no answer in N s"). The env's coroutines run on agent-tune's background
-event loop, as tinker runs a group's envs on one loop: work that blocks belongs in a thread there too.
+error (stop reason ``env_error``).
+
+Time limits (the rule of :mod:`agent_tune.envs.time_limits`): the start (the builder's call, the dataset's build on
+first use, ``make_envs`` and ``initial_observation``) is bounded by ``start_timeout``: with no answer in time
+``reset`` raises ``StartTimeoutError``, which the runner counts as an episode not played (stop reason ``timeout``);
+each ``step`` by ``call_timeout``: with no answer in time the episode ends, stop reason ``timeout``, ``error`` ``no
+answer in N s (tinker env step)``, scored on the rewards so far (not a format error). The env's coroutines run on
+agent-tune's background event loop, as tinker runs a group's envs on one loop (a step out of time is cancelled
+there): work that blocks belongs in a thread there too.
 
 Not carried over: ``compute_group_rewards`` (rewards that compare a group's trajectories: agent-tune scores each
 episode alone), multi-agent groups, a ``next_stop_condition`` other than the first (the first holds for the episode;
@@ -48,6 +53,14 @@ from typing import Any, Mapping, Sequence
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import register_env
+from agent_tune.envs.time_limits import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_START_TIMEOUT,
+    EnvTimeoutError,
+    StartTimeoutError,
+    TimeLimits,
+    call_in_thread,
+)
 from agent_tune.errors import EnvError
 from agent_tune.parsing.types import ParsedResponse
 from agent_tune.sync import on_background_loop, wait
@@ -60,8 +73,8 @@ HINTS = SamplerHints(observation_kind="tokens", blocking_reset=True)
 
 
 class TinkerEnvError(EnvError, RuntimeError):
-    """The tinker env could not start an episode (its builder, ``make_envs`` or ``initial_observation`` failed or
-    gave no answer within ``start_timeout``)."""
+    """The tinker env could not start an episode (``make_envs`` or ``initial_observation`` failed); a start with no
+    answer within ``start_timeout`` is :class:`~agent_tune.envs.time_limits.StartTimeoutError` instead."""
 
 
 def _types() -> Any:
@@ -112,7 +125,7 @@ _DATASETS: dict[tuple[str, str], tuple[Any, Any]] = {}
 def load_datasets(path: str, kwargs: Mapping[str, Any], timeout: float) -> tuple[Any, Any]:
     """The ``(train, test)`` ``RLDataset`` pair of ``path`` built with ``kwargs`` (cached per process): an
     ``RLDatasetBuilder`` class (chz) is constructed with them and awaited, any other callable called (and awaited
-    if it returns a coroutine), at most ``timeout`` seconds."""
+    if it returns a coroutine), at most ``timeout`` seconds (then :class:`EnvTimeoutError`)."""
     key = (path, json.dumps(dict(kwargs), sort_keys=True, default=repr))
     if key not in _DATASETS:
         factory = import_object(path)
@@ -125,7 +138,10 @@ def load_datasets(path: str, kwargs: Mapping[str, Any], timeout: float) -> tuple
                 return made
             return await made()  # an RLDatasetBuilder instance: awaiting its __call__ builds the datasets
 
-        pair = wait(build(), timeout)
+        try:
+            pair = wait(build(), timeout)
+        except EnvTimeoutError:
+            raise EnvTimeoutError(timeout, f"tinker dataset {path}") from None
         if not (isinstance(pair, tuple) and len(pair) == 2):
             raise TypeError(f"tinker env: dataset {path!r} built {type(pair).__name__}, not a (train, test) pair")
         _DATASETS[key] = pair
@@ -133,7 +149,7 @@ def load_datasets(path: str, kwargs: Mapping[str, Any], timeout: float) -> tuple
 
 
 def tinker_tasks(split: str, dataset: str, dataset_kwargs: Mapping[str, Any] | None = None,
-                 start_timeout: float = 60.0) -> list[Task]:
+                 start_timeout: float = DEFAULT_START_TIMEOUT) -> list[Task]:
     """The group builders of a tinker ``RLDataset`` as tasks: ``train`` is the dataset builder's first dataset,
     ``test`` its second; a task ``{"batch": i, "slot": j}`` is ``get_batch(i)[j]``, its id ``"i:j"``, its category
     the builder's first logging tag. Each task carries the env kwargs that rebuild the dataset."""
@@ -189,17 +205,15 @@ class TinkerEnv(BaseToolEnv):
         split: str = "train",
         member: int = 0,
         success_reward: float = 1.0,
-        start_timeout: float = 60.0,
-        call_timeout: float = 60.0,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
         _types()
         if (builder is None) == (dataset is None):
             raise OptionError("builder", f"give one of builder (module:callable making an EnvGroupBuilder) or "
                                          f"dataset (module:callable making RLDatasets), got builder={builder!r}, "
                                          f"dataset={dataset!r}")
-        for key, seconds in (("start_timeout", start_timeout), ("call_timeout", call_timeout)):
-            if float(seconds) <= 0:
-                raise OptionError(key, f"must be > 0, got {seconds}")
+        limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
         if int(member) < 0:
             raise OptionError("member", f"must be >= 0, got {member}")
         if split not in ("train", "test"):
@@ -208,7 +222,7 @@ class TinkerEnv(BaseToolEnv):
         self.builder_kwargs, self.dataset_kwargs = dict(builder_kwargs or {}), dict(dataset_kwargs or {})
         self.split, self.member = split, int(member)
         self.success_reward = float(success_reward)
-        self.start_timeout, self.call_timeout = float(start_timeout), float(call_timeout)
+        self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         self._factory: Any = None
         if builder is not None:
             try:
@@ -226,10 +240,13 @@ class TinkerEnv(BaseToolEnv):
         self.error: str | None = None
 
     # ------------------------------------------------------------------ one bounded call into the env
-    async def _call(self, coro: Any, timeout: float) -> Any:
-        """Await one of the env's coroutines on the background loop, at most ``timeout`` seconds (``TimeoutError``).
-        The one place this adapter waits on the env (the shared time-limit rule goes here)."""
-        return await on_background_loop(coro, timeout)
+    async def _call(self, coro: Any, what: str) -> Any:
+        """Await one of the env's coroutines on the background loop, at most ``call_timeout`` seconds (then it is
+        cancelled there and :class:`EnvTimeoutError` names ``what``)."""
+        try:
+            return await on_background_loop(coro, self.call_timeout)
+        except EnvTimeoutError:
+            raise EnvTimeoutError(self.call_timeout, what) from None
 
     def _group_builder(self, task: Mapping[str, Any]) -> Any:
         if self._factory is not None:
@@ -244,29 +261,38 @@ class TinkerEnv(BaseToolEnv):
         batch = (train if self.split == "train" else test).get_batch(int(task["batch"]))
         return batch[int(task["slot"])]
 
-    async def _start(self, group: Any) -> tuple[Any, Any]:
+    async def _make(self, group: Any) -> tuple[Any, Any]:
         envs = list(await group.make_envs())
         if self.member >= len(envs):
             raise TinkerEnvError(f"make_envs() built {len(envs)} envs; member {self.member} is not one of them")
         env = envs[self.member]
         return env, await env.initial_observation()
 
-    def reset(self, **task: Any) -> Observation:
-        """Build the task's ``EnvGroupBuilder``, its envs (``make_envs``) and the member's initial observation; the
-        prompt is its tokens, its stop condition the episode's."""
-        self.close()
-        types = _types()
+    def _begin(self, task: Mapping[str, Any], what: str) -> tuple[Any, Any, Any]:
+        """The task's group builder, the member env and its initial observation (run in a bounded thread)."""
         group = self._group_builder(task)
-        if not isinstance(group, types.EnvGroupBuilder):
+        if not isinstance(group, _types().EnvGroupBuilder):
             raise TypeError(f"tinker env: the task's builder is a {type(group).__name__}, not an EnvGroupBuilder")
-        what = f"tinker env ({self.builder_path or self.dataset_path})"
         try:
-            env, first = wait(self._start(group), self.start_timeout)
-        except TimeoutError:
-            raise TinkerEnvError(f"{what}: make_envs() / initial_observation() gave no answer in "
-                                 f"{self.start_timeout:g} s") from None
+            env, first = wait(self._make(group), self.start_timeout)
+        except EnvTimeoutError:
+            raise
         except Exception as exc:  # noqa: BLE001 - whatever the env's own code raised, named
             raise TinkerEnvError(f"{what}: cannot start the episode ({_why(exc)})") from exc
+        return group, env, first
+
+    def reset(self, **task: Any) -> Observation:
+        """Build the task's ``EnvGroupBuilder``, its envs (``make_envs``) and the member's initial observation, all
+        within ``start_timeout`` (else ``StartTimeoutError``); the prompt is its tokens, its stop condition the
+        episode's."""
+        self.close()
+        types = _types()
+        what = f"tinker env {self.builder_path or self.dataset_path}"
+        try:
+            group, env, first = call_in_thread(self._begin, task, what, timeout=self.start_timeout,
+                                               what=f"{what} start", error=StartTimeoutError)
+        except EnvTimeoutError:  # the whole start, or one of its waits: the runner counts the episode as not played
+            raise StartTimeoutError(self.start_timeout, f"{what} start") from None
         if isinstance(first, types.InitialObservationOverflow):
             raise TinkerEnvError(f"{what}: the initial prompt overflows the env's own token budget")
         ob, stop = first
@@ -302,11 +328,11 @@ class TinkerEnv(BaseToolEnv):
                             "encode the text; the episode runner always passes the tokens")
         return list(tokenizer.encode(step.raw, add_special_tokens=False))
 
-    def _fail(self, step: Step, why: str, format_error: bool) -> None:
+    def _fail(self, step: Step, why: str, format_error: bool, reason: StopReason = StopReason.ENV_ERROR) -> None:
         self.error = why
         step.format_errors += format_error
         step.info["error"] = why
-        self.status.stop_reason = StopReason.ENV_ERROR
+        self.status.stop_reason = reason
         step.done = True
 
     async def act(self, step: Step) -> None:
@@ -317,9 +343,9 @@ class TinkerEnv(BaseToolEnv):
         stopped = bool(action) and action[-1] in stops or any(step.raw.endswith(s) for s in self.sampler_hints.stop)
         try:
             result = await self._call(self._env.step(action, extra={"stop_reason": "stop" if stopped else "length"}),
-                                      self.call_timeout)
-        except TimeoutError:
-            self._fail(step, f"no answer in {self.call_timeout:g} s (tinker env step)", False)
+                                      "tinker env step")
+        except EnvTimeoutError as exc:  # the time-limit rule: ended, scored on the rewards so far
+            self._fail(step, str(exc), False, StopReason.TIMEOUT)
             return
         except Exception as exc:  # noqa: BLE001 - the env failed on the policy's action: counted, never a crash
             self._fail(step, f"the env's step raised {_why(exc)}", True)
