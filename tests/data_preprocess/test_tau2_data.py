@@ -55,7 +55,7 @@ def test_pipeline_rows_hold_the_pipeline_prompt(tmp_path) -> None:
     tau2_data.write_splits(tmp_path, ["airline"], ["test"], protocol="pipeline")
     row = json.loads((tmp_path / "test.jsonl").read_text().splitlines()[0])
     assert [m["role"] for m in row["prompt"]] == ["system"]
-    assert row["prompt"][0]["content"].startswith("## Output Format")
+    assert row["prompt"][0]["content"].startswith("You are the ")
     env = make_env("tau2", user={"kind": "scripted", "turns": ["Hello."]}, protocol="pipeline",
                    **(row_env(row["extra_info"])[1] or {}))
     obs = env.reset(**row_task(row["extra_info"]))

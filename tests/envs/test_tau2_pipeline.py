@@ -118,6 +118,32 @@ def test_done_is_tau2s_stop_and_scores_as_tau2() -> None:
     assert result.reward == ref.reward_info.reward
 
 
+# --------------------------------------------------------------------------- the prompt's words
+def test_prompt_template_file_gives_other_words(tmp_path) -> None:
+    """``prompt_template``: a file with $domain, $policy and $tools replaces agent-tune's words everywhere the
+    prompt is built (the env's first observation and a training row's prompt); a bad one fails at
+    construction, naming the option."""
+    from agent_tune.envs.tau2 import catalogue
+
+    template = tmp_path / "prompt.txt"
+    template.write_text("Agent for $domain.\nPOLICY:\n$policy\nTOOLS:\n$tools\n")
+    env = make_env("tau2", domain="airline", task_id="7", protocol="pipeline", prompt_template=str(template),
+                   user={"kind": "scripted", "turns": [FIRST_USER_TURN]})
+    system = env.reset().messages[0]["content"]
+    assert system.startswith("Agent for airline.\nPOLICY:\n# Airline Agent Policy")
+    assert json.loads(system.split("TOOLS:\n", 1)[1])[-1]["name"] == "done"
+    assert catalogue.pipeline_first_messages("airline", str(template))[0]["content"] == system
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text("Agent for $domain with $policy only, and $unknown")
+    with pytest.raises(ValueError, match=r"prompt_template .*unknown: unknown; missing: tools"):
+        make_env("tau2", domain="airline", protocol="pipeline", prompt_template=str(bad))
+    with pytest.raises(ValueError, match="prompt_template: cannot read"):
+        make_env("tau2", domain="airline", protocol="pipeline", prompt_template=str(tmp_path / "none.txt"))
+    with pytest.raises(ValueError, match="prompt_template is the pipeline protocol's"):
+        make_env("tau2", domain="airline", prompt_template=str(template))
+
+
 # --------------------------------------------------------------------------- what the policy reads
 def test_prompt_observations_and_hints() -> None:
     env = make_env("tau2", domain="airline", task_id="7", protocol="pipeline",
@@ -126,13 +152,14 @@ def test_prompt_observations_and_hints() -> None:
     assert env.sampler_hints.stop == ("</tool_call>",) and env.sampler_hints.include_stop_str_in_output
     assert obs.tools is None and [m["role"] for m in obs.messages] == ["system", "user"]
     system = obs.messages[0]["content"]
-    assert system.startswith("## Output Format\nEvery turn: exactly ONE tool call in this format:\n<tool_call>\n")
-    assert "You are a airline customer support agent." in system and "# Airline Agent Policy" in system
-    tools = json.loads(system.split("## Available Tools\n", 1)[1].split("\n\n## Rules", 1)[0])
+    assert system.startswith("You are the airline agent of a customer service.")
+    assert "\n# How to act\nEach of your turns is one action and nothing else" in system
+    assert "# Airline Agent Policy" in system
+    tools = json.loads(system.split("\n# Tools\n", 1)[1].split("\n\n# Reminders", 1)[0])
     names = [t["name"] for t in tools]
     assert names[-1] == "done" and "get_user_details" in names and set(tools[0]) == {"name", "description",
                                                                                      "parameters"}
-    assert system.endswith("- Call done immediately when task is complete\n")
+    assert system.endswith("- Call done as soon as the request is complete.\n")
     assert obs.messages[1] == {"role": "user", "content": FIRST_USER_TURN}  # no greeting: the gym shows none
     assert catalogue.row_prompt(None, catalogue.tau2_tasks("test")[0], {"protocol": "pipeline"})[0]["role"] == "system"
 

@@ -176,7 +176,7 @@ def test_eval_tau2_pipeline_protocol_writes_first_and_any_of_k(tmp_path, capsys,
         others = [r for r in policy.requests if r not in retries]
     assert len(retries) == 2 and all(r["temperature"] == 0.0 for r in retries)  # sample 0 of each task
     assert others and all(r["temperature"] == 1.0 for r in others)
-    assert all(r["messages"][0]["content"].startswith("## Output Format") for r in policy.requests)
+    assert all(r["messages"][0]["content"].startswith("You are the ") for r in policy.requests)
     meta, records = read_results(out)
     assert meta["env_kwargs"]["protocol"] == "pipeline"
     got = {(r["test_id"], r["sample"]): (r["accuracy"], r["format_errors"]) for r in records}

@@ -62,24 +62,26 @@ def row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -> list[
     with ``protocol="pipeline"`` (the first observation adds the simulated user's first message, which a row
     cannot hold without asking the user)."""
     if env_kwargs.get("protocol") == "pipeline":
-        return pipeline_first_messages(task.kwargs["domain"])
+        return pipeline_first_messages(task.kwargs["domain"], env_kwargs.get("prompt_template"))
     return first_messages(task.kwargs["domain"])
 
 
 @lru_cache(maxsize=None)
-def _pipeline_prompt(domain: str) -> str:
+def _pipeline_prompt(domain: str, template_path: str | None = None) -> str:
     from agent_tune.envs.tau2 import pipeline
     from agent_tune.envs.tau2.messages import tool_schemas
 
     env = loader.new_environment(domain)
     return pipeline.system_prompt(domain, env.get_policy(), [*tool_schemas(env.get_tools()),
-                                                             pipeline.done_tool_schema()])
+                                                             pipeline.done_tool_schema()],
+                                  pipeline.load_template(template_path))
 
 
-def pipeline_first_messages(domain: str) -> list[dict[str, Any]]:
+def pipeline_first_messages(domain: str, template_path: str | None = None) -> list[dict[str, Any]]:
     """The pipeline protocol's start for ``domain``: its system prompt alone (the agent's greeting is not shown
-    to a pipeline agent: its first observation is the user's first message)."""
-    return [{"role": "system", "content": _pipeline_prompt(domain)}]
+    to a pipeline agent: its first observation is the user's first message); ``template_path``: the env's
+    ``prompt_template`` option."""
+    return [{"role": "system", "content": _pipeline_prompt(domain, template_path)}]
 
 
 def first_messages(domain: str) -> list[dict[str, Any]]:

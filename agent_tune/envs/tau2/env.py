@@ -38,7 +38,8 @@ tau2 task set of the domain (``telecom_full``).
 
 ``protocol`` picks how the policy talks: ``native`` (the default, above: tau2's own agent prompt, the tools
 through the chat template, the configured tool-call parser) or ``pipeline``, Tau2-RL-Pipeline's protocol, which
-its published checkpoints speak (:mod:`agent_tune.envs.tau2.pipeline`): its own system prompt, exactly one
+its published checkpoints speak (:mod:`agent_tune.envs.tau2.pipeline`): a system prompt of its shape (in
+agent-tune's words; ``prompt_template`` takes a file with other words), exactly one
 ``<tool_call>`` per generation (stopping at ``</tool_call>``), ``respond`` / ``done`` pseudo-tools, tool results
 and the user's replies as user messages; a malformed action is answered with its FORMAT ERROR message and
 retried once at temperature 0 (``StepResult.sampling``), a second one ends the episode as a parse error (tau2's
@@ -128,9 +129,16 @@ class Tau2ToolEnv(BaseToolEnv):
         call_timeout: float | None = None,
         start_timeout: float | None = None,
         protocol: Protocol = "native",
+        prompt_template: str | None = None,
     ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"tau2 env: protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+        if prompt_template is not None and protocol != "pipeline":
+            raise ValueError("tau2 env: prompt_template is the pipeline protocol's (protocol='pipeline')")
+        try:
+            self.prompt_template = pipeline.load_template(prompt_template)
+        except ValueError as exc:
+            raise ValueError(f"tau2 env: {exc}") from None
         if max_steps is None:  # the protocol's own: tau2's CLI (200), the pipeline's (100)
             max_steps = default_max_steps(protocol)
         if domain is not None:
@@ -227,7 +235,7 @@ class Tau2ToolEnv(BaseToolEnv):
         from tau2.agent.base import is_valid_agent_history_message
 
         prompt = pipeline.system_prompt(episode.domain, episode.environment.get_policy(),
-                                        [*self.tools, pipeline.done_tool_schema()])
+                                        [*self.tools, pipeline.done_tool_schema()], self.prompt_template)
         if episode.to_role == USER and not episode.done:
             run_sync(episode.user_acts(self.user))
         # an episode already over shows nothing (the gym's reset returns an empty observation then)

@@ -5,8 +5,9 @@ The pipeline plays tau2 through tau2's gym env (``AgentGymEnv``) and talks to it
 
 * **System prompt** (:func:`system_prompt`): the output format (exactly one ``<tool_call>`` per turn, the
   pseudo-tools ``respond`` and ``done``), the domain policy, the agent's tools as a JSON list of ``{name,
-  description, parameters}`` (the domain's tools and tau2's gym ``done`` tool), and a few rules. The text is the
-  pipeline's, word for word: the published checkpoints were trained on it.
+  description, parameters}`` (the domain's tools and tau2's gym ``done`` tool), and a few rules. The words are
+  agent-tune's own (:data:`PROMPT_TEMPLATE`); the env's ``prompt_template`` option takes a file of other words
+  with the same ``$domain``, ``$policy`` and ``$tools`` fields (e.g. the exact text a checkpoint was trained on).
 * **Action** (:func:`parse_action`): the whole generation is one ``<tool_call>{"name", "arguments"}</tool_call>``
   block, nothing around it (whitespace aside); ``arguments`` an object (or a JSON string of one; missing or null:
   none). Generation stops at ``</tool_call>`` (:data:`STOP_STRING`). ``respond`` carries ``{"content"}``: the text
@@ -29,6 +30,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
+from string import Template
 from typing import Any, Sequence
 
 from agent_tune.errors import EnvError
@@ -36,8 +38,8 @@ from agent_tune.errors import EnvError
 STOP_STRING = "</tool_call>"
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 RESPOND, DONE = "respond", "done"
-FORMAT_ERROR = ('FORMAT ERROR. Re-output EXACTLY in the required <tool_call> format: '
-                '<tool_call>{"name": "...", "arguments": {...}}</tool_call>. One action only.')
+FORMAT_ERROR = ('FORMAT ERROR: answer with exactly one action and nothing else, one block '
+                '<tool_call>{"name": "...", "arguments": {...}}</tool_call>.')
 RETRY_SAMPLING = {"temperature": 0.0}  # the one retry after a malformed action
 NO_OBSERVATION = "[no_observation]"
 RESET_CALL = "(reset)"
@@ -157,28 +159,67 @@ def tools_text(tools: Sequence[dict[str, Any]]) -> str:
     return json.dumps(out, indent=2)
 
 
-def system_prompt(domain: str, policy: str, tools: Sequence[dict[str, Any]]) -> str:
-    """The pipeline's system prompt for ``domain``: ``policy`` (tau2's domain policy) and ``tools`` (OpenAI
-    schemas: the domain's tools, then :func:`done_tool_schema`)."""
-    example = '{"name": "tool_name", "arguments": {"param": "value"}}'
-    return (
-        "## Output Format\n"
-        "Every turn: exactly ONE tool call in this format:\n"
-        f"<tool_call>\n{example}\n</tool_call>\n\n"
-        "Special actions:\n"
-        '- respond: <tool_call>{"name": "respond", "arguments": {"content": "message"}}</tool_call>\n'
-        '- done: <tool_call>{"name": "done", "arguments": {}}</tool_call>\n\n'
-        "---\n\n"
-        f"You are a {domain} customer support agent. Complete the user's task following the policy below.\n\n"
-        f"{policy}\n\n"
-        f"## Available Tools\n{tools_text(tools)}\n\n"
-        "## Rules\n"
-        "- One tool call per turn (no plain text responses)\n"
-        "- Authenticate user before state changes\n"
-        "- Confirm before modifications\n"
-        "- Communicate all relevant details to the user\n"
-        "- Call done immediately when task is complete\n"
-    )
+PROMPT_TEMPLATE = """\
+You are the $domain agent of a customer service. Help the user with their request, following the policy below.
+
+# How to act
+Each of your turns is one action and nothing else, written as one block:
+<tool_call>
+{"name": "<tool name>", "arguments": {"<parameter>": "<value>"}}
+</tool_call>
+Two actions are not tools:
+- to write to the user: <tool_call>{"name": "respond", "arguments": {"content": "<your message>"}}</tool_call>
+- to end the conversation once the request is handled: <tool_call>{"name": "done", "arguments": {}}</tool_call>
+
+# Policy
+$policy
+
+# Tools
+$tools
+
+# Reminders
+- Never answer in plain text: every turn is one action.
+- Verify the user's identity before changing anything.
+- Get the user's explicit confirmation before a change.
+- Tell the user everything relevant to their request.
+- Call done as soon as the request is complete.
+"""
+FIELDS = ("domain", "policy", "tools")
+
+
+def check_template(template: str, where: str = "prompt_template") -> str:
+    """``template`` if it is a :class:`string.Template` using only :data:`FIELDS` (``$policy`` and ``$tools``
+    at least); else a ``ValueError`` naming ``where``."""
+    try:
+        used = set(Template(template).get_identifiers())
+    except ValueError as exc:
+        raise ValueError(f"{where}: not a template ({exc})") from None
+    unknown, missing = used - set(FIELDS), {"policy", "tools"} - used
+    if unknown or missing:
+        raise ValueError(f"{where}: the fields are $domain, $policy and $tools"
+                         + (f"; unknown: {', '.join(sorted(unknown))}" if unknown else "")
+                         + (f"; missing: {', '.join(sorted(missing))}" if missing else ""))
+    return template
+
+
+def load_template(path: str | None) -> str | None:
+    """The text of the template file at ``path`` (None: the default), checked; a ``ValueError`` naming the
+    ``prompt_template`` option when it cannot be read or is not a template of :data:`FIELDS`."""
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ValueError(f"prompt_template: cannot read {path!r} ({exc.strerror})") from None
+    return check_template(text, f"prompt_template ({path})")
+
+
+def system_prompt(domain: str, policy: str, tools: Sequence[dict[str, Any]], template: str | None = None) -> str:
+    """The protocol's system prompt for ``domain``: ``policy`` (tau2's domain policy) and ``tools`` (OpenAI
+    schemas: the domain's tools, then :func:`done_tool_schema`) in ``template`` (default
+    :data:`PROMPT_TEMPLATE`; checked by :func:`check_template`)."""
+    return Template(template or PROMPT_TEMPLATE).substitute(domain=domain, policy=policy, tools=tools_text(tools))
 
 
 # --------------------------------------------------------------------------- observations
