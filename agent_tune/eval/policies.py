@@ -46,8 +46,11 @@ class UsageCounter:
     context_clamped: int = 0
 
 
-class CompletionsPolicy:
-    """Token-in/token-out :class:`~agent_tune.rollout.Policy` over ``POST /completions``.
+class TokenPolicy:
+    """Token-in/token-out :class:`~agent_tune.rollout.Policy` over one server endpoint: the prompt's token ids in,
+    the sampled ids and their log-probs out. A subclass names its ``endpoint`` and writes :meth:`body` (the
+    request) and :meth:`answer` (the generation and the usage it reports); the rest (defaults, the context clamp,
+    a full context ending the episode, the usage totals) is this class's.
 
     Args:
         client: the server's client.
@@ -55,13 +58,15 @@ class CompletionsPolicy:
         max_model_len: the server's context length; ``max_tokens`` is clamped so that prompt + completion
             fits (an exhausted context returns no tokens with stop reason ``"length"``, ending the episode).
         defaults: sampling parameters merged under the runner's (``temperature``, ``top_p``, ``top_k``, ``seed``,
-            ...).
+            ...: vLLM's names).
         logprobs: ask for the sampled tokens' log-probs.
     """
 
+    endpoint: str = ""
+
     def __init__(
         self,
-        client: OpenAIClient,
+        client: Any,
         model: str,
         max_model_len: int | None = None,
         defaults: Mapping[str, Any] | None = None,
@@ -79,8 +84,41 @@ class CompletionsPolicy:
         """The JSON body for one generation, or ``None`` when the context has no room left."""
         params = fit_to_context({**self.defaults, **dict(sampling_params)}, len(prompt_ids), self.max_model_len,
                                 self.usage)
-        if params is None:
-            return None
+        return None if params is None else self.body(prompt_ids, params)
+
+    def body(self, prompt_ids: Sequence[int], params: Mapping[str, Any]) -> dict[str, Any]:
+        """The request for ``prompt_ids`` with the (clamped) sampling ``params``."""
+        raise NotImplementedError
+
+    def answer(self, data: Mapping[str, Any]) -> tuple[GenerationOutput, Mapping[str, Any]]:
+        """The generation in the server's answer ``data``, and its usage (``prompt_tokens``,
+        ``completion_tokens``)."""
+        raise NotImplementedError
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> GenerationOutput:
+        body = self.request_body(prompt_ids, sampling_params)
+        if body is None:  # context full: nothing can be generated
+            return GenerationOutput([], [], "length")
+        try:
+            data = await self.client.post(self.endpoint, body)
+        except RequestError as exc:
+            if is_context_error(exc.message):
+                return GenerationOutput([], [], "length")
+            raise
+        out, usage = self.answer(data)
+        self.usage.requests += 1
+        self.usage.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+        self.usage.completion_tokens += int(usage.get("completion_tokens") or 0)
+        return out
+
+
+class CompletionsPolicy(TokenPolicy):
+    """:class:`TokenPolicy` over an OpenAI-compatible ``POST /completions`` (vLLM's: ``prompt`` as token ids,
+    ``return_token_ids``)."""
+
+    endpoint = "completions"
+
+    def body(self, prompt_ids: Sequence[int], params: Mapping[str, Any]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
             "prompt": [int(t) for t in prompt_ids],
@@ -97,21 +135,8 @@ class CompletionsPolicy:
                 body[key] = params[key]
         return body
 
-    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> GenerationOutput:
-        body = self.request_body(prompt_ids, sampling_params)
-        if body is None:  # context full: nothing can be generated
-            return GenerationOutput([], [], "length")
-        try:
-            data = await self.client.post("completions", body)
-        except RequestError as exc:
-            if is_context_error(exc.message):
-                return GenerationOutput([], [], "length")
-            raise
-        self.usage.requests += 1
-        usage = data.get("usage") or {}
-        self.usage.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-        self.usage.completion_tokens += int(usage.get("completion_tokens") or 0)
-        return parse_completion(data)
+    def answer(self, data: Mapping[str, Any]) -> tuple[GenerationOutput, Mapping[str, Any]]:
+        return parse_completion(data), data.get("usage") or {}
 
 
 def parse_completion(data: Mapping[str, Any]) -> GenerationOutput:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from agent_tune.eval.client import ModelInfo, RequestError, ServerUnavailableError
-from agent_tune.eval.policies import TokenIdsUnavailableError, UsageCounter, fit_to_context, is_context_error
+from agent_tune.eval.policies import TokenIdsUnavailableError, TokenPolicy
 from agent_tune.openai_client import AsyncClient, RetryPolicy, find_model, parse_models
 from agent_tune.rollout.policy import GenerationOutput
 from agent_tune.rollout.sglang_protocol import GenerateAnswerError, generate_request, parse_generate
@@ -101,7 +101,7 @@ class SGLangClient(AsyncClient):
         return info
 
 
-class SGLangGeneratePolicy:
+class SGLangGeneratePolicy(TokenPolicy):
     """Token-in/token-out :class:`~agent_tune.rollout.Policy` over SGLang's ``POST /generate``.
 
     Args:
@@ -113,40 +113,14 @@ class SGLangGeneratePolicy:
         logprobs: ask for the sampled tokens' log-probs.
     """
 
-    def __init__(self, client: SGLangClient, model: str, max_model_len: int | None = None,
-                 defaults: Mapping[str, Any] | None = None, logprobs: bool = True,
-                 usage: UsageCounter | None = None) -> None:
-        self.client = client
-        self.model = model
-        self.max_model_len = max_model_len
-        self.defaults = dict(defaults or {})
-        self.logprobs = logprobs
-        self.usage = usage if usage is not None else UsageCounter()
+    endpoint = "generate"
 
-    def request_body(self, prompt_ids: Sequence[int], sampling_params: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The JSON body of one generation, or ``None`` when the context has no room left."""
-        params = fit_to_context({**self.defaults, **dict(sampling_params)}, len(prompt_ids), self.max_model_len,
-                                self.usage)
-        if params is None:
-            return None
+    def body(self, prompt_ids: Sequence[int], params: Mapping[str, Any]) -> dict[str, Any]:
         return generate_request(prompt_ids, params, self.logprobs)
 
-    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> GenerationOutput:
-        body = self.request_body(prompt_ids, sampling_params)
-        if body is None:  # context full: nothing can be generated
-            return GenerationOutput([], [], "length")
-        try:
-            data = await self.client.post("generate", body)
-        except RequestError as exc:
-            if is_context_error(exc.message):
-                return GenerationOutput([], [], "length")
-            raise
+    def answer(self, data: Mapping[str, Any]) -> tuple[GenerationOutput, Mapping[str, Any]]:
         try:
             out = parse_generate(data)
         except GenerateAnswerError as exc:
             raise TokenIdsUnavailableError(str(exc)) from None
-        meta = data["meta_info"]
-        self.usage.requests += 1
-        self.usage.prompt_tokens += int(meta.get("prompt_tokens") or 0)
-        self.usage.completion_tokens += int(meta.get("completion_tokens") or 0)
-        return out
+        return out, data["meta_info"]

@@ -105,3 +105,33 @@ def write_rows(out_dir: str | Path, name: str, rows: Sequence[dict[str, Any]]) -
     with open(out_dir / f"{name}.jsonl", "w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def read_rows(path: str | Path, who: str, prompt_key: str = "prompt") -> list[dict[str, Any]]:
+    """The rows of a dataset file as verl's recipes write them (SkyRL's, Agent-R1's, verl's own): ``.parquet``,
+    ``.jsonl`` or ``.json`` (a list of rows, or one per line); a ``ValueError`` starting ``who`` (``"skyrl env"``)
+    for another suffix or a row without a non-empty ``prompt_key`` (named by its number)."""
+    from agent_tune.utils.jsonl import jsonl_lines
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        rows = pq.read_table(path).to_pylist()
+    elif suffix in (".jsonl", ".json"):
+        text = path.read_text(encoding="utf-8")
+        whole = None
+        if suffix == ".json":
+            try:
+                whole = json.loads(text)
+            except ValueError:
+                whole = None
+        rows = whole if isinstance(whole, list) else [row for _, row in jsonl_lines(text, str(path))]
+    else:
+        raise ValueError(f"{who}: {path}: a dataset file is .parquet, .jsonl or .json")
+    for number, row in enumerate(rows, 1):
+        if not isinstance(row, dict) or not row.get(prompt_key):
+            raise ValueError(f"{who}: {path} row {number}: a row needs a {prompt_key!r} (chat messages)")
+    return rows
+

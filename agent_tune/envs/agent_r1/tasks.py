@@ -15,27 +15,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from agent_tune.envs.catalogue import Task
-from agent_tune.utils.jsonl import read_jsonl
+from agent_tune.utils.rows import read_rows as read_dataset
 
 # What a row carries to reset (agent_tune.envs.agent_r1.env reads these; the others are verl's bookkeeping).
 ROW_FIELDS = ("prompt", "reward_model", "data_source", "extra_info")
-
-
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of an Agent-R1 dataset file (``.parquet`` or ``.jsonl``), each with a ``prompt``."""
-    path = Path(path)
-    if path.suffix.lower() == ".parquet":
-        import pyarrow.parquet as pq
-
-        rows = pq.read_table(path).to_pylist()
-    elif path.suffix.lower() == ".jsonl":
-        rows = [row for _, row in read_jsonl(path)]
-    else:
-        raise ValueError(f"agent_r1 env: {path}: an Agent-R1 dataset is a .parquet or .jsonl file")
-    for number, row in enumerate(rows, 1):
-        if not isinstance(row, dict) or "prompt" not in row:
-            raise ValueError(f"agent_r1 env: {path} row {number}: a row needs a 'prompt' (chat messages)")
-    return rows
 
 
 def _split_of(row: Mapping[str, Any]) -> str:
@@ -49,10 +32,10 @@ def agent_r1_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
         if split not in path:
             raise ValueError(f"agent_r1 env: no file for split {split!r} in path (its splits: {', '.join(path)})")
         file = Path(path[split])
-        chosen = list(enumerate(read_rows(file), 1))
+        chosen = list(enumerate(read_dataset(file, "agent_r1 env"), 1))
     else:
         file = Path(path)
-        rows = read_rows(file)
+        rows = read_dataset(file, "agent_r1 env")
         chosen = [(n, r) for n, r in enumerate(rows, 1) if _split_of(r) == split]
         if rows and not chosen:
             raise ValueError(f"agent_r1 env: no row of {file} has extra_info.split == {split!r}; give one file per "

@@ -68,7 +68,7 @@ from agent_tune.envs.time_limits import (
 )
 from agent_tune.parsing import ParsedResponse
 from agent_tune.utils.imports import import_object
-from agent_tune.utils.jsonl import jsonl_lines
+from agent_tune.utils.rows import read_rows as read_dataset
 
 # Keys of a step's metadata that say the answer is correct (true, or a number >= 1).
 CORRECT_KEYS = ("acc", "accuracy", "correct", "is_correct", "success")
@@ -133,34 +133,6 @@ def _row_split(row: Mapping[str, Any]) -> str:
     return str((info.get("split") if isinstance(info, Mapping) else None) or "train")
 
 
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of a SkyRL dataset file: ``.parquet``, ``.jsonl`` or ``.json`` (a list of rows, or one per line)."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        rows = pq.read_table(path).to_pylist()
-    elif suffix in (".jsonl", ".json"):
-        text = path.read_text(encoding="utf-8")
-        whole = None
-        if suffix == ".json":
-            try:
-                whole = json.loads(text)
-            except ValueError:
-                whole = None
-        if isinstance(whole, list):
-            rows = whole
-        else:
-            rows = [row for _, row in jsonl_lines(text, str(path))]
-    else:
-        raise ValueError(f"skyrl env: {path}: a SkyRL dataset is a .parquet, .jsonl or .json file")
-    for number, row in enumerate(rows, 1):
-        if not isinstance(row, dict) or ROW_PROMPT not in row:
-            raise ValueError(f"skyrl env: {path} row {number}: a row needs a {ROW_PROMPT!r} (chat messages)")
-    return rows
-
-
 def skyrl_tasks(split: str, path: str | Mapping[str, str], row_env: bool = True) -> list[Task]:
     """The rows of SkyRL dataset files as tasks. ``path``: one file per split (``{"train": "train.parquet",
     "test": "validation.parquet"}``: every row of the split's file), or one file, whose rows are the split's
@@ -172,10 +144,10 @@ def skyrl_tasks(split: str, path: str | Mapping[str, str], row_env: bool = True)
     if isinstance(path, Mapping):
         if split not in path:
             raise ValueError(f"skyrl env: no file for split {split!r} in path (its splits: {', '.join(path)})")
-        file, rows = Path(path[split]), read_rows(path[split])
+        file, rows = Path(path[split]), read_dataset(path[split], "skyrl env", ROW_PROMPT)
         chosen = list(enumerate(rows, 1))
     else:
-        file, rows = Path(path), read_rows(path)
+        file, rows = Path(path), read_dataset(path, "skyrl env", ROW_PROMPT)
         chosen = [(n, r) for n, r in enumerate(rows, 1) if _row_split(r) == split]
         if rows and not chosen:
             raise ValueError(f"skyrl env: no row of {file} has extra_info.split == {split!r}; give one file per "
@@ -382,4 +354,4 @@ class SkyRLGymEnv(BaseToolEnv):
                 call_in_thread(env.close, timeout=self.limits.call_timeout, what=f"skyrl env {self.env_id} close")
 
 
-__all__ = ["CORRECT_KEYS", "SkyRLGymEnv", "read_rows"]
+__all__ = ["CORRECT_KEYS", "SkyRLGymEnv"]

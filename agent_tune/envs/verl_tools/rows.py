@@ -14,24 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from agent_tune.envs.catalogue import Task
-from agent_tune.utils.jsonl import read_jsonl
-
-
-def read_verl_rows(path: str | Path) -> list[dict[str, Any]]:
-    """The rows of a verl dataset file; a row without a ``prompt`` fails naming its number."""
-    path = Path(path)
-    if path.suffix.lower() == ".parquet":
-        import pyarrow.parquet as pq
-
-        rows = pq.read_table(path).to_pylist()
-    elif path.suffix.lower() == ".jsonl":
-        rows = [row for _, row in read_jsonl(path)]
-    else:
-        raise ValueError(f"verl_tools env: {path}: a verl dataset is a .parquet or .jsonl file")
-    for number, row in enumerate(rows, 1):
-        if not isinstance(row, dict) or not row.get("prompt"):
-            raise ValueError(f"verl_tools env: {path} row {number}: a verl row needs a `prompt` (chat messages)")
-    return rows
+from agent_tune.utils.rows import read_rows as read_dataset
 
 
 def verl_rows_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
@@ -43,7 +26,7 @@ def verl_rows_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
         path = path[split]
     file = Path(path)
     tasks = []
-    for number, row in enumerate(read_verl_rows(file), 1):
+    for number, row in enumerate(read_dataset(file, "verl_tools env"), 1):
         truth = (row.get("reward_model") or {}).get("ground_truth")
         tasks.append(Task(id=f"{file.stem}:{number}", kwargs={"row": json.dumps(row, ensure_ascii=False)},
                           category=str(row.get("data_source") or "verl_tools"),
@@ -58,4 +41,4 @@ def verl_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -> 
     return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
 
 
-__all__ = ["read_verl_rows", "verl_row_prompt", "verl_rows_tasks"]
+__all__ = ["verl_row_prompt", "verl_rows_tasks"]
