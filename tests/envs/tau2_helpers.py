@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any, Sequence
 
 from tau2.agent.base import LocalAgent
@@ -134,3 +135,13 @@ def comparable(messages: Sequence[Message]) -> list[tuple[Any, ...]]:
             calls = tuple((c.name, json.dumps(c.arguments, sort_keys=True), c.requestor) for c in m.tool_calls or ())
             out.append((m.role, m.content, calls))
     return out
+
+
+@lru_cache(maxsize=None)
+def gold_reference(domain: str, task_id: str) -> tuple[tuple[Any, ...], ...]:
+    """:func:`comparable` of tau2's own orchestrator replaying ``task_id``'s gold actions, computed once per test
+    session: the native protocol's and the pipeline protocol's fidelity tests compare with the same reference."""
+    task = loader.load_task(domain, task_id)
+    ref = reference_run(domain, task_id, gold_actions(task), final_text(task), score=False)
+    return tuple(comparable(ref.messages))
+
