@@ -135,3 +135,42 @@ def read_rows(path: str | Path, who: str, prompt_key: str = "prompt") -> list[di
             raise ValueError(f"{who}: {path} row {number}: a row needs a {prompt_key!r} (chat messages)")
     return rows
 
+
+def row_split(row: Mapping[str, Any]) -> str:
+    """The split a row names in ``extra_info.split`` (verl's and SkyRL's preprocessing scripts write it), else
+    ``train``."""
+    info = row.get("extra_info")
+    return str((info.get("split") if isinstance(info, Mapping) else None) or "train")
+
+
+def split_rows(split: str, path: str | Mapping[str, str], who: str, prompt_key: str = "prompt",
+               by_row_split: bool = True) -> tuple[Path, list[tuple[int, dict[str, Any]]]]:
+    """The file of ``split`` and its rows (numbered from 1) in a catalogue's ``path`` option: one file per split
+    (``{"train": ..., "test": ...}``: every row of the split's file), or one file whose rows name their split in
+    ``extra_info.split`` (:func:`row_split`; with ``by_row_split=False`` every row, whatever the split). A
+    ``ValueError`` starting ``who`` for a split without a file, or a file none of whose rows is of ``split``."""
+    if isinstance(path, Mapping):
+        if split not in path:
+            raise ValueError(f"{who}: no file for split {split!r} in path (its splits: {', '.join(path)})")
+        file = Path(path[split])
+        return file, list(enumerate(read_rows(file, who, prompt_key), 1))
+    file = Path(path)
+    rows = read_rows(file, who, prompt_key)
+    if not by_row_split:
+        return file, list(enumerate(rows, 1))
+    chosen = [(n, r) for n, r in enumerate(rows, 1) if row_split(r) == split]
+    if rows and not chosen:
+        raise ValueError(f"{who}: no row of {file} has extra_info.split == {split!r}; give one file per "
+                         'split: {"path": {"train": ..., "test": ...}}')
+    return file, chosen
+
+
+def truth_text(truth: Any) -> str:
+    """A row's ground truth as a task's reference text: a string as it is, anything else as JSON, none as ``""``."""
+    return "" if truth is None else truth if isinstance(truth, str) else json.dumps(truth)
+
+
+def row_messages_of(prompt: str | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A dataset row's ``prompt`` as chat messages: a string is one user message."""
+    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+

@@ -11,35 +11,18 @@ category the row's ``data_source``, its reference the ground truth as text.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, Mapping
 
 from agent_tune.envs.catalogue import Task
-from agent_tune.utils.rows import read_rows as read_dataset
+from agent_tune.utils.rows import row_messages_of, split_rows, truth_text
 
 # What a row carries to reset (agent_tune.envs.agent_r1.env reads these; the others are verl's bookkeeping).
 ROW_FIELDS = ("prompt", "reward_model", "data_source", "extra_info")
 
 
-def _split_of(row: Mapping[str, Any]) -> str:
-    info = row.get("extra_info")
-    return str((info.get("split") if isinstance(info, Mapping) else None) or "train")
-
-
 def agent_r1_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
     """The rows of ``split`` as tasks (see the module docstring)."""
-    if isinstance(path, Mapping):
-        if split not in path:
-            raise ValueError(f"agent_r1 env: no file for split {split!r} in path (its splits: {', '.join(path)})")
-        file = Path(path[split])
-        chosen = list(enumerate(read_dataset(file, "agent_r1 env"), 1))
-    else:
-        file = Path(path)
-        rows = read_dataset(file, "agent_r1 env")
-        chosen = [(n, r) for n, r in enumerate(rows, 1) if _split_of(r) == split]
-        if rows and not chosen:
-            raise ValueError(f"agent_r1 env: no row of {file} has extra_info.split == {split!r}; give one file per "
-                             'split: {"path": {"train": ..., "test": ...}}')
+    file, chosen = split_rows(split, path, "agent_r1 env")
     tasks = []
     for number, row in chosen:
         fields = {k: row[k] for k in ROW_FIELDS if row.get(k) is not None}
@@ -48,8 +31,7 @@ def agent_r1_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"agent_r1 env: {file} row {number} is not JSON-serialisable ({exc})") from None
         reward_model = row.get("reward_model") if isinstance(row.get("reward_model"), Mapping) else {}
-        truth = reward_model.get("ground_truth")
-        reference = "" if truth is None else truth if isinstance(truth, str) else json.dumps(truth)
+        reference = truth_text(reward_model.get("ground_truth"))
         tasks.append(Task(id=f"{file.stem}:{number}", kwargs={"row": text},
                           category=str(row.get("data_source") or "agent_r1"), reference=reference))
     return tasks
@@ -57,5 +39,4 @@ def agent_r1_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
 
 def row_prompt(env_cls: type, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A training row's prompt: the dataset row's own messages (no env or tool is built to write the rows)."""
-    prompt = json.loads(task.kwargs["row"])["prompt"]
-    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+    return row_messages_of(json.loads(task.kwargs["row"])["prompt"])

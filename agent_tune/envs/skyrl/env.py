@@ -51,7 +51,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
@@ -68,7 +67,7 @@ from agent_tune.envs.time_limits import (
 )
 from agent_tune.parsing import ParsedResponse
 from agent_tune.utils.imports import import_object
-from agent_tune.utils.rows import read_rows as read_dataset
+from agent_tune.utils.rows import split_rows, truth_text
 
 # Keys of a step's metadata that say the answer is correct (true, or a number >= 1).
 CORRECT_KEYS = ("acc", "accuracy", "correct", "is_correct", "success")
@@ -127,12 +126,6 @@ def _check_options(env_config: Any, max_steps: Any, stop: Any) -> None:
         raise ValueError(f"skyrl env: stop must be a list of non-empty strings, got {stop!r}")
 
 
-def _row_split(row: Mapping[str, Any]) -> str:
-    """The split a row names in ``extra_info.split`` (SkyRL's preprocessing scripts write it), else ``train``."""
-    info = row.get("extra_info")
-    return str((info.get("split") if isinstance(info, Mapping) else None) or "train")
-
-
 def skyrl_tasks(split: str, path: str | Mapping[str, str], row_env: bool = True) -> list[Task]:
     """The rows of SkyRL dataset files as tasks. ``path``: one file per split (``{"train": "train.parquet",
     "test": "validation.parquet"}``: every row of the split's file), or one file, whose rows are the split's
@@ -141,17 +134,7 @@ def skyrl_tasks(split: str, path: str | Mapping[str, str], row_env: bool = True)
     reference the ``reward_spec.ground_truth`` as text. A row's ``env_class`` becomes the task's ``env``
     constructor kwarg; with ``row_env=False`` it does not, and the run's ``env`` / ``env_class`` plays
     every row (a class by path, for rows naming an id registered only in SkyRL's own entry point)."""
-    if isinstance(path, Mapping):
-        if split not in path:
-            raise ValueError(f"skyrl env: no file for split {split!r} in path (its splits: {', '.join(path)})")
-        file, rows = Path(path[split]), read_dataset(path[split], "skyrl env", ROW_PROMPT)
-        chosen = list(enumerate(rows, 1))
-    else:
-        file, rows = Path(path), read_dataset(path, "skyrl env", ROW_PROMPT)
-        chosen = [(n, r) for n, r in enumerate(rows, 1) if _row_split(r) == split]
-        if rows and not chosen:
-            raise ValueError(f"skyrl env: no row of {file} has extra_info.split == {split!r}; give one file per "
-                             'split: {"path": {"train": ..., "test": ...}}')
+    file, chosen = split_rows(split, path, "skyrl env", ROW_PROMPT)
     tasks = []
     for number, row in chosen:
         env_id = row.get(ROW_ENV)
@@ -161,8 +144,7 @@ def skyrl_tasks(split: str, path: str | Mapping[str, str], row_env: bool = True)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"skyrl env: {file} row {number} is not JSON-serialisable ({exc})") from None
         reward_spec = row.get("reward_spec") if isinstance(row.get("reward_spec"), Mapping) else {}
-        truth = reward_spec.get("ground_truth")
-        reference = "" if truth is None else truth if isinstance(truth, str) else json.dumps(truth)
+        reference = truth_text(reward_spec.get("ground_truth"))
         tasks.append(Task(
             id=f"{file.stem}:{number}", kwargs={"row": text},
             category=str(env_id or row.get("data_source") or "skyrl"),
