@@ -187,7 +187,8 @@ def test_python_call_round_trips_through_tau2() -> None:
 # --------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize("bad", [
     "I will look it up.",  # no block
-    'Sure. <tool_call>{"name": "create_task", "arguments": {}}</tool_call>',  # text outside
+    'Sure. <tool_call>{"name": "create_task", "arguments": {}}</tool_call>',  # text before the block
+    '<tool_call>{"name": "create_task", "arguments": {}}</tool_call> Done.',  # text after the block
     block("get_user", {}) + block("create_task", {}),  # two actions
     '<tool_call>{"name": "create_task", "arguments": </tool_call>',  # not JSON
     '<tool_call>{"name": "create_task"',  # no closing tag
