@@ -1,5 +1,6 @@
 # Helpers sourced by scripts/install.sh and scripts/install_gpu.sh (not run on its own).
-#   step NAME CMD...        run CMD quietly; on failure stop the script naming the step, with CMD's exit status
+#   step NAME CMD...        run CMD quietly and print one line: the step's name and its seconds; on failure stop
+#                           the script naming the step, with CMD's exit status
 #   import_check PY MODULES DATA_PACKAGES
 #                           import each module of MODULES and locate each package of DATA_PACKAGES (both
 #                           space-separated) with interpreter PY; name every one that fails, then fail
@@ -8,7 +9,7 @@
 HARMLESS='^WARNING: (Location|Skipping .* as it is not installed)'
 
 step() {
-  local name="$1" log rc=0
+  local name="$1" log rc=0 started=$SECONDS
   shift
   log="$(mktemp)"
   "$@" >"$log" 2>&1 || rc=$?
@@ -18,6 +19,7 @@ step() {
     echo "$(basename "$0"): step '$name' failed (exit $rc)" >&2
     exit "$rc"
   fi
+  echo "$(basename "$0"): $name ($((SECONDS - started)) s)"
 }
 
 import_check() {

@@ -9,6 +9,7 @@ import check) runs on this interpreter without site-packages, with stub modules 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -121,7 +122,13 @@ def test_success_is_quiet_and_filters_harmless_warnings(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "WARNING: Location" not in result.stdout + result.stderr
     assert result.stderr == ""
-    assert result.stdout.startswith("agent-tune environment ready:")
+    # one line per step, its name and seconds, then the ready line: nothing else reaches the console (the fake
+    # repo has its venv already, so that step does not run)
+    lines = result.stdout.splitlines()
+    assert lines[-1].startswith("agent-tune environment ready:")
+    steps = [name for name in re.findall(r'^\s*step "([^"$]+)', INSTALL.read_text(), re.M) if "venv" not in name]
+    assert [re.sub(r" \(\d+ s\)$", "", line) for line in lines[:-1]] == [
+        f"install.sh: {name}" for name in [*steps, "import check"]]
     assert [c.split()[2:4] for c in _pip_calls(tmp_path)] == [
         ["install", "-q"],
         ["install", "-q"],
@@ -190,4 +197,4 @@ def test_a_failed_chromium_install_only_warns(tmp_path):
     result = _run(repo, extra_env=_fake_apt(tmp_path, fail=True))
     assert result.returncode == 0, result.stderr
     assert "apt-get install -y chromium failed (exit 100): the viewer's browser tests will skip" in result.stderr
-    assert result.stdout.startswith("agent-tune environment ready:")
+    assert result.stdout.splitlines()[-1].startswith("agent-tune environment ready:")
