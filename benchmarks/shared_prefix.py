@@ -68,14 +68,18 @@ def entropy(logits: torch.Tensor) -> torch.Tensor:
 
 
 def separate(model, sequences, prompt_lens, temperature):
-    """verl's path: per sample, full logits, log-prob and entropy everywhere; loss over the responses."""
+    """verl's path: per sample (one micro batch each, backward after each, as the main job ran it), full
+    logits, log-prob and entropy everywhere; loss over the responses. Returns the summed loss, detached."""
     total = sum(int(s.shape[0]) for s in sequences)
     loss = 0.0
     for seq, p in zip(sequences, prompt_lens):
-        logits = model(input_ids=seq[None], use_cache=False).logits[0].div(temperature)
-        ent = entropy(logits)
-        lp = log_prob(logits, torch.roll(seq, -1))
-        loss = loss + (-lp[p - 1:-1].sum() - 1e-3 * ent[p - 1:-1].sum()) / total
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(input_ids=seq[None], use_cache=False).logits[0].div(temperature)
+            ent = entropy(logits)
+            lp = log_prob(logits, torch.roll(seq, -1))
+            part = (-lp[p - 1:-1].sum() - 1e-3 * ent[p - 1:-1].sum()) / total
+        part.backward()
+        loss = loss + part.detach()
     return loss
 
 
@@ -90,8 +94,8 @@ def packed(model, sequences, prompt_lens, temperature):
 
 def flops(config: dict, sequences, prompt_len: int, variant: str) -> float:
     """Forward + backward FLOPs as computed: dense per token through the layers, head per head row, and
-    attention per (query, key) pair the kernel evaluates (causal half for a plain sequence, the whole
-    square under an explicit mask)."""
+    attention per (query, key) pair the kernels evaluate (causal half for a plain sequence; for a packed row
+    the prompt's causal half plus each response query against the whole row)."""
     dense, attention = model_flops(config)
     head = 2.0 * config["hidden_size"] * config["vocab_size"]
     body = dense - head
@@ -101,7 +105,8 @@ def flops(config: dict, sequences, prompt_len: int, variant: str) -> float:
     else:
         total = prompt_len + sum(int(s.shape[0]) - prompt_len for s in sequences)
         responses = total - prompt_len
-        forward = body * total + head * responses + attention * total * total
+        # attention by parts: the prompt's causal half, then every response query against the whole row
+        forward = body * total + head * responses + attention * (prompt_len * (prompt_len + 1) / 2 + responses * total)
     return 3 * forward
 
 
@@ -136,7 +141,8 @@ def main(argv=None) -> int:
             started = time.perf_counter()
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 loss = fns[name](model, sequences, prompt_lens, args.temperature)
-            loss.backward()
+            if loss.requires_grad:
+                loss.backward()
             best = min(best, time.perf_counter() - started)
         times[name] = best
         work = flops(config, sequences, args.prompt, name)
@@ -148,7 +154,8 @@ def main(argv=None) -> int:
             with profile(activities=[ProfilerActivity.CPU]) as prof:
                 with torch.autocast("cpu", dtype=torch.bfloat16):
                     loss = fns[name](model, sequences, prompt_lens, args.temperature)
-                loss.backward()
+                if loss.requires_grad:
+                    loss.backward()
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18))
     if len(times) > 1:
         print(f"separate / packed: {times['separate'] / times['packed']:.2f}x")
