@@ -12,18 +12,22 @@ parallelism) take verl's own path.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from verl.utils import tensordict_utils as tu
 from verl.utils.device import get_device_id
+from verl.utils.model import extract_multi_modal_inputs
 from verl.utils.torch_functional import logprobs_from_logits
 from verl.workers.config import FSDPEngineConfig
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
 from verl.workers.engine.utils import detach_tree
 
 from verl_ext.cpu.shared_prefix import plan_rows, score_rows
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -40,7 +44,8 @@ def _packable(engine: FSDPEngineWithLMHead, micro_batch) -> bool:
     for key in ("use_fused_kernels", "distillation_use_topk", "distillation_only", "calculate_sum_pi_squared"):
         if tu.get_non_tensor_data(data=micro_batch, key=key, default=False):
             return False
-    if len(micro_batch.get("multi_modal_inputs", [])) or micro_batch["position_ids"].dim() != 2:
+    # verl's agent loop gives every sample a multi_modal_inputs entry, empty for text: read it as verl does
+    if extract_multi_modal_inputs(micro_batch.get("multi_modal_inputs", [])) or micro_batch["position_ids"].dim() != 2:
         return False
     return micro_batch["input_ids"].is_nested and "prompts" in micro_batch.keys()
 
@@ -64,6 +69,10 @@ class SharedPrefixFSDPEngine(FSDPEngineWithLMHead):
         sequences = list(input_ids.unbind())
         positions = list(micro_batch["position_ids"].unbind())
         rows = plan_rows(sequences, positions, _prompt_lengths(micro_batch))
+        if not getattr(self, "_told_packing", False):  # once per process: the run's log shows the packing works
+            self._told_packing = True
+            logger.warning("shared-prefix packing: %d samples scored in %d rows of %s tokens", len(sequences),
+                           len(rows), [int(r.input_ids.shape[0]) for r in rows])
         temperature = micro_batch["temperature"]
         if not isinstance(temperature, torch.Tensor) or temperature.dim() == 0:
             temperature = torch.full((len(sequences),), float(temperature))
