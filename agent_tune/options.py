@@ -112,6 +112,7 @@ class AgentTuneOptions(ConfigModel):
     attention_fallback: AttentionFallback = "error"
     console: ConsoleMode = "quiet"
     cpu_precision: CpuPrecision | None = None  # config/device/cpu.yaml sets it
+    cpu_shared_prefix: bool | None = None  # config/device/cpu.yaml sets it (verl_ext/cpu/engine.py)
     trainer: TrainerName | None = None  # None: main_ppo
     # the agent loop
     template: str | None = None  # None (or ""): the tokenizer's own

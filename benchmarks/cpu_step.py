@@ -2,25 +2,27 @@
 
 Runs the main job (``agent-tune train --config-name agent_tune_bfcl_cpu``, the README's command: BFCL
 train_base rows with 3 worked examples, 2 prompts x 4 samples, SmolLM2-135M) for ``--steps`` steps with a
-checkpoint at the last, once per ``--variant`` (``current``: the config as it is; ``fp32_ckpt``: the
-earlier setting, fp32 compute with gradient checkpointing), one after the other on the same data; then
+checkpoint at the last, once per ``--variant`` (``current``: the config as it is; ``unpacked``: verl's own
+update path, without shared-prefix packing, one sample per micro batch; ``fp32_ckpt``: the earlier
+setting, fp32 compute with gradient checkpointing), one after the other on the same data; then
 measures this machine's fp32 and bf16 matmul peaks (2048 x 2048, torch's threads) in the same process.
 
 Per variant, the mean over its steps of verl's timings (``<run>/verl_metrics.jsonl``):
 
-- ``generation`` (``timing_s/gen``: the rollouts through vLLM and the agent loop), ``update`` (actor
+- ``generation`` (``timing_s/gen``: the rollouts through vLLM and the agent loop), ``old log-probs``
+  (``old_log_prob``: none in bypass mode), ``reference`` (``ref``: none without a KL term), ``update`` (actor
   forward + backward + optimizer, ``timing_s/update_actor``), ``weight sync`` (``update_weights``),
   ``checkpoint save`` (``save_checkpoint``: only the last step saves, so the mean is half of it over 2
-  steps), ``old log-probs`` (``old_log_prob``:
-  none in bypass mode) and ``the rest`` (the step minus those: reward, advantages, metrics, data);
+  steps) and ``the rest`` (the step minus those: reward, advantages, metrics, data);
 - the update split by its FLOPs: the real tokens' forward and backward, the forward recomputed by
   gradient checkpointing, and the padding verl's engine adds when a micro batch holds sequences of
   different lengths (it pads to the longest; one sequence per micro batch pads nothing). Per-sample token
   counts come from the agent loop's episode records (``<run>/samples``), micro batches from the config;
 - achieved FLOP/s of the update = (forward + backward + recompute + padding FLOPs) / update time, as a
-  fraction of the measured fp32 and bf16 matmul peaks. FLOPs per token: 2 x the matmul parameters
-  (attention and MLP projections, lm_head) forward, x3 for forward + backward, plus causal attention
-  (2 x layers x hidden x length per token forward).
+  fraction of the measured fp32 and bf16 matmul peaks. With shared-prefix packing the FLOPs are those it
+  computes (:func:`packed_flops`: each group's prompt once, the head on response positions). FLOPs per
+  token: 2 x the matmul parameters (attention and MLP projections, lm_head) forward, x3 for forward +
+  backward, plus causal attention (2 x layers x hidden x length per token forward).
 
 Then each variant's step, update and generation time against the first variant's, as ratios, and the
 actor/vLLM log-prob gap (``actor/ppo_kl``: in bypass mode the first mini batch's mean log pi_rollout - log
@@ -44,14 +46,19 @@ from pathlib import Path
 from typing import Sequence
 
 REPO = Path(__file__).resolve().parents[1]
+# the update's path before shared-prefix packing: verl's engine as it is, one sample per micro batch
+UNPACKED = ["agent_tune.cpu_shared_prefix=false", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1", "trainer.balance_batch=true"]
 VARIANTS = {
     "current": [],
+    "unpacked": UNPACKED,
     "fp32_ckpt": ["agent_tune.cpu_precision=fp32", "actor_rollout_ref.model.enable_gradient_checkpointing=true"],
     "fp32": ["agent_tune.cpu_precision=fp32"],
     "bf16_ckpt": ["actor_rollout_ref.model.enable_gradient_checkpointing=true"],
 }
-TIMERS = (("generation", "gen"), ("update", "update_actor"), ("weight sync", "update_weights"),
-          ("checkpoint save", "save_checkpoint"), ("old log-probs", "old_log_prob"))
+TIMERS = (("generation", "gen"), ("old log-probs", "old_log_prob"), ("reference", "ref"),
+          ("update", "update_actor"), ("weight sync", "update_weights"), ("checkpoint save", "save_checkpoint"))
 
 
 def build_data(out: Path, shots: int = 3) -> Path:
@@ -89,8 +96,28 @@ def model_flops(config: dict) -> tuple[float, float]:
     return 2.0 * (layers * per_layer + h * vocab), 2.0 * 2 * layers * h  # QK^T and AV: 2 x 2 x h per pair
 
 
+def packed_flops(groups: dict[str, list[tuple[int, int]]], config: dict) -> float:
+    """Forward FLOPs of shared-prefix packing (verl_ext/cpu/shared_prefix.py) as it computes them: one row
+    per group (prompt once, then the responses) through the layers, the head only on the response
+    positions, attention over the prompt's causal half plus every response query against the whole row."""
+    dense, attention = model_flops(config)
+    head = 2.0 * config["hidden_size"] * config["vocab_size"]
+    total = 0.0
+    for members in groups.values():
+        prompt = members[0][0]
+        responses = sum(r for _, r in members)
+        row = prompt + responses
+        if len(members) == 1:  # a causal row
+            total += (dense - head) * row + head * responses + attention * row * (row + 1) / 2
+        else:
+            total += ((dense - head) * row + head * responses
+                      + attention * (prompt * (prompt + 1) / 2 + responses * row))
+    return total
+
+
 def update_flops(lengths: list[int], micro: int, config: dict, recompute: bool) -> dict[str, float]:
-    """The update's FLOPs split into real tokens (forward + backward), recompute and padding."""
+    """The update's FLOPs on verl's own path, split into real tokens (forward + backward), recompute and
+    padding."""
     dense, attention = model_flops(config)
 
     def forward(length: int) -> float:  # causal attention: token i attends to i + 1 tokens
@@ -134,8 +161,9 @@ def summarize(run: Path, wall: float | None) -> dict:
     samples = [s for path in sorted((run / "samples").glob("samples-*.jsonl")) for s in read_jsonl(path)]
     micro = int(config.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu)
     recompute = bool(config.actor_rollout_ref.model.enable_gradient_checkpointing)
+    packed = bool(config.actor_rollout_ref.actor.fsdp_config.get("shared_prefix", False))
     out: dict = {"steps": len(steps), "wall_s": wall, "precision": str(config.actor_rollout_ref.rollout.dtype),
-                 "checkpointing": recompute, "micro_batch": micro}
+                 "checkpointing": recompute, "micro_batch": micro, "shared_prefix": packed}
     step_time = statistics.mean(s["timing_s/step"] for s in steps)
     out["step"] = step_time
     named = 0.0
@@ -143,11 +171,18 @@ def summarize(run: Path, wall: float | None) -> dict:
         value = sum(s.get(f"timing_s/{key}", 0.0) for s in steps) / len(steps)
         out[label] = value
         named += value
-    out["the rest"] = step_time - named
+    out["the rest"] = step_time - named  # reward, advantages, metrics, data
     flops = {"real": 0.0, "recompute": 0.0, "padding": 0.0}
     for step in sorted({s.get("global_steps") for s in samples if s.get("global_steps") is not None}):
-        lengths = [int(s["prompt_length"]) + int(s["response_length"]) for s in samples
-                   if s.get("global_steps") == step and "prompt_length" in s]
+        mine = [s for s in samples if s.get("global_steps") == step and "prompt_length" in s]
+        if packed:  # one micro batch per group (the main job's settings)
+            groups: dict[str, list[tuple[int, int]]] = {}
+            for s in mine:
+                groups.setdefault(str(s.get("group")), []).append((int(s["prompt_length"]),
+                                                                    int(s["response_length"])))
+            flops["real"] += 3 * packed_flops(groups, model) / len(steps)
+            continue
+        lengths = [int(s["prompt_length"]) + int(s["response_length"]) for s in mine]
         for key, value in update_flops(lengths, micro, model, recompute).items():
             flops[key] += value / len(steps)
     total = sum(flops.values())
@@ -175,7 +210,8 @@ def report(results: dict[str, dict], peaks: dict[str, float]) -> None:
           f"bf16 {peaks['bfloat16']:.0f} GFLOP/s (bf16/fp32 {peaks['bfloat16'] / peaks['float32']:.2f}x)")
     for name, r in results.items():
         print(f"\n== {name}: vLLM {r['precision']}, gradient checkpointing {r['checkpointing']}, micro batch "
-              f"{r['micro_batch']}, {r['steps']} steps, {r['tokens_per_step']:.0f} tokens/step")
+              f"{r['micro_batch']}, shared-prefix packing {r.get('shared_prefix')}, {r['steps']} steps, "
+              f"{r['tokens_per_step']:.0f} tokens/step")
         print(f"  {'part (mean per step)':<28}{'s':>8}{'share':>8}")
         parts = [label for label, _ in TIMERS] + ["the rest"]
         for label in parts:
@@ -188,6 +224,7 @@ def report(results: dict[str, dict], peaks: dict[str, float]) -> None:
         print(f"  {'step':<28}{r['step']:>8.1f}")
         achieved = r["update_gflops_per_s"]
         if achieved:
+            print(f"  update FLOPs (as computed) {sum(r['update_flops'].values()) / 1e12:.2f} TFLOP/step")
             print(f"  update achieved {achieved:.1f} GFLOP/s = {achieved / peaks['float32']:.2f} of the fp32 peak, "
                   f"{achieved / peaks['bfloat16']:.2f} of the bf16 peak")
         print(f"  actor/vLLM log-prob gap (actor/ppo_kl per step): {r['ppo_kl']}")
@@ -195,7 +232,8 @@ def report(results: dict[str, dict], peaks: dict[str, float]) -> None:
               f"{r['groups_with_signal']}, reward {r['reward']}")
     if len(names) > 1:
         print(f"\n{'ratio to ' + names[0]:<24}" + "".join(f"{n:>14}" for n in names[1:]))
-        for label in ("step", "generation", "update", "weight sync", "checkpoint save"):
+        for label in ("step", "generation", "old log-probs", "reference", "update", "weight sync", "checkpoint save",
+                      "the rest"):
             cells = "".join(f"{results[n][label] / first[label]:>13.2f}x" if first[label] else f"{'-':>14}"
                             for n in names[1:])
             print(f"{label:<24}{cells}")

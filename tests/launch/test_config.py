@@ -19,6 +19,8 @@ from agent_tune.launch.train import MODEL_KEYS, TrainLauncher  # noqa: E402
 ADDED_KEYS = {
     "agent_tune",  # read by agent_tune.launch
     "actor_rollout_ref.actor.fsdp_config.mixed_precision",  # FSDPEngineConfig field
+    "actor_rollout_ref.actor.fsdp_config.shared_prefix",  # verl_ext.cpu.engine.CPUFSDPEngineConfig field
+    "actor_rollout_ref.ref.fsdp_config.shared_prefix",  # the same, for the reference model
     "actor_rollout_ref.rollout.enable_sleep_mode",  # RolloutConfig field
     "actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls",  # vLLM engine argument
     "actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes",  # vLLM engine argument
@@ -106,6 +108,9 @@ def test_cpu_settings(grpo_cpu):
     # GRPO defaults still there, group size reduced for CPU
     assert c.algorithm.adv_estimator == "grpo" and arr.actor.clip_ratio_high == 0.28
     assert arr.rollout.n == 4
+    # the CPU engine's config (shared-prefix packing on) for the actor and the reference
+    for fsdp in (arr.actor.fsdp_config, arr.ref.fsdp_config):
+        assert fsdp._target_ == "verl_ext.cpu.engine.CPUFSDPEngineConfig" and fsdp.shared_prefix is True
 
 
 @pytest.mark.parametrize("name", ["agent_tune_grpo", "agent_tune_grpo_cpu"])
@@ -120,6 +125,9 @@ def test_added_dataclass_fields_exist():
     from verl.workers.config import FSDPEngineConfig, RolloutConfig
 
     assert "mixed_precision" in {f.name for f in dataclasses.fields(FSDPEngineConfig)}
+    from verl_ext.cpu.engine import CPUFSDPEngineConfig
+
+    assert "shared_prefix" in {f.name for f in dataclasses.fields(CPUFSDPEngineConfig)}
     assert "enable_sleep_mode" in {f.name for f in dataclasses.fields(RolloutConfig)}
 
 

@@ -84,8 +84,11 @@ def test_fsdp_engine_registered_for_cpu(cpu_singleton):
     from verl.workers.engine import EngineRegistry
     from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead, FSDPEngineWithValueHead
 
+    from verl_ext.cpu.engine import SharedPrefixFSDPEngine
+
     for backend in ("fsdp", "fsdp2"):
-        assert EngineRegistry.get_engine_cls("language_model", backend) is FSDPEngineWithLMHead
+        engine = EngineRegistry.get_engine_cls("language_model", backend)
+        assert engine is SharedPrefixFSDPEngine and issubclass(engine, FSDPEngineWithLMHead)
         assert EngineRegistry.get_engine_cls("value_model", backend) is FSDPEngineWithValueHead
 
 

@@ -14,7 +14,8 @@ accelerator:
   (``ray_kwargs.ray_init.num_gpus``); nothing ever runs on it.
 
 :func:`register` adds the platform under the name ``cpu`` and registers verl's FSDP engines for device
-``cpu`` (verl registers them for ``cuda`` and ``npu`` only).
+``cpu`` (verl registers them for ``cuda`` and ``npu`` only); the language-model one is
+:class:`verl_ext.cpu.engine.SharedPrefixFSDPEngine`.
 """
 
 from __future__ import annotations
@@ -246,12 +247,16 @@ def register() -> None:
 
 
 def register_fsdp_engines() -> None:
-    """Register verl's FSDP / FSDP2 engines (language and value models) for device ``cpu``. Idempotent."""
+    """Register the FSDP / FSDP2 engines for device ``cpu``: verl's value-model engine and, for language
+    models, :class:`verl_ext.cpu.engine.SharedPrefixFSDPEngine` (verl's, packing shared prompts when its
+    config asks). Idempotent."""
     from verl.workers.engine import EngineRegistry
-    from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead, FSDPEngineWithValueHead
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithValueHead
+
+    from verl_ext.cpu.engine import SharedPrefixFSDPEngine
 
     for model_type, engine_cls in (
-        ("language_model", FSDPEngineWithLMHead),
+        ("language_model", SharedPrefixFSDPEngine),
         ("value_model", FSDPEngineWithValueHead),
     ):
         backends = EngineRegistry._engines.get(model_type, {})
