@@ -175,7 +175,6 @@ def test_engine_with_packed_kernels_follows_each_weight_sync(tmp_path, monkeypat
 
     llm = LLM(model=str(tmp_path / "model"), skip_tokenizer_init=True, dtype="bfloat16", load_format="dummy",
               enforce_eager=True, kv_cache_memory_bytes=64 << 20, max_model_len=128, max_num_seqs=4,
-              distributed_executor_backend="uni",  # the worker inside the engine process: one start-up less
               worker_extension_cls=f"{CPUWorkerExtension.__module__}.{CPUWorkerExtension.__qualname__}", seed=0)
     try:
         kernels = llm.collective_rpc("cpu_gemm_kernels")[0]
