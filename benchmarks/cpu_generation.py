@@ -23,8 +23,10 @@ training (stopping at the end of the turn): vLLM's log-probs of its sampled toke
 config, the temperature-scaled ones verl's bypass mode uses as the PPO old log-probs) against the actor's,
 recomputed here the way verl's actor scores them (the HF model with bf16 weights when the rollout is bf16,
 logits / temperature, fp32 log-softmax): their mean difference is what training logs as ``actor/ppo_kl`` in
-bypass mode. And greedy decoding of the same prompts on both paths: tokens identical before the first
-divergence, and the mean |log-prob difference| over that common prefix.
+bypass mode (each variant samples its own tokens). The same comparison on identical tokens: every variant scores
+the first batch's prompts (teacher-forced, temperature 1; few-shot tool calls and their results, ~2.4k tokens)
+against the actor and against the first variant. And greedy decoding of the same prompts on every path: tokens
+identical before the first divergence, and the mean |log-prob difference| over that common prefix.
 
 Prints the table and the ratios to the first variant. Not part of CI (a few minutes on 2 cores); the numbers move with
 other load on the machine, so both variants run in the same invocation.
@@ -132,6 +134,7 @@ def run_variant(job: dict[str, Any], variant: str) -> dict[str, Any]:
     llm = LLM(model=job["model"], worker_extension_cls=EXTENSIONS[variant], seed=0, **job["engine"])
     startup = time.perf_counter() - started
     kernels = llm.collective_rpc("cpu_gemm_kernels")[0]
+    memory = engine_memory()
     per, n = job["prompts"], job["n"]
     batches = [job["token_prompts"][i:i + per] for i in range(0, len(job["token_prompts"]), per)]
     full = SamplingParams(n=n, temperature=job["temperature"], max_tokens=job["max_tokens"], ignore_eos=True)
@@ -152,27 +155,47 @@ def run_variant(job: dict[str, Any], variant: str) -> dict[str, Any]:
                                                      stop_token_ids=stop, logprobs=0))
     greedy, _ = generate(batches[0], SamplingParams(temperature=0.0, max_tokens=job["max_tokens"],
                                                     stop_token_ids=stop, logprobs=0))
+    scored, _ = generate(batches[0], SamplingParams(max_tokens=1, prompt_logprobs=0))
 
     def record(choice: Any) -> dict[str, Any]:
         return {"ids": list(choice.token_ids),
                 "logprobs": [d[t].logprob for t, d in zip(choice.token_ids, choice.logprobs)]}
 
-    return {"startup_s": startup, "kernels": kernels, "batches": timed,
+    return {"startup_s": startup, "kernels": kernels, "memory": memory, "batches": timed,
             "sampled": [[record(c) for c in o.outputs] for o in sampled],
-            "greedy": [record(o.outputs[0]) for o in greedy]}
+            "greedy": [record(o.outputs[0]) for o in greedy],
+            "prompt_logprobs": [[d[t].logprob for t, d in zip(o.prompt_token_ids[1:], o.prompt_logprobs[1:])]
+                                for o in scored]}
+
+
+def engine_memory() -> dict[str, float]:
+    """GB resident in each of vLLM's processes under this one (the model worker holds the weights and their packed
+    copies), by process title."""
+    import psutil
+
+    out: dict[str, float] = {}
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            name = proc.name()
+            out[name] = out.get(name, 0.0) + proc.memory_info().rss / 1e9
+        except psutil.Error:
+            continue
+    return out
 
 
 # --------------------------------------------------------------------------- the actor's view (parent)
 
 def actor_logprobs(model_dir: str, dtype: str, temperature: float, prompt: list[int], ids: list[int]) -> list[float]:
     """log p(ids | prompt) as verl's actor scores a response: the policy's weights in the compute dtype, logits
-    divided by the temperature, log-softmax in fp32."""
+    divided by the temperature, log-softmax in fp32. With ``ids`` empty: every prompt token after the first."""
     import torch
 
     model = _hf_model(model_dir, dtype)
+    start = len(prompt) - 1 if ids else 0
+    targets = ids or prompt[1:]
     with torch.no_grad():
-        logits = model(torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1].float() / temperature
-    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(ids)[:, None])[:, 0].tolist()
+        logits = model(torch.tensor([prompt + ids])).logits[0, start:-1].float() / temperature
+    return torch.log_softmax(logits, -1).gather(-1, torch.tensor(targets)[:, None])[:, 0].tolist()
 
 
 _MODELS: dict[tuple[str, str], Any] = {}
@@ -200,6 +223,23 @@ def gap_to_actor(job: dict[str, Any], result: dict[str, Any]) -> dict[str, float
             actor = actor_logprobs(job["model"], job["engine"]["dtype"], job["temperature"], prompt, sample["ids"])
             diffs += [v - a for v, a in zip(sample["logprobs"], actor)]
     return {"ppo_kl": statistics.fmean(diffs), "abs": statistics.fmean(abs(d) for d in diffs), "tokens": len(diffs)}
+
+
+def scored_gaps(job: dict[str, Any], results: dict[str, dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """The same tokens scored by every variant (the first batch's prompts, teacher-forced, temperature 1):
+    per variant mean(log p_vLLM - log p_actor) and mean |.|; and each variant's mean |.| to the first one."""
+    actor = [actor_logprobs(job["model"], job["engine"]["dtype"], 1.0, p, []) for p in
+             job["token_prompts"][:job["prompts"]]]
+    flat_actor = [x for a in actor for x in a]
+    names = list(results)
+    out = {}
+    for v in names:
+        flat = [x for lp in results[v]["prompt_logprobs"] for x in lp]
+        base = [x for lp in results[names[0]]["prompt_logprobs"] for x in lp]
+        diffs = [a - b for a, b in zip(flat, flat_actor)]
+        out[v] = {"mean": statistics.fmean(diffs), "abs": statistics.fmean(abs(d) for d in diffs),
+                  "to_first": statistics.fmean(abs(a - b) for a, b in zip(flat, base)), "tokens": len(diffs)}
+    return out
 
 
 def greedy_agreement(off: dict[str, Any], on: dict[str, Any]) -> dict[str, float]:
@@ -245,9 +285,16 @@ def report(job: dict[str, Any], results: dict[str, dict[str, Any]], load: str) -
     row("median generated tokens/s", [f"{median[v]:.1f}" for v in names])
     row(f"... / {LABELS[base]}", [f"{median[v] / median[base]:.2f}x" for v in names])
     row("engine start-up", [f"{results[v]['startup_s']:.1f} s" for v in names])
+    row("largest vLLM process, resident", [f"{max(results[v]['memory'].values(), default=float('nan')):.2f} GB"
+                                           for v in names])
     row("vLLM - actor log-prob, mean (ppo_kl)", [f"{gaps[v]['ppo_kl']:.2e}" for v in names])
     row("vLLM - actor log-prob, mean |.|", [f"{gaps[v]['abs']:.2e}" for v in names])
     row("... over sampled tokens", [str(gaps[v]["tokens"]) for v in names])
+    scored = scored_gaps(job, results)
+    row("same tokens: vLLM - actor, mean", [f"{scored[v]['mean']:.2e}" for v in names])
+    row("same tokens: vLLM - actor, mean |.|", [f"{scored[v]['abs']:.2e}" for v in names])
+    row(f"same tokens: mean |. - {names[0]}|", [f"{scored[v]['to_first']:.2e}" for v in names])
+    row("... over prompt tokens", [str(scored[v]["tokens"]) for v in names])
     for v in names[1:]:
         agree = greedy_agreement(results[base], results[v])
         print(f"greedy, {LABELS[v]} against {LABELS[base]}: {agree['common']} of {agree['total']} tokens identical "
