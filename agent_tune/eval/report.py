@@ -101,6 +101,33 @@ def format_table(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines + ["", "; ".join(extra)] + format_intervals(summary) + any_lines + list(env_lines))
 
 
+def stage_table(summaries: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> str:
+    """A Markdown table, one row per results file (a stage of a chain: ``labels``), one column per pass@k the files
+    share (k = 1 and the largest), overall and then per category when there are several, each ``value [95%
+    interval]`` in percent; the header gives the entries per column."""
+    if len(labels) != len(summaries):
+        raise ValueError("the stage table needs one label per results file")
+    shared = set(summaries[0]["k"]).intersection(*(s["k"] for s in summaries[1:]))
+    ks = sorted({1, max(shared)} & shared)
+    cats = sorted({c for s in summaries for c in s["categories"]})
+    groups = [("all", lambda s: s["overall"])]
+    if len(cats) > 1:
+        groups += [(c, lambda s, c=c: s["categories"].get(c, {})) for c in cats]
+    entries = {name: sorted({str(get(s).get("entries", 0)) for s in summaries}) for name, get in groups}
+    head = ["stage"] + [f"{name} pass@{k} (N={'/'.join(entries[name])})" for name, _ in groups for k in ks]
+    rows = []
+    for label, s in zip(labels, summaries):
+        cells = [label]
+        for _, get in groups:
+            g = get(s)
+            for k in ks:
+                value = g.get(f"pass@{k}")
+                cells.append("-" if value is None else format_interval(value, (g.get("ci95") or {}).get(f"pass@{k}")))
+        rows.append(cells)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
+
+
 def write_first_and_any(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     """The summary's pass@1 (first sample) / pass@k (any of k) report alone, in the shape of Tau2-RL-Pipeline's
     ``eval_passk.py`` output (``k``, ``metric_note``, ``summary``, ``by_domain``), with the run's settings."""

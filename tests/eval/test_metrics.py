@@ -172,3 +172,19 @@ def test_summary_gives_every_pass_at_k_an_interval_per_category_and_overall():
     assert b["pass@4"] == pytest.approx(1.0) and b["ci95"]["pass@4"] == pytest.approx([0.5655, 1.0], abs=1e-4)
     overall = s["overall"]  # N = 15 entries, mean of the per-entry values (0.2*10 + 0.25*5)/15
     assert overall["ci95"]["pass@1"] == pytest.approx(list(wilson_interval(3.25 / 15, 15)))
+
+
+def test_stage_table_rows_are_stages_with_pass_at_1_and_k_and_intervals_per_category():
+    from agent_tune.eval.report import stage_table
+
+    def stage(right):  # 4 samples of entries a_0..a_4 and b_0..b_4; `right` entries of each right in every sample
+        return summarize([rec(f"{c}_{i}", float(i < right), sample=k) for c in "ab" for i in range(5)
+                          for k in range(4)])
+
+    table = stage_table([stage(0), stage(5)], ["base", "SFT"]).splitlines()
+    assert table[0] == ("| stage | all pass@1 (N=10) | all pass@4 (N=10) | a pass@1 (N=5) | a pass@4 (N=5) "
+                        "| b pass@1 (N=5) | b pass@4 (N=5) |")
+    assert table[2].startswith("| base | 0.0 [0.0, 27.8] | 0.0 [0.0, 27.8] | 0.0 [0.0, 43.4] |")
+    assert table[3].startswith("| SFT | 100.0 [72.2, 100.0] |")
+    with pytest.raises(ValueError):
+        stage_table([stage(0)], ["a", "b"])
