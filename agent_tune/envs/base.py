@@ -421,6 +421,13 @@ class BaseToolEnv(ABC):
     def close(self) -> None:
         """Release whatever the episode holds. Safe to call twice."""
 
+    def reference_replies(self) -> list[str] | None:
+        """The assistant texts a correct policy writes in the episode just reset, one per generation, in order
+        (tool calls written as ``self.parser`` reads them), or ``None`` when the env knows no reference for the
+        task (the default). ``agent-tune sft-data --format reference`` plays them through the episode runner and
+        keeps the episodes the env scores a success as SFT rows (:mod:`agent_tune.sft.reference`)."""
+        return None
+
     # ------------------------------------------------------------------ the template
     def step(self, raw_response: str, token_ids: list[int] | None = None) -> StepResult:
         """Consume the policy's raw text for one generation; never raises on model output. An ``async`` acting

@@ -10,6 +10,7 @@ task catalogue) or a training file's rows against an OpenAI-compatible server, a
     agent-tune eval --base-url ... --model NAME --rows data/train.parquet --n 4 --sft-out rft.jsonl  (any env)
     agent-tune eval --config examples/eval/bfcl_vllm.yaml [--flag value ...]   (flags from YAML; the command wins)
     agent-tune eval report a.jsonl [b.jsonl ...] [--json out.json] [--png out.png] [--results-dir DIR]
+                      [--labels A B ...] [--stage-table table.md]
 
 The entries are :func:`agent_tune.envs.tasks.select_tasks` of the env's catalogue; the report and the files in
 the official scorer's format come from the env's report (``BaseToolEnv.report``: ``sections``, ``lines``,
@@ -262,6 +263,9 @@ def report_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-options", type=json_object, default={}, help="as for a run")
     p.add_argument("--passk-json", default=None,
                    help="write pass@1 (first sample) / pass@k (any of k) of the first results file (as for a run)")
+    p.add_argument("--stage-table", default=None, metavar="OUT.md",
+                   help="write a Markdown table, one row per results file (labelled by --labels: the stages of a "
+                   "chain), pass@1 and pass@k with their 95%% intervals, overall and per category")
     return p
 
 
@@ -304,6 +308,13 @@ def report_main(argv: Sequence[str]) -> int:
         meta, records = read_results(args.results[0])
         _write_outputs(summaries, records, meta, args.png, args.json_out, args.results_dir, args.results_options,
                        args.labels, args.passk_json)
+        if args.stage_table:
+            from agent_tune.eval.report import stage_table
+
+            out = Path(args.stage_table)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(stage_table(summaries, args.labels or [Path(p).stem for p in args.results]))
+            print(f"stage table: {out}")
     except (AgentTuneError, OSError, ValueError, TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_code(exc, default=2)

@@ -8,12 +8,22 @@ other reading of k samples (Tau2-RL-Pipeline's): the first sample's success, any
 played the entries may add sections of its own
 (:meth:`agent_tune.envs.base.BaseToolEnv.report`: BFCL's leaderboard summaries and multi-turn overall,
 tau2's pass^k), merged one level deep into the summary.
+
+Every pass@k (and the accuracy) comes with a 95% interval (:func:`wilson_interval`, under ``ci95``): the Wilson
+score interval of the mean of the per-entry values with N = the number of entries. A per-entry value in [0, 1]
+(a fraction of samples correct, an unbiased pass@k) has variance at most p(1 - p), the variance of a 0/1 value
+of the same mean, so the interval is conservative for fractional values; unlike the normal approximation it stays
+sensible at 0 and 1 (0 of 10 entries: [0, 27.8%]). It measures the spread over entries (another draw of tasks),
+not over samples of the same tasks.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from typing import Any, Iterable, Mapping, Sequence
+
+Z95 = 1.959963984540054  # the two-sided 95% quantile of the standard normal
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -33,6 +43,20 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     for i in range(n - c + 1, n + 1):
         prod *= 1.0 - k / i
     return 1.0 - prod
+
+
+def wilson_interval(p: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval of a mean ``p`` in [0, 1] over ``n`` entries (95% by default):
+    ``(p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n)``, clipped to [0, 1]."""
+    if n < 1:
+        raise ValueError(f"wilson_interval needs n >= 1 entries, got {n}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"wilson_interval needs a mean in [0, 1], got {p}")
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    center = (p + z2 / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1.0 - p) / n + z2 / (4 * n * n))
+    return max(0.0, center - half), min(1.0, center + half)
 
 
 def _mean(xs: Sequence[float]) -> float | None:
@@ -55,6 +79,8 @@ def _group_stats(records: Sequence[Mapping[str, Any]], k_values: Sequence[int]) 
             out[f"pass@{k}"] = _mean(
                 [pass_at_k(len(rs), sum(1 for r in rs if float(r["accuracy"]) == 1.0), k) for rs in by_entry.values()]
             )
+    out["ci95"] = {key: list(wilson_interval(min(1.0, max(0.0, out[key])), entries))
+                   for key in ("accuracy", *(f"pass@{k}" for k in k_values)) if key in out}
     steps = sum(int(r.get("num_steps", 0)) for r in records)
     fmt = sum(int(r.get("format_errors", 0)) for r in records)
     out.update(
@@ -83,15 +109,19 @@ def _first_and_any(records: Sequence[Mapping[str, Any]], k: int) -> dict[str, An
     total = len(by_entry)
     first = [float(min(rs, key=lambda r: int(r.get("sample", 0)))["accuracy"]) >= 1.0 for rs in by_entry.values()]
     any_ = [any(float(r["accuracy"]) >= 1.0 for r in rs) for rs in by_entry.values()]
-    return {"total": total, "pass_at_1": sum(first) / total if total else 0.0,
-            f"pass_at_{k}": sum(any_) / total if total else 0.0}
+    out: dict[str, Any] = {"total": total, "pass_at_1": sum(first) / total if total else 0.0,
+                           f"pass_at_{k}": sum(any_) / total if total else 0.0}
+    if total:
+        out["ci95"] = {key: list(wilson_interval(out[key], total)) for key in ("pass_at_1", f"pass_at_{k}")}
+    return out
 
 
 def first_and_any_of_k(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The pass@k report of sampling k times per entry without an estimator (Tau2-RL-Pipeline's
     ``eval_passk.py`` shape): overall (``summary``) and per category (``by_domain``: tau2's categories are its
     domains), ``pass_at_1`` the share of entries whose first sample (``sample`` 0) succeeded, ``pass_at_<k>``
-    the share with any success among their samples; success is accuracy 1 (tau2: reward 1)."""
+    the share with any success among their samples; success is accuracy 1 (tau2: reward 1). Each has its 95%
+    Wilson interval over the entries under ``ci95``."""
     records = list(records)
     k = max(Counter(r["test_id"] for r in records).values(), default=0)
     by_cat: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
@@ -101,12 +131,21 @@ def first_and_any_of_k(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             "by_domain": {cat: _first_and_any(rs, k) for cat, rs in sorted(by_cat.items())}}
 
 
+def format_interval(value: float, interval: Sequence[float] | None) -> str:
+    """``12.5 [4.3, 31.0]``: a share and its interval, in percent."""
+    text = f"{100 * value:.1f}"
+    return text + (f" [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]" if interval else "")
+
+
 def format_first_and_any(report: Mapping[str, Any]) -> str:
-    """One line per category and overall: pass@1 (first sample) and pass@k (any of k), percent."""
+    """One line per category and overall: pass@1 (first sample) and pass@k (any of k), percent, with their 95%
+    intervals."""
     k = report["k"]
-    lines = [f"pass@1 (first sample) / pass@{k} (any of {k}):"]
+    lines = [f"pass@1 (first sample) / pass@{k} (any of {k}), percent [95% Wilson interval over entries]:"]
     for name, s in [*report["by_domain"].items(), ("all entries", report["summary"])]:
-        lines.append(f"  {name}: {100 * s['pass_at_1']:.1f} / {100 * s[f'pass_at_{k}']:.1f} ({s['total']} entries)")
+        ci = s.get("ci95") or {}
+        lines.append(f"  {name}: {format_interval(s['pass_at_1'], ci.get('pass_at_1'))} / "
+                     f"{format_interval(s[f'pass_at_{k}'], ci.get(f'pass_at_{k}'))} ({s['total']} entries)")
     return "\n".join(lines)
 
 

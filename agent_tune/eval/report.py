@@ -1,6 +1,7 @@
 """Reports of one or several results files: a text table, a JSON document and a PNG bar chart.
 
-Every report shows per-category accuracy, pass@k and the episode statistics; the env of the file adds its own
+Every report shows per-category accuracy, pass@k (each with its 95% interval) and the episode statistics; the env of
+the file adds its own
 lines (:class:`agent_tune.envs.report.EvalReport`'s ``lines``) and, in the chart, the summary scores it reports
 under ``summaries`` (BFCL's leaderboard summaries).
 """
@@ -12,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from agent_tune.eval.metrics import format_first_and_any, report_env, summarize
+from agent_tune.eval.metrics import format_first_and_any, format_interval, report_env, summarize
 from agent_tune.eval.store import read_results
 
 
@@ -52,9 +53,20 @@ def _fmt(x: Any, pct: bool = False) -> str:
     return str(x)
 
 
+def format_intervals(summary: Mapping[str, Any]) -> list[str]:
+    """One line per category and overall: pass@k for every k, percent, with its 95% interval."""
+    lines = ["pass@k, percent [95% Wilson interval over entries]:"]
+    for name, s in [*summary["categories"].items(), ("all entries", summary["overall"])]:
+        ci = s.get("ci95") or {}
+        parts = [f"pass@{k} {format_interval(s[f'pass@{k}'], ci.get(f'pass@{k}'))}" for k in summary["k"]
+                 if s.get(f"pass@{k}") is not None]
+        lines.append(f"  {name}: {'  '.join(parts)} ({s.get('entries')} entries)")
+    return lines
+
+
 def format_table(summary: Mapping[str, Any]) -> str:
-    """A plain-text table, one row per category and the overall row, then the env's own lines (its
-    report's ``lines``: BFCL's multi-turn overall and leaderboard summaries, tau2's pass^k)."""
+    """A plain-text table, one row per category and the overall row, pass@k with its 95% interval, then the env's
+    own lines (its report's ``lines``: BFCL's multi-turn overall and leaderboard summaries, tau2's pass^k)."""
     ks = [k for k in summary["k"] if k > 1]
     head = ["category", "entries", "samples", "acc%"] + [f"pass@{k}%" for k in ks] + [
         "progress%", "fmt_err/step", "steps", "turns", "forced", "tokens"]
@@ -86,7 +98,34 @@ def format_table(summary: Mapping[str, Any]) -> str:
     env_lines = cls.report.lines(summary) if cls is not None else []
     first_any = summary.get("first_and_any_of_k")
     any_lines = [format_first_and_any(first_any)] if first_any and first_any["k"] > 1 else []
-    return "\n".join(lines + ["", "; ".join(extra)] + any_lines + list(env_lines))
+    return "\n".join(lines + ["", "; ".join(extra)] + format_intervals(summary) + any_lines + list(env_lines))
+
+
+def stage_table(summaries: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> str:
+    """A Markdown table, one row per results file (a stage of a chain: ``labels``), one column per pass@k the files
+    share (k = 1 and the largest), overall and then per category when there are several, each ``value [95%
+    interval]`` in percent; the header gives the entries per column."""
+    if len(labels) != len(summaries):
+        raise ValueError("the stage table needs one label per results file")
+    shared = set(summaries[0]["k"]).intersection(*(s["k"] for s in summaries[1:]))
+    ks = sorted({1, max(shared)} & shared)
+    cats = sorted({c for s in summaries for c in s["categories"]})
+    groups = [("all", lambda s: s["overall"])]
+    if len(cats) > 1:
+        groups += [(c, lambda s, c=c: s["categories"].get(c, {})) for c in cats]
+    entries = {name: sorted({str(get(s).get("entries", 0)) for s in summaries}) for name, get in groups}
+    head = ["stage"] + [f"{name} pass@{k} (N={'/'.join(entries[name])})" for name, _ in groups for k in ks]
+    rows = []
+    for label, s in zip(labels, summaries):
+        cells = [label]
+        for _, get in groups:
+            g = get(s)
+            for k in ks:
+                value = g.get(f"pass@{k}")
+                cells.append("-" if value is None else format_interval(value, (g.get("ci95") or {}).get(f"pass@{k}")))
+        rows.append(cells)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows]) + "\n"
 
 
 def write_first_and_any(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:

@@ -3,6 +3,13 @@
     agent-tune sft-data --format rlla_sft rlla_sft.json data/rlla_sft.parquet [--system instruction|generated]
     agent-tune sft-data --format tau2_seed seed_sft_v3.jsonl data/tau2_seed.parquet [--form native|pipeline|raw]
     ... [--tokenizer DIR --template NAME [--chat-template-kwargs JSON] [--max-length N]]   (render every row)
+    agent-tune sft-data --format reference data/notes/train.parquet data/notes/reference.jsonl --tokenizer DIR \
+        --template smollm2_tools [--tool-parser hermes] [--env-kwargs JSON] [--max-prompt-length N ...]
+
+``reference`` plays a training file's rows (``agent-tune data`` output, any env) through the episode runner with a
+scripted policy writing each env's reference answers (``BaseToolEnv.reference_replies``) and keeps the episodes
+the env scores a success as rows of tokens, exactly the rows the eval's ``--sft-out`` writes
+(:mod:`agent_tune.sft.reference`); the dropped rows are counted by reason.
 
 The rows are ``{"id", "messages", "tools", "source", ...}`` (``docs/sft.md``); ``agent-tune sft`` renders them
 with the run's chat template exactly as the RL runner tokenises the same episode
@@ -49,7 +56,7 @@ from agent_tune.errors import AgentTuneError, DataError, exit_code
 from agent_tune.utils.cli_args import json_object
 from agent_tune.utils.jsonl import jsonl_lines
 
-FORMATS = ("rlla_sft", "tau2_seed")
+FORMATS = ("rlla_sft", "tau2_seed", "reference")
 RLLA_SYSTEMS = ("instruction", "generated")
 TAU2_FORMS = ("native", "pipeline", "raw")
 TAU2_STOP = "###STOP###"  # the agent's end of the episode in tau2 (the pipeline's `done`)
@@ -366,6 +373,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--form", choices=TAU2_FORMS, default="native",
                    help="tau2_seed: as agent-tune's tau2 env plays it (native, default; pipeline: with "
                    "protocol=pipeline; both need tau2) or the pipeline's messages as they are (raw)")
+    ref = p.add_argument_group("reference: the rows' reference answers played by the episode runner (with "
+                               "--tokenizer and --template: the GRPO run's agent_tune.template)")
+    ref.add_argument("--tool-parser", default="hermes", help="the GRPO run's agent_tune.tool_parser")
+    ref.add_argument("--reasoning-parser", default="none", help="the GRPO run's agent_tune.reasoning_parser")
+    ref.add_argument("--env-kwargs", type=json_object, default={},
+                     help="the envs' kwargs as JSON (the GRPO run's agent_tune.env_kwargs.<env>, e.g. the mcp server)")
+    ref.add_argument("--max-prompt-length", type=int, default=None,
+                     help="the GRPO run's data.max_prompt_length (default: no bound)")
+    ref.add_argument("--max-response-length", type=int, default=None,
+                     help="the GRPO run's data.max_response_length (default: no bound)")
+    ref.add_argument("--min-accuracy", type=float, default=1.0, help="keep episodes with accuracy >= this")
     chk = p.add_argument_group("render every row as agent-tune sft will (optional)")
     chk.add_argument("--tokenizer", default=None, help="the SFT run's local Hugging Face tokenizer folder")
     chk.add_argument("--template", default="tokenizer", help="the run's data.chat_template")
@@ -375,9 +393,42 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+UNBOUNDED = 1 << 20  # a token budget with no bound
+
+
+def reference_main(args: argparse.Namespace) -> int:
+    """``--format reference``: the rows' reference episodes as token rows (:mod:`agent_tune.sft.reference`)."""
+    from agent_tune.eval.evaluate import load_tokenizer
+    from agent_tune.rollout import ChatRenderer, RolloutLimits
+    from agent_tune.sft.reference import reference_rows
+
+    if not args.tokenizer:
+        print("error: --format reference renders the episodes: give --tokenizer (and the run's --template)",
+              file=sys.stderr)
+        return 2
+    try:
+        renderer = ChatRenderer(load_tokenizer(args.tokenizer), args.template, dict(args.chat_template_kwargs))
+        limits = RolloutLimits(args.max_prompt_length or UNBOUNDED, args.max_response_length or UNBOUNDED)
+        rows, report = reference_rows(args.input, renderer, limits, args.tool_parser, args.reasoning_parser,
+                                      args.env_kwargs, args.min_accuracy, {"template": args.template})
+        print(report.summary())
+        for test_id, reason in list(report.dropped.items())[:10]:
+            print(f"  dropped {test_id}: {reason}", file=sys.stderr)
+        if not rows:
+            raise SFTDataError(f"{args.input}: no reference episode scored a success")
+        out = write_rows(rows, args.output)
+    except (AgentTuneError, FileNotFoundError, ValueError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_code(exc)
+    print(f"{len(rows)} SFT rows (reference, with their tokens) written to {out}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``agent-tune sft-data ...`` (``argv`` excludes ``sft-data``)."""
     args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.format == "reference":
+        return reference_main(args)
     try:
         rows = convert(args.format, args.input, args.system, args.form)
         if not rows:

@@ -22,6 +22,7 @@ import ast
 import math
 import operator
 import random
+import re
 from typing import Any, Callable
 
 from agent_tune.envs import CallToolEnv, Observation, Outcome, Task, TaskCatalogue, ToolResult, register_env
@@ -87,7 +88,7 @@ class CalculatorEnv(CallToolEnv):
         self.parser, self.max_steps, self.tools = ResponseParser(tool_parser), int(max_steps), TOOLS
 
     def reset(self, question: str, answer: float) -> Observation:
-        self.answer, self.solved = answer, False
+        self.question, self.answer, self.solved = question, answer, False
         super().reset()
         return Observation(messages=prompt_messages(question), tools=TOOLS)
 
@@ -104,6 +105,16 @@ class CalculatorEnv(CallToolEnv):
 
     def outcome(self) -> Outcome:
         return Outcome(reward=float(self.solved), accuracy=float(self.solved))
+
+    def reference_replies(self) -> list[str] | None:
+        """A correct play, as the worked examples show one: a call with the question's expression, then the
+        number (``None`` for a question not of the catalogue's form ``What is <expression>?``)."""
+        match = re.fullmatch(r"What is (.+)\?", self.question.strip())
+        if match is None:
+            return None
+        expression, value = match.group(1), format_number(self.answer)
+        call = self.parser.tool_parser.format_calls([ToolCall(TOOL_NAME, {"expression": expression})])
+        return [call, f"{expression} = {value}. The answer is {value}."]
 
 
 class UnsafeExpressionError(ValueError):

@@ -8,10 +8,16 @@ and the closing answer; ``agent-tune data --env mcp --options '{"path": ..., "sh
 as worked examples before each question.
 
     python -m examples.mcp.make_tasks
+    python -m examples.mcp.make_tasks --extra-test 40 --out outputs/notes_tasks.jsonl
+
+``--extra-test N`` writes the same 50 tasks and N more test tasks (drawn from another seed, kinds in turn), each
+with a question no training task asks, so a test split can be large enough for its interval to mean something
+(the file the MCP notes chain evaluates on: examples/chain/mcp_notes.sh).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import sys
@@ -63,7 +69,25 @@ def play(conn: MCPConnection, task: dict) -> None:
     task["solution"]["results"] = [r.text for r in results]
 
 
-def main() -> None:
+def extra_test_tasks(n: int, taken: set[str], seed: int = 1) -> list[dict]:
+    """``n`` test tasks whose questions are not in ``taken`` (nor repeated), kinds in turn; fewer if a kind runs
+    out of new questions."""
+    rng, out, kinds = random.Random(seed), [], ["add", "append", "delete", "read"]
+    for i in range(n * 50):
+        if len(out) == n:
+            break
+        record = task(kinds[i % len(kinds)], rng)
+        if record["question"] not in taken:
+            taken.add(record["question"])
+            out.append(record)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m examples.mcp.make_tasks", description=__doc__.split("\n")[0])
+    parser.add_argument("--extra-test", type=int, default=0, help="test tasks to add, with new questions")
+    parser.add_argument("--out", default=str(Path(__file__).with_name("tasks.jsonl")))
+    args = parser.parse_args(argv)
     rng = random.Random(0)
     kinds = list(KINDS)
     rng.shuffle(kinds)
@@ -78,9 +102,15 @@ def main() -> None:
             record = {"id": f"notes-{i}", "split": split, "category": kind, **task(kind, rng)}
             play(conn, record)
             lines.append(json.dumps(record))
+        taken = {json.loads(line)["question"] for line in lines}
+        for i, record in enumerate(extra_test_tasks(args.extra_test, taken)):
+            record = {"id": f"notes-test-{i}", "split": "test", "category": record["kind"], **record}
+            play(conn, record)
+            lines.append(json.dumps(record))
     finally:
         conn.close()
-    out = Path(__file__).with_name("tasks.jsonl")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print(f"{len(lines)} tasks in {out}")
 

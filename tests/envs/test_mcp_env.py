@@ -128,7 +128,7 @@ def test_shots_are_other_training_tasks_played_right_and_the_row_prompt_is_the_r
     train_questions = {t.kwargs["question"]: t.id for t in select_tasks("mcp", "train", {"path": TASKS})}
     for task in train + test:
         shots = task.kwargs["shots"]
-        assert len(shots) == 3 and "solution" not in task.kwargs
+        assert len(shots) == 3 and task.kwargs["solution"]["calls"]  # the reference, a task field reset keeps apart
         assert all(s["question"] in train_questions for s in shots)  # never a test task's answer
         assert task.kwargs["question"] not in [s["question"] for s in shots] or task in test
         assert all(len(s["results"]) == len(s["calls"]) for s in shots)

@@ -183,7 +183,10 @@ def test_eval_tau2_pipeline_protocol_writes_first_and_any_of_k(tmp_path, capsys,
     assert got == {("tau2/airline/2", 0): (1.0, 1), ("tau2/airline/2", 1): (0.0, 0),
                    ("tau2/airline/8", 0): (0.0, 1), ("tau2/airline/8", 1): (0.0, 0)}
     passk = json.loads((tmp_path / "pipe.passk.json").read_text())
+    ci = passk["summary"].pop("ci95")
     assert passk["k"] == 2 and passk["summary"] == {"total": 2, "pass_at_1": 0.5, "pass_at_2": 0.5}
+    assert ci["pass_at_1"] == pytest.approx([0.0945, 0.9055], abs=1e-4)  # Wilson, 1 of N = 2 entries
+    passk["summary"]["ci95"] = ci
     assert passk["by_domain"] == {"airline": passk["summary"]} and passk["settings"]["n"] == 2
     # `agent-tune eval report` writes the same from the results file
     assert eval_main(["report", str(out), "--passk-json", str(tmp_path / "again.passk.json")]) == 0

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from agent_tune.eval.metrics import first_and_any_of_k, k_values_for, pass_at_k, summarize
+from agent_tune.eval.metrics import first_and_any_of_k, k_values_for, pass_at_k, summarize, wilson_interval
 
 
 def brute_pass_at_k(n: int, c: int, k: int) -> float:
@@ -127,15 +127,64 @@ def test_first_sample_and_any_of_k_in_the_pipelines_shape(tmp_path):
                + tau2("tau2/retail/0", "retail", [1.0, 0.0, 0.0, 0.0]) + tau2("tau2/retail/1", "retail", [0.0] * 4))
     report = first_and_any_of_k(reversed(records))  # in whatever order the episodes finished
     assert report["k"] == 4 and "not pass^k" in report["metric_note"]
-    assert report["summary"] == {"total": 4, "pass_at_1": 0.5, "pass_at_4": 0.75}
-    assert report["by_domain"] == {"airline": {"total": 2, "pass_at_1": 0.5, "pass_at_4": 1.0},
-                                   "retail": {"total": 2, "pass_at_1": 0.5, "pass_at_4": 0.5}}
+    drop = {"ci95"}
+    assert {k: v for k, v in report["summary"].items() if k not in drop} == {"total": 4, "pass_at_1": 0.5,
+                                                                            "pass_at_4": 0.75}
+    assert {d: {k: v for k, v in r.items() if k not in drop} for d, r in report["by_domain"].items()} == {
+        "airline": {"total": 2, "pass_at_1": 0.5, "pass_at_4": 1.0},
+        "retail": {"total": 2, "pass_at_1": 0.5, "pass_at_4": 0.5}}
+    # Wilson, N = 4 entries: 2/4 -> 0.5 +- 0.35 (hand-computed: center 0.5, half-width 0.3500)
+    assert report["summary"]["ci95"]["pass_at_1"] == pytest.approx([0.1500, 0.8500], abs=1e-4)
     s = summarize(records)
     assert s["first_and_any_of_k"] == report
     assert s["categories"]["airline"]["pass@1"] == pytest.approx((0.25 + 1.0) / 2)  # the estimator differs
     table = format_table(s)
-    assert "pass@1 (first sample) / pass@4 (any of 4):" in table and "airline: 50.0 / 100.0" in table
+    assert "pass@1 (first sample) / pass@4 (any of 4)" in table and "airline: 50.0 [" in table
+    assert "all entries: 50.0 [15.0, 85.0] / 75.0 [30.1, 95.4] (4 entries)" in table
     doc = json.loads(write_first_and_any({**s, "source": "x.jsonl", "settings": {"n": 4}}, tmp_path / "p.json")
                      .read_text())
     assert doc["summary"]["pass_at_4"] == 0.75 and doc["by_domain"]["retail"]["pass_at_1"] == 0.5
     assert doc["settings"] == {"n": 4}
+    assert doc["summary"]["ci95"]["pass_at_4"] == pytest.approx([0.3006, 0.9544], abs=1e-4)
+
+
+def test_wilson_interval_hand_computed_values():
+    """(p + z²/2n ± z sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n), z = 1.96: values worked by hand."""
+    assert wilson_interval(0.0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)  # 0 of 10 still has a width
+    assert wilson_interval(1.0, 10) == pytest.approx((0.7225, 1.0), abs=1e-4)
+    assert wilson_interval(0.5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
+    assert wilson_interval(0.2, 40) == pytest.approx((0.1050, 0.3476), abs=1e-4)
+    with pytest.raises(ValueError):
+        wilson_interval(0.5, 0)
+    with pytest.raises(ValueError):
+        wilson_interval(1.5, 10)
+
+
+def test_summary_gives_every_pass_at_k_an_interval_per_category_and_overall():
+    records = [rec(f"a_{i}", 1.0 if i < 2 else 0.0, sample=k) for i in range(10) for k in range(4)]
+    records += [rec(f"b_{i}", float(k == 0), sample=k) for i in range(5) for k in range(4)]
+    s = summarize(records)
+    assert s["k"] == [1, 2, 4]
+    a = s["categories"]["a"]
+    assert a["pass@1"] == pytest.approx(0.2) and a["ci95"]["pass@1"] == pytest.approx([0.0567, 0.5098], abs=1e-4)
+    assert set(a["ci95"]) == {"accuracy", "pass@1", "pass@2", "pass@4"}
+    b = s["categories"]["b"]  # 1 of 4 samples right in every entry: pass@4 = 1, its interval still open below
+    assert b["pass@4"] == pytest.approx(1.0) and b["ci95"]["pass@4"] == pytest.approx([0.5655, 1.0], abs=1e-4)
+    overall = s["overall"]  # N = 15 entries, mean of the per-entry values (0.2*10 + 0.25*5)/15
+    assert overall["ci95"]["pass@1"] == pytest.approx(list(wilson_interval(3.25 / 15, 15)))
+
+
+def test_stage_table_rows_are_stages_with_pass_at_1_and_k_and_intervals_per_category():
+    from agent_tune.eval.report import stage_table
+
+    def stage(right):  # 4 samples of entries a_0..a_4 and b_0..b_4; `right` entries of each right in every sample
+        return summarize([rec(f"{c}_{i}", float(i < right), sample=k) for c in "ab" for i in range(5)
+                          for k in range(4)])
+
+    table = stage_table([stage(0), stage(5)], ["base", "SFT"]).splitlines()
+    assert table[0] == ("| stage | all pass@1 (N=10) | all pass@4 (N=10) | a pass@1 (N=5) | a pass@4 (N=5) "
+                        "| b pass@1 (N=5) | b pass@4 (N=5) |")
+    assert table[2].startswith("| base | 0.0 [0.0, 27.8] | 0.0 [0.0, 27.8] | 0.0 [0.0, 43.4] |")
+    assert table[3].startswith("| SFT | 100.0 [72.2, 100.0] |")
+    with pytest.raises(ValueError):
+        stage_table([stage(0)], ["a", "b"])

@@ -193,7 +193,8 @@ def mcp_tasks(split: str, path: str, shots: int = 0, seed: int = 0) -> list[Task
     ``solution`` is the task played right, ``{"calls": [{"name", "arguments"}], "results": [...], "answer"}``
     (results and answer optional): with ``shots=K`` each task is shown K other tasks of the file's ``train``
     split played so, as worked examples before its question (drawn for the task from ``seed``:
-    :func:`agent_tune.envs.shots.draw_shots`)."""
+    :func:`agent_tune.envs.shots.draw_shots`). It is also a task field ``reset`` receives, never shown to the
+    policy nor handed to the verifier: the env's reference (:meth:`MCPToolEnv.reference_replies`)."""
     records = _read_tasks(path)
     examples = [(r["id"], {"question": r["question"], **r["solution"]}) for r in records
                 if r["split"] == "train" and r.get("solution")]
@@ -201,7 +202,7 @@ def mcp_tasks(split: str, path: str, shots: int = 0, seed: int = 0) -> list[Task
     for record in records:
         if record["split"] != split:
             continue
-        task = {k: v for k, v in record.items() if k not in ("id", "split", "category", "solution")}
+        task = {k: v for k, v in record.items() if k not in ("id", "split", "category")}
         if shots:
             task["shots"] = draw_shots(record["id"], shots, seed,
                                        lambda own=record["id"]: [ex for i, ex in examples if i != own])
@@ -263,12 +264,16 @@ class MCPToolEnv(BaseToolEnv):
         self.reset_tool = reset_tool
         self.connection: MCPConnection | None = None
         self.task: dict[str, Any] = {}
+        self.solution: dict[str, Any] | None = None
         self.transcript: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ the episode
-    def reset(self, question: str, shots: Sequence[Mapping[str, Any]] | None = None, **task: Any) -> Observation:
+    def reset(self, question: str, shots: Sequence[Mapping[str, Any]] | None = None,
+              solution: Mapping[str, Any] | None = None, **task: Any) -> Observation:
         """Start an episode on a fresh (or, with ``reset_tool``, a reset pooled) session of the server; ``shots``
-        (worked examples, see :meth:`tasks`) are shown before the question."""
+        (worked examples, see :meth:`tasks`) are shown before the question; ``solution`` (the task played right)
+        is kept as the reference only."""
+        self.solution = dict(solution) if solution else None
         messages = first_messages(question, shots, self.system_prompt, self.parser.tool_parser)
         self.close()
         self.connection = self._connect()
@@ -290,6 +295,17 @@ class MCPToolEnv(BaseToolEnv):
         self.transcript = [dict(m) for m in messages]
         super().reset()
         return Observation(messages=messages, tools=self.tools)
+
+    def reference_replies(self) -> list[str] | None:
+        """The task's ``solution``: its calls in one generation (as the worked examples show them), then its answer
+        when it has one; ``None`` without a solution."""
+        if not self.solution:
+            return None
+        calls = [ToolCall(str(c["name"]), dict(c.get("arguments") or {})) for c in self.solution.get("calls") or []]
+        replies = [self.parser.tool_parser.format_calls(calls)] if calls else []
+        if self.solution.get("answer") is not None:
+            replies.append(str(self.solution["answer"]))
+        return replies or None
 
     def _connect(self) -> MCPConnection:
         if self.reset_tool is not None:

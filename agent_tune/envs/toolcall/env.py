@@ -175,6 +175,15 @@ class ToolCallToolEnv(BaseToolEnv):
         super().reset()
         return self._first_observation(self._with_shots([dict(m) for m in messages]))
 
+    def reference_replies(self) -> list[str] | None:
+        """One generation writing the task's ground-truth calls with the configured parser (a BFCL entry: per
+        parameter its first accepted value, :func:`~agent_tune.envs.bfcl.single_turn.task.reference_calls`);
+        ``None`` for a task that expects no call (BFCL's irrelevance) or ToolRL's answer format (its reasoning
+        block has no reference)."""
+        if not self.ground_truth or not self.expects_calls or self.answer_format != "native":
+            return None
+        return [self.parser.tool_parser.format_calls(list(self.ground_truth))]
+
     def _with_shot_tools(self, tools: list[dict[str, Any]], seed: str) -> list[dict[str, Any]]:
         """The task's tools and the shots' functions (a name the task offers keeps the task's schema), in an
         order seeded by the task (``seed``), so where the task's own function sits carries no information."""

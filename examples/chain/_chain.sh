@@ -1,0 +1,196 @@
+# Sourced by the chain scripts (examples/chain/*.sh); not run on its own. One chain, every stage's Hugging Face
+# folder evaluated on the env's TEST rows only:
+#   0. data    chain_data (the env script's function) writes $DATA_DIR/train.parquet and test.parquet: the same
+#              rows in every stage (SFT references, RFT samples, GRPO, every eval)
+#   1. base    the base model (MODEL_PATH, default SmolLM2-135M-Instruct)
+#   2. sft     `agent-tune sft-data --format reference` on the train rows (each env's reference answers played by
+#              the episode runner, the successes kept as token rows), then `agent-tune sft` from the base
+#   3. rft     the SFT model served by vLLM samples the train rows (`agent-tune eval --rows train --sft-out`,
+#              EVAL_PRESET's sampling: n 4), its successes with their exact tokens, then `agent-tune sft` from
+#              the SFT model on them
+#   4. grpo    `agent-tune train` from the RFT model (GRPO_CONFIG + the chain's overlay: its few steps), the
+#              last checkpoint exported with verl's model merger; its curve drawn by `agent-tune plot`
+#   each stage: its folder served by vLLM, `agent-tune eval --config EVAL_PRESET --rows test.parquet`
+#              -> $WORK_DIR/eval/<stage>.jsonl, .report.json (pass@k with 95% intervals), .passk.json
+#   at the end $WORK_DIR/table.md: one row per stage, pass@1 and pass@4 [95% interval], overall and per category.
+# Every hyper-parameter is in the YAML files the env script names (GRPO_CONFIG and GRPO_OVERLAY, SFT_CONFIG and
+# SFT_OVERLAY, EVAL_PRESET); the template, tool parser and env kwargs of every stage are GRPO_CONFIG's, so SFT, RFT,
+# GRPO and the evals see the same tokens. Resumable: a stage whose output exists is skipped (an eval resumes its
+# results file). A progress line per stage; each stage's full output in $WORK_DIR/logs/<stage>.log.
+#
+# Set by the env script: CHAIN, ENV_NAME (the key of the env's kwargs in agent_tune.env_kwargs), GRPO_CONFIG,
+# GRPO_OVERLAY, SFT_CONFIG, SFT_OVERLAY, EVAL_PRESET, and a function chain_data. The user may set: WORK_DIR,
+# MODEL_PATH, PORT (the vLLM server's, default 8100), GRPO_WRAP (a command the GRPO run is started under, e.g.
+# `nice -n 5`), VLLM_ARGS (extra arguments of the vLLM server).
+. "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
+
+WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/chain/$CHAIN}"
+DATA_DIR="$WORK_DIR/data"
+LOG_DIR="$WORK_DIR/logs"
+PORT="${PORT:-8100}"
+read -r -a vllm_args <<< "${VLLM_ARGS:-}"
+read -r -a grpo_wrap <<< "${GRPO_WRAP:-}"
+mkdir -p "$LOG_DIR" "$WORK_DIR/eval"
+cd "$REPO_DIR"
+export HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"
+
+say() { echo "[chain $CHAIN] $(date -u +%H:%M:%S) $*"; }
+since() { echo "$(( $(date +%s) - $1 )) s"; }
+
+config_value() {  # config_value KEY: GRPO_CONFIG's value (with the chain's overlay) at KEY
+  "$PYTHON" -m agent_tune.launch.config_value --config-name "$GRPO_CONFIG" "$1" "$GRPO_OVERLAY"
+}
+
+# the newest Hugging Face folder an `agent-tune sft` run exported under $1 (nothing when none)
+latest_hf() {
+  local dirs
+  dirs=$(ls -d "$1"/global_step_*/huggingface 2>/dev/null || true)
+  [[ -n "$dirs" ]] && sort -V <<< "$dirs" | tail -n 1
+  return 0
+}
+
+SERVER_PID=""
+stop_server() {
+  if [[ -n "$SERVER_PID" ]]; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=""
+  fi
+}
+trap stop_server EXIT
+
+# start_server MODEL_DIR STAGE: vLLM serving MODEL_DIR as `policy` on 127.0.0.1:$PORT, waited for
+start_server() {
+  serve_vllm "$LOG_DIR/serve_$2.log" "$PORT" "$1" policy --dtype float32 --max-model-len "$MAX_MODEL_LEN" \
+    "${vllm_args[@]}"
+  SERVER_PID=$SERVED_PID
+  wait_openai "http://127.0.0.1:$PORT/v1" "$SERVER_PID" "$LOG_DIR/serve_$2.log"
+}
+
+# eval_args MODEL_DIR: the flags every eval of the chain shares (sampling: EVAL_PRESET)
+eval_args() {
+  EVAL_ARGS=(--config "$EVAL_PRESET" --base-url "http://127.0.0.1:$PORT/v1" --model policy --tokenizer "$1"
+    --template "$TEMPLATE" --tool-parser "$TOOL_PARSER" --env-kwargs "$ENV_KWARGS")
+}
+
+# test_eval MODEL_DIR STAGE: the stage's model on the test rows -> $WORK_DIR/eval/STAGE.{jsonl,report.json,passk.json}
+test_eval() {
+  local model="$1" stage="$2" out="$WORK_DIR/eval/$2" t0
+  if [[ -f "$out.report.json" ]]; then
+    say "eval $stage: done before ($out.report.json)"
+    return 0
+  fi
+  t0=$(date +%s)
+  say "eval $stage on the test rows: $model"
+  start_server "$model" "$stage"
+  eval_args "$model"
+  "$PYTHON" -m agent_tune.cli eval "${EVAL_ARGS[@]}" --rows "$DATA_DIR/test.parquet" --output "$out.jsonl" \
+    --report-json "$out.report.json" --passk-json "$out.passk.json" --png "$out.png" > "$LOG_DIR/eval_$stage.log" 2>&1
+  stop_server
+  say "eval $stage: $(grep -m1 '  all entries: pass@1' "$LOG_DIR/eval_$stage.log" | sed 's/^ *//') ($(since "$t0"))"
+}
+
+# sft_run NAME ROWS MODEL: `agent-tune sft` (SFT_CONFIG + SFT_OVERLAY) from MODEL on ROWS -> $WORK_DIR/NAME/ckpt
+sft_run() {
+  local t0
+  t0=$(date +%s)
+  say "$1: agent-tune sft on $(grep -c . "$2") rows from $3"
+  "$PYTHON" -m agent_tune.launch.sft --config-name "$SFT_CONFIG" "$SFT_OVERLAY" data.train_files="$2" \
+    data.chat_template="$TEMPLATE" model.path="$3" trainer.default_local_dir="$WORK_DIR/$1/ckpt" \
+    > "$LOG_DIR/$1_sft.log" 2>&1 || { say "$1: the SFT failed, see $LOG_DIR/$1_sft.log"; exit 1; }
+  say "$1: SFT done ($(since "$t0"))"
+}
+
+run_chain() {
+  local t0 base sft_hf rft_hf grpo_hf step_dir
+  TEMPLATE=$(config_value agent_tune.template)
+  TOOL_PARSER=$(config_value agent_tune.tool_parser)
+  ENV_KWARGS=$(config_value "agent_tune.env_kwargs.$ENV_NAME" || echo '{}')
+  MAX_PROMPT=$(config_value data.max_prompt_length)
+  MAX_RESPONSE=$(config_value data.max_response_length)
+  MAX_MODEL_LEN="${MAX_MODEL_LEN:-$(( MAX_PROMPT + MAX_RESPONSE > 2048 ? MAX_PROMPT + MAX_RESPONSE : 2048 ))}"
+  say "start: $GRPO_CONFIG $GRPO_OVERLAY (template $TEMPLATE, tool parser $TOOL_PARSER), work dir $WORK_DIR;" \
+      "load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+  # ---- 0. data
+  if [[ ! -f "$DATA_DIR/train.parquet" || ! -f "$DATA_DIR/test.parquet" ]]; then
+    chain_data > "$LOG_DIR/data.log" 2>&1 || { say "data failed, see $LOG_DIR/data.log"; exit 1; }
+  fi
+  say "data: $(tail -n 1 "$LOG_DIR/data.log" 2>/dev/null)"
+
+  # ---- 1. base
+  base="${MODEL_PATH:-$("$PYTHON" -m agent_tune.models.smollm2)}"
+  test_eval "$base" base
+
+  # ---- 2. SFT on the reference rows
+  sft_hf=$(latest_hf "$WORK_DIR/sft/ckpt")
+  if [[ -z "$sft_hf" ]]; then
+    t0=$(date +%s)
+    if [[ ! -s "$WORK_DIR/sft/reference.jsonl" ]]; then
+      "$PYTHON" -m agent_tune.cli sft-data --format reference "$DATA_DIR/train.parquet" \
+        "$WORK_DIR/sft/reference.jsonl" --tokenizer "$base" --template "$TEMPLATE" --tool-parser "$TOOL_PARSER" \
+        --env-kwargs "$ENV_KWARGS" --max-prompt-length "$MAX_PROMPT" --max-response-length "$MAX_RESPONSE" \
+        > "$LOG_DIR/sft_reference.log" 2>&1 || { say "reference rows failed, see $LOG_DIR/sft_reference.log"; exit 1; }
+    fi
+    say "sft: $(grep -m1 'reference rows kept' "$LOG_DIR/sft_reference.log") ($(since "$t0"))"
+    sft_run sft "$WORK_DIR/sft/reference.jsonl" "$base"
+    sft_hf=$(latest_hf "$WORK_DIR/sft/ckpt")
+    [[ -n "$sft_hf" ]] || { say "the SFT exported no Hugging Face folder under $WORK_DIR/sft/ckpt"; exit 1; }
+  fi
+  test_eval "$sft_hf" sft
+
+  # ---- 3. RFT: the SFT model's successful samples of the train rows, then SFT on them from the SFT model
+  rft_hf=$(latest_hf "$WORK_DIR/rft/ckpt")
+  if [[ -z "$rft_hf" ]]; then
+    if [[ ! -f "$WORK_DIR/rft/.sampled" ]]; then
+      t0=$(date +%s)
+      mkdir -p "$WORK_DIR/rft"
+      say "rft: sampling the train rows with $sft_hf"
+      start_server "$sft_hf" rft
+      eval_args "$sft_hf"
+      "$PYTHON" -m agent_tune.cli eval "${EVAL_ARGS[@]}" --rows "$DATA_DIR/train.parquet" \
+        --output "$WORK_DIR/rft/episodes.jsonl" --sft-out "$WORK_DIR/rft/rft_rows.jsonl" \
+        > "$LOG_DIR/rft_sample.log" 2>&1 || { say "RFT sampling failed, see $LOG_DIR/rft_sample.log"; exit 1; }
+      stop_server
+      touch "$WORK_DIR/rft/.sampled"
+      say "rft: $(grep -m1 '^RFT:' "$LOG_DIR/rft_sample.log") ($(since "$t0"))"
+    fi
+    [[ -s "$WORK_DIR/rft/rft_rows.jsonl" ]] || { say "rft: no successful sample to train on"; exit 1; }
+    sft_run rft "$WORK_DIR/rft/rft_rows.jsonl" "$sft_hf"
+    rft_hf=$(latest_hf "$WORK_DIR/rft/ckpt")
+    [[ -n "$rft_hf" ]] || { say "the RFT SFT exported no Hugging Face folder under $WORK_DIR/rft/ckpt"; exit 1; }
+  fi
+  test_eval "$rft_hf" rft
+
+  # ---- 4. GRPO from the RFT model
+  grpo_hf="$WORK_DIR/grpo/hf"
+  if [[ ! -f "$grpo_hf/config.json" ]]; then
+    step_dir=$(ls -d "$WORK_DIR"/grpo/checkpoints/global_step_* 2>/dev/null | sort -V | tail -n 1 || true)
+    if [[ -z "$step_dir" || "$step_dir" != *"global_step_$(config_value trainer.total_training_steps)" ]]; then
+      t0=$(date +%s)
+      say "grpo: $(config_value trainer.total_training_steps) steps of $GRPO_CONFIG $GRPO_OVERLAY from $rft_hf"
+      "${grpo_wrap[@]}" "$PYTHON" -m agent_tune.launch.train --config-name "$GRPO_CONFIG" "$GRPO_OVERLAY" \
+        actor_rollout_ref.model.path="$rft_hf" data.train_files="$DATA_DIR/train.parquet" \
+        data.val_files="$DATA_DIR/test.parquet" trainer.default_local_dir="$WORK_DIR/grpo/checkpoints" \
+        > "$LOG_DIR/grpo.log" 2>&1 || { say "GRPO failed, see $LOG_DIR/grpo.log"; exit 1; }
+      say "grpo: trained ($(since "$t0"))"
+      step_dir=$(ls -d "$WORK_DIR"/grpo/checkpoints/global_step_* 2>/dev/null | sort -V | tail -n 1 || true)
+    fi
+    [[ -d "$step_dir/actor" ]] || { say "grpo: no checkpoint under $WORK_DIR/grpo/checkpoints"; exit 1; }
+    "$PYTHON" -m verl.model_merger merge --backend fsdp --local_dir "$step_dir/actor" --target_dir "$grpo_hf" \
+      > "$LOG_DIR/grpo_export.log" 2>&1 || { say "export failed, see $LOG_DIR/grpo_export.log"; exit 1; }
+    say "grpo: $step_dir exported to $grpo_hf"
+  fi
+  if [[ -f "$WORK_DIR/grpo/checkpoints/metrics.jsonl" && ! -f "$WORK_DIR/grpo/curve.png" ]]; then
+    "$PYTHON" -m agent_tune.cli plot "$WORK_DIR/grpo/checkpoints/metrics.jsonl" --window 1 \
+      --keys reward acc valid_call_rate --out "$WORK_DIR/grpo/curve.png" \
+      --title "GRPO stage of the $CHAIN chain (SmolLM2-135M, CPU)" > "$LOG_DIR/grpo_plot.log" 2>&1 || true
+  fi
+  test_eval "$grpo_hf" grpo
+
+  # ---- the table: one row per stage
+  "$PYTHON" -m agent_tune.cli eval report "$WORK_DIR"/eval/{base,sft,rft,grpo}.jsonl --labels base SFT RFT GRPO \
+    --stage-table "$WORK_DIR/table.md" > "$LOG_DIR/table.log" 2>&1 || { say "table failed, see $LOG_DIR/table.log"; exit 1; }
+  say "done: $WORK_DIR/table.md"
+  cat "$WORK_DIR/table.md"
+}
