@@ -29,6 +29,7 @@ from typing import Any, Mapping
 
 from agent_tune.envs import make_env
 from agent_tune.envs.base import BaseToolEnv
+from agent_tune.errors import DataError
 from agent_tune.eval.rft import rft_row
 from agent_tune.eval.task_rows import TaskRow, load_task_rows, row_env_kwargs
 from agent_tune.rollout import ChatRenderer, EpisodeResult, PromptTooLongError, RolloutLimits, run_episode
@@ -40,12 +41,8 @@ PROMPT_TOO_LONG = "prompt too long"
 NOT_A_SUCCESS = "not a success"  # the env scored the reference below min_accuracy
 
 
-class _NoReplyLeft(Exception):
-    """The scripted episode asked for a generation the reference does not have (reason: ``reason``)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+class _NoReplyLeft(DataError):
+    """The scripted episode asked for a generation the reference does not have (its one argument: the reason)."""
 
 
 class _ReferenceReplies:
@@ -93,7 +90,7 @@ async def play_reference(row: TaskRow, renderer: ChatRenderer, limits: RolloutLi
         try:
             return await run_episode(env, policy, renderer, limits, {}, task=row.task), None
         except _NoReplyLeft as exc:
-            return None, exc.reason
+            return None, str(exc.args[0])
         except PromptTooLongError:
             return None, PROMPT_TOO_LONG
     finally:
