@@ -14,9 +14,9 @@
 #              -> $WORK_DIR/eval/<stage>.jsonl, .report.json (pass@k with 95% intervals), .passk.json
 #   at the end $WORK_DIR/table.md: one row per stage, pass@1 and pass@4 [95% interval], overall and per category.
 # Every hyper-parameter is in the YAML files the env script names (GRPO_CONFIG and GRPO_OVERLAY, SFT_CONFIG and
-# SFT_OVERLAY, EVAL_PRESET); the template, tool parser and env kwargs of every stage are GRPO_CONFIG's, so SFT, RFT,
-# GRPO and the evals see the same tokens. Resumable: a stage whose output exists is skipped (an eval resumes its
-# results file). A progress line per stage; each stage's full output in $WORK_DIR/logs/<stage>.log.
+# SFT_OVERLAY, EVAL_PRESET); the template, tool parser, env kwargs and vLLM dtype of every stage are GRPO_CONFIG's,
+# so SFT, RFT, GRPO and the evals see the same tokens and compute in the same precision. Resumable: a stage whose
+# output exists is skipped (an eval resumes its results file). A progress line per stage; each stage's full output in $WORK_DIR/logs/<stage>.log.
 #
 # Set by the env script: CHAIN, ENV_NAME (the key of the env's kwargs in agent_tune.env_kwargs), GRPO_CONFIG,
 # GRPO_OVERLAY, SFT_CONFIG, SFT_OVERLAY, EVAL_PRESET, and a function chain_data. The user may set: WORK_DIR,
@@ -61,7 +61,7 @@ trap stop_server EXIT
 
 # start_server MODEL_DIR STAGE: vLLM serving MODEL_DIR as `policy` on 127.0.0.1:$PORT, waited for
 start_server() {
-  serve_vllm "$LOG_DIR/serve_$2.log" "$PORT" "$1" policy --dtype float32 --max-model-len "$MAX_MODEL_LEN" \
+  serve_vllm "$LOG_DIR/serve_$2.log" "$PORT" "$1" policy --dtype "$DTYPE" --max-model-len "$MAX_MODEL_LEN" \
     "${vllm_args[@]}"
   SERVER_PID=$SERVED_PID
   wait_openai "http://127.0.0.1:$PORT/v1" "$SERVER_PID" "$LOG_DIR/serve_$2.log"
@@ -105,11 +105,13 @@ run_chain() {
   local t0 base sft_hf rft_hf grpo_hf step_dir
   TEMPLATE=$(config_value agent_tune.template)
   TOOL_PARSER=$(config_value agent_tune.tool_parser)
+  DTYPE=$(config_value actor_rollout_ref.rollout.dtype)
   ENV_KWARGS=$(config_value "agent_tune.env_kwargs.$ENV_NAME" || echo '{}')
   MAX_PROMPT=$(config_value data.max_prompt_length)
   MAX_RESPONSE=$(config_value data.max_response_length)
   MAX_MODEL_LEN="${MAX_MODEL_LEN:-$(( MAX_PROMPT + MAX_RESPONSE > 2048 ? MAX_PROMPT + MAX_RESPONSE : 2048 ))}"
-  say "start: $GRPO_CONFIG $GRPO_OVERLAY (template $TEMPLATE, tool parser $TOOL_PARSER), work dir $WORK_DIR;" \
+  say "start: $GRPO_CONFIG $GRPO_OVERLAY (template $TEMPLATE, tool parser $TOOL_PARSER, vLLM in $DTYPE)," \
+      "work dir $WORK_DIR;" \
       "load $(cut -d' ' -f1-3 /proc/loadavg)"
 
   # ---- 0. data

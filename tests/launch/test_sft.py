@@ -37,10 +37,16 @@ def test_shipped_sft_config_composes_and_validates(name):
     assert config.trainer.resume_mode == "auto"
 
 
-def test_cpu_config_runs_fsdp2_in_fp32_with_the_cpu_template():
+def test_cpu_config_runs_fsdp2_in_the_cpu_precision_with_the_cpu_template():
+    from verl_ext.cpu.precision import dtype_for
+
     config = compose_config("agent_tune_sft_cpu", ["data.train_files=x.parquet"])
     assert config.trainer.device == "cpu" and config.engine.strategy == "fsdp2"
-    assert config.engine.mixed_precision.param_dtype == "fp32" and config.model.path == "smollm2"
+    # bf16 compute where this CPU has it (the GRPO configs' rule), fp32 master weights either way
+    assert config.engine.mixed_precision.param_dtype == dtype_for("auto", "fsdp") and config.model.path == "smollm2"
+    assert config.engine.model_dtype == "fp32"
+    forced = compose_config("agent_tune_sft_cpu", ["data.train_files=x.parquet", "agent_tune.cpu_precision=fp32"])
+    assert forced.engine.mixed_precision.param_dtype == "fp32"
     assert config.data.chat_template == "smollm2_tools"
     child_command = SFTLauncher().child_command
     run = RunConfig.parse(config)
