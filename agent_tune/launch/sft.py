@@ -11,7 +11,8 @@ training child and the exit codes are the launcher skeleton's (:mod:`agent_tune.
 with ``agent-tune train``; the default config is ``agent_tune_sft``); then :func:`validate` checks what
 agent-tune's dataset and this launcher support. The child is verl's trainer under ``torchrun`` (one process
 per GPU of ``trainer.n_gpus_per_node``, one process on CPU, where it first loads agent-tune's CPU support:
-:mod:`verl_ext.cpu.launch`). Its whole output goes to ``<trainer.default_local_dir>/sft.log``; the console
+:mod:`verl_ext.cpu.launch`), with a step budget the data cannot fill lowered to what its epochs hold
+(:mod:`verl_ext.sft_trainer`). Its whole output goes to ``<trainer.default_local_dir>/sft.log``; the console
 shows the data report (rows rendered, rows skipped with their row ids and reasons), one line per step with
 the loss, and at the end the checkpoint and its Hugging Face folder (``global_step_<N>/huggingface``: the
 ``actor_rollout_ref.model.path`` of a GRPO run; with LoRA, the command that exports the base model and the
@@ -46,7 +47,7 @@ METRICS_FILE = "sft_metrics.jsonl"
 # verl's console logger: "step:3 - train/loss:1.234 - train/grad_norm:5.6 - ...", often right after tqdm's
 # progress bar on the same line
 _STEP_LINE = re.compile(r"(?<![\w/])step:(\d+) - (.*)$")
-_SHOWN = ("SFT rows:", "  skipped row", "  ... and ")
+_SHOWN = ("SFT rows:", "  skipped row", "  ... and ", "SFT steps:")
 
 
 def validate(config: DictConfig) -> None:
@@ -232,8 +233,9 @@ class SFTLauncher(Launcher):
             from verl_ext.cpu.launch import enable_cpu_support
 
             enable_cpu_support(config)
-        from verl.trainer.sft_trainer import run_sft
         from verl.utils.device import auto_set_device
+
+        from verl_ext.sft_trainer import run_sft
 
         auto_set_device(config)
         run_sft(config)
