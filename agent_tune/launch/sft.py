@@ -48,6 +48,7 @@ METRICS_FILE = "sft_metrics.jsonl"
 # progress bar on the same line
 _STEP_LINE = re.compile(r"(?<![\w/])step:(\d+) - (.*)$")
 _SHOWN = ("SFT rows:", "  skipped row", "  ... and ", "SFT steps:")
+_STEPS_LINE = re.compile(r"SFT steps: (\d+) ")  # verl_ext.sft_trainer's line when it lowers the budget
 
 
 def validate(config: DictConfig) -> None:
@@ -142,9 +143,13 @@ def follow(stream: IO[str], log: IO[str], metrics: Path, total: int | None, verb
                     f.write(json.dumps(record) + "\n")
                 if not verbose:
                     echo.write(step_summary(record, total) + "\n")
-            elif not verbose and _shown(piece) is not None:
+            elif _shown(piece) is not None:
                 shown = _shown(piece)
-                echo.write(shown if shown.endswith("\n") else shown + "\n")
+                budget = _STEPS_LINE.match(shown)
+                if budget:  # the trainer lowered the step budget to what the data holds
+                    total = int(budget.group(1))
+                if not verbose:
+                    echo.write(shown if shown.endswith("\n") else shown + "\n")
         echo.flush()
 
 

@@ -114,6 +114,16 @@ def test_follow_shows_report_and_steps_and_appends_metrics(tmp_path):
     assert [r["step"] for r in records] == [3, 4] and records[0]["train/loss"] == pytest.approx(0.1156)
 
 
+def test_follow_counts_steps_against_the_lowered_budget(tmp_path):
+    # verl_ext/sft_trainer.py logs the budget it lowered to what the data holds; the step lines follow it
+    budget = ("[agent-tune] SFT steps: 6 (trainer.total_training_steps=8 is more than 1 epoch(s) of 6 batches "
+              "hold; the last of them saves the checkpoint)\n")
+    log, echo = io.StringIO(), io.StringIO()
+    follow(io.StringIO(budget + LINE), log, tmp_path / "m.jsonl", 8, False, echo)
+    assert echo.getvalue().splitlines() == [budget[len("[agent-tune] "):].rstrip("\n"),
+                                            "step 3/6: loss 0.1156, grad_norm 1.63, lr 0.0001"]
+
+
 def test_latest_checkpoint(tmp_path):
     assert latest_checkpoint(tmp_path) is None
     for n in (2, 10, 4):
