@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from verl_ext.cpu.shared_prefix import group_by_prompt, plan_rows, score_rows
+from verl_ext.cpu.shared_prefix import attention_by_parts, group_by_prompt, plan_rows, score_rows
 
 
 def _flat(sequences):
@@ -133,3 +133,34 @@ def test_packed_bf16_gap_is_bf16_rounding(smollm2):
           f"gradient relative gap {grad_gap:.4f} (bf16 vs fp32 {((g_ref - g32).norm() / g32.norm()).item():.4f})")
     assert gap < 2 * noise + 1e-3
     assert grad_gap < 0.1
+
+
+def test_packed_under_gradient_checkpointing_matches_without(smollm2):
+    """The backward recomputes each checkpointed layer's forward: held over forward and backward (as the engine
+    holds it over a micro-batch loop), the attention switch gives the gradients of the run without
+    checkpointing. Released after the forward, the recomputation took SDPA's path and torch refused it."""
+    sequences, prompt_lens = _batch(seed=2)
+    _, _, g_ref = _run(smollm2, _packed, sequences, prompt_lens, autocast=False)
+    smollm2.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    smollm2.train()
+    try:
+        with attention_by_parts(smollm2) as by_parts:
+            _, _, g = _run(smollm2, _packed, sequences, prompt_lens, autocast=False)
+    finally:
+        smollm2.gradient_checkpointing_disable()
+        smollm2.eval()
+    assert by_parts and smollm2.config._attn_implementation == "sdpa"  # switched back on leaving
+    assert (g - g_ref).norm() / g_ref.norm() < 1e-5
+
+
+def test_unpacked_batches_attend_as_sdpa_under_the_switch(smollm2):
+    """verl's own path runs inside the switch too: a padded batch (2D mask) gives SDPA's logits exactly."""
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(100, 20000, (2, 24), generator=g)
+    mask = torch.ones(2, 24, dtype=torch.long)
+    mask[1, 16:] = 0
+    with torch.no_grad():
+        plain = smollm2(input_ids=ids, attention_mask=mask, use_cache=False).logits
+        with attention_by_parts(smollm2):
+            switched = smollm2(input_ids=ids, attention_mask=mask, use_cache=False).logits
+    assert torch.equal(plain[0], switched[0]) and torch.equal(plain[1, :16], switched[1, :16])

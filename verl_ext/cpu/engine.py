@@ -25,7 +25,7 @@ from verl.workers.config import FSDPEngineConfig
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
 from verl.workers.engine.utils import detach_tree
 
-from verl_ext.cpu.shared_prefix import plan_rows, score_rows
+from verl_ext.cpu.shared_prefix import attention_by_parts, plan_rows, score_rows
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,15 @@ def _prompt_lengths(micro_batch) -> list[int]:
 
 class SharedPrefixFSDPEngine(FSDPEngineWithLMHead):
     """``FSDPEngineWithLMHead`` whose forward scores shared prompts once (see the module docstring)."""
+
+    def forward_backward_batch(self, data, loss_function, forward_only=False):
+        if not getattr(self.engine_config, "shared_prefix", False):
+            return super().forward_backward_batch(data, loss_function, forward_only)
+        # the attention switch spans the backward: with gradient checkpointing it recomputes each layer's
+        # forward, which must take the packed forward's attention path (a micro batch that is not packed
+        # attends exactly as under SDPA)
+        with attention_by_parts(self.module):
+            return super().forward_backward_batch(data, loss_function, forward_only)
 
     def forward_step(self, micro_batch, loss_function, forward_only):
         if not _packable(self, micro_batch):

@@ -65,19 +65,29 @@ def shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: t
 
 
 def register_attention() -> None:
-    """Register :func:`shared_prefix_attention` with transformers under :data:`ATTENTION`. Idempotent."""
+    """Register :func:`shared_prefix_attention` with transformers under :data:`ATTENTION`, with SDPA's mask
+    builder (under the switch, a forward without ``shared_prefix`` builds and uses the masks SDPA would).
+    Idempotent."""
     from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
     AttentionInterface.register(ATTENTION, shared_prefix_attention)
+    AttentionMaskInterface.register(ATTENTION, sdpa_mask)
 
 
 @contextlib.contextmanager
-def _by_parts(model: torch.nn.Module) -> Iterator[bool]:
-    """Switch a model on SDPA to :func:`shared_prefix_attention` for one forward (backward needs nothing:
-    autograd recorded the ops). Other attention implementations keep their own and get the explicit mask.
-    Yields whether the switch happened."""
+def attention_by_parts(model: torch.nn.Module) -> Iterator[bool]:
+    """Switch a model on SDPA to :func:`shared_prefix_attention` while the context is open; re-entrant. Hold
+    it over the backward too when the model uses gradient checkpointing: the backward recomputes each layer's
+    forward, which must take the same attention path (the engine holds it over a whole
+    ``forward_backward_batch``). Other attention implementations keep their own and get the explicit mask.
+    Yields whether the model attends by parts."""
     config = getattr(model, "config", None)
-    if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
+    implementation = getattr(config, "_attn_implementation", None)
+    if implementation == ATTENTION:  # an outer context switched it
+        yield True
+        return
+    if config is None or implementation != "sdpa":
         yield False
         return
     register_attention()
@@ -174,7 +184,7 @@ def score_rows(model: Callable[..., object], rows: Sequence[PackedRow], total: i
         if row.attention_mask is None:
             output = model(**inputs)
         else:
-            with _by_parts(model) as by_parts:
+            with attention_by_parts(model) as by_parts:
                 if by_parts:
                     inputs["shared_prefix"] = (row.prompt_len, row.attention_mask[0, 0, row.prompt_len:])
                 output = model(**inputs)
