@@ -256,6 +256,8 @@ def test_bfcl_reward_is_refused_naming_the_allowed_rewards() -> None:
      "is not one of 'progress'"),
     ("agent_tune_bfcl_cpu", "agent_tune.env_kwargs.bfcl.max_steps_per_turn=many",
      "agent_tune.env_kwargs.bfcl.max_steps_per_turn", "expected int"),
+    ("agent_tune_bfcl_cpu", "agent_tune.env_kwargs.bfcl.max_turns=two", "agent_tune.env_kwargs.bfcl.max_turns",
+     "expected int"),
     ("agent_tune_toolcall_cpu", "agent_tune.env_kwargs.toolcall.reward_scale=percent",
      "agent_tune.env_kwargs.toolcall.reward_scale", "is not one of 'toolrl', 'unit'"),
     ("agent_tune_retool_cpu", "agent_tune.env_kwargs.retool.correct_reward=high",

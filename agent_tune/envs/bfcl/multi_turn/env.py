@@ -31,10 +31,15 @@ Two modes:
   observation ends with a hint saying what would fix it (:mod:`agent_tune.envs.bfcl.multi_turn.hints`); scoring
   never sees hints.
 
+``max_turns=N`` (training) plays the entry's first N user turns only: the episode ends (``done``, BFCL's
+``completed``) after the N-th, and is scored as an entry of those turns (their ground truth, the same per-turn
+rule; accuracy and progress over them). A shorter episode by construction: stage 1 on CPU, whose response
+budget holds about two turns of a small model.
+
 Precedence (one rule for every option): a row's own kwargs override the config's ``env_kwargs.bfcl``, which
 override the defaults; and ``eval_mode=True`` fixes the leaderboard's rules, so the options that only shape
-training (``augment``, ``score_empty_turns``, ``reward``, ``format_penalty``, ``max_penalized_format_errors``)
-have no effect in eval mode whatever their value (a config that augments its training rows keeps its
+training (``augment``, ``score_empty_turns``, ``reward``, ``format_penalty``, ``max_penalized_format_errors``,
+``max_turns``) have no effect in eval mode whatever their value (a config that augments its training rows keeps its
 validation rows, ``eval_mode=True`` in their kwargs, scored as BFCL scores them).
 
 ``shots`` (test ids of other scenarios, chosen by ``data_preprocess/bfcl.py --shots K``) puts worked
@@ -133,6 +138,7 @@ class BFCLToolEnv(BaseToolEnv):
         system_prompt: str | None = None,
         augment: bool = False,
         shots: Sequence[str] | None = None,
+        max_turns: int | None = None,
     ) -> None:
         if reward not in REWARD_KINDS:
             raise ValueError(f"bfcl env: reward={reward!r} is not one of {', '.join(REWARD_KINDS)}")
@@ -140,6 +146,8 @@ class BFCLToolEnv(BaseToolEnv):
             raise ValueError(f"bfcl env: max_steps_per_turn must be >= 1, got {max_steps_per_turn}")
         if max_steps_per_episode is not None and max_steps_per_episode < 1:
             raise ValueError(f"bfcl env: max_steps_per_episode must be >= 1 or None, got {max_steps_per_episode}")
+        if max_turns is not None and max_turns < 1:
+            raise ValueError(f"bfcl env: max_turns must be >= 1 or None, got {max_turns}")
         ensure_bfcl_project_root()
         self.test_id = test_id
         self.eval_mode = eval_mode
@@ -155,6 +163,7 @@ class BFCLToolEnv(BaseToolEnv):
         self.score_empty_turns = False if eval_mode else score_empty_turns is not False
         self.system_prompt = system_prompt
         self.augment = augment and not eval_mode
+        self.max_turns = None if eval_mode else max_turns  # eval mode plays the whole entry (the leaderboard's)
         self.entry: BFCLEntry | None = None
 
     # ------------------------------------------------------------------ episode start
@@ -166,6 +175,8 @@ class BFCLToolEnv(BaseToolEnv):
         self.test_id = test_id
         entry = shared_entry(test_id)  # read-only, shared with the entry's other episodes
         self.entry = entry
+        # the turns this episode plays: the entry's, or their first max_turns
+        self._num_turns = entry.num_turns if self.max_turns is None else min(self.max_turns, entry.num_turns)
         self._model = BFCLBackend.for_entry(test_id)
         self._gt = ground_truth_trace(test_id)
         self._tools: dict[str, dict[str, Any]] = dict(_initial_tools(test_id))
@@ -328,7 +339,7 @@ class BFCLToolEnv(BaseToolEnv):
         self._turn += 1
         self._steps_in_turn = 0
         self._turn_acted = False
-        if self._turn >= self.entry.num_turns:
+        if self._turn >= self._num_turns:
             self._finish(step, "completed")
             return
         if self.max_steps_per_episode is not None and self.status.num_steps >= self.max_steps_per_episode:
@@ -366,10 +377,11 @@ class BFCLToolEnv(BaseToolEnv):
 
         ``accuracy`` is 1.0 iff BFCL would count the entry correct: every turn played, every scored
         turn passed, no force termination. ``progress`` is passed / scoreable turns of the entry
-        (turns never reached count as failed).
+        (turns never reached count as failed). With ``max_turns`` both are over the turns the episode plays
+        (``num_turns``).
         """
         assert self.entry is not None
-        required = _required_turns(self.entry.id)
+        required = _required_turns(self.entry.id)[: self._num_turns]
         return {
             "test_id": self.entry.id,
             "category": self.entry.category,
@@ -380,7 +392,7 @@ class BFCLToolEnv(BaseToolEnv):
             "format_errors": self.status.format_errors,
             "num_steps": self.status.num_steps,
             "num_calls": self.status.num_calls,
-            "num_turns": self.entry.num_turns,
+            "num_turns": self._num_turns,
             "turns_completed": self.status.turns_completed,
             "force_terminated": self._force_terminated,
             "forced_turns": self._forced_turns,
