@@ -56,6 +56,8 @@ VARIANTS = {
     "fp32_ckpt": ["agent_tune.cpu_precision=fp32", "actor_rollout_ref.model.enable_gradient_checkpointing=true"],
     "fp32": ["agent_tune.cpu_precision=fp32"],
     "bf16_ckpt": ["actor_rollout_ref.model.enable_gradient_checkpointing=true"],
+    # the update on one core, as Ray's OMP_NUM_THREADS=1 left it before the engine set the thread count
+    "one_thread": ["agent_tune.cpu_threads=1"],
 }
 TIMERS = (("generation", "gen"), ("old log-probs", "old_log_prob"), ("reference", "ref"),
           ("update", "update_actor"), ("weight sync", "update_weights"), ("checkpoint save", "save_checkpoint"))
