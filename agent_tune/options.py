@@ -113,6 +113,7 @@ class AgentTuneOptions(ConfigModel):
     console: ConsoleMode = "quiet"
     cpu_precision: CpuPrecision | None = None  # config/device/cpu.yaml sets it
     cpu_shared_prefix: bool | None = None  # config/device/cpu.yaml sets it (verl_ext/cpu/engine.py)
+    cpu_threads: int | None = None  # config/device/cpu.yaml sets it (verl_ext/cpu/engine.py)
     trainer: TrainerName | None = None  # None: main_ppo
     # the agent loop
     template: str | None = None  # None (or ""): the tokenizer's own

@@ -4,7 +4,8 @@ Runs the main job (``agent-tune train --config-name agent_tune_bfcl_cpu``, the R
 train_base rows with 3 worked examples, 2 prompts x 4 samples, SmolLM2-135M) for ``--steps`` steps with a
 checkpoint at the last, once per ``--variant`` (``current``: the config as it is; ``unpacked``: verl's own
 update path, without shared-prefix packing, one sample per micro batch; ``fp32_ckpt``: the earlier
-setting, fp32 compute with gradient checkpointing), one after the other on the same data; then
+setting, fp32 compute with gradient checkpointing; ``one_thread``: the update's worker on one torch
+thread, as Ray's default left it), one after the other on the same data; then
 measures this machine's fp32 and bf16 matmul peaks (2048 x 2048, torch's threads) in the same process.
 
 Per variant, the mean over its steps of verl's timings (``<run>/verl_metrics.jsonl``):
@@ -56,6 +57,8 @@ VARIANTS = {
     "fp32_ckpt": ["agent_tune.cpu_precision=fp32", "actor_rollout_ref.model.enable_gradient_checkpointing=true"],
     "fp32": ["agent_tune.cpu_precision=fp32"],
     "bf16_ckpt": ["actor_rollout_ref.model.enable_gradient_checkpointing=true"],
+    # the update on one core, as Ray's OMP_NUM_THREADS=1 left it before the engine set the thread count
+    "one_thread": ["agent_tune.cpu_threads=1"],
 }
 TIMERS = (("generation", "gen"), ("old log-probs", "old_log_prob"), ("reference", "ref"),
           ("update", "update_actor"), ("weight sync", "update_weights"), ("checkpoint save", "save_checkpoint"))

@@ -21,6 +21,8 @@ ADDED_KEYS = {
     "actor_rollout_ref.actor.fsdp_config.mixed_precision",  # FSDPEngineConfig field
     "actor_rollout_ref.actor.fsdp_config.shared_prefix",  # verl_ext.cpu.engine.CPUFSDPEngineConfig field
     "actor_rollout_ref.ref.fsdp_config.shared_prefix",  # the same, for the reference model
+    "actor_rollout_ref.actor.fsdp_config.torch_threads",  # verl_ext.cpu.engine.CPUFSDPEngineConfig field
+    "actor_rollout_ref.ref.fsdp_config.torch_threads",  # the same, for the reference model
     "actor_rollout_ref.rollout.enable_sleep_mode",  # RolloutConfig field
     "actor_rollout_ref.rollout.engine_kwargs.vllm.worker_extension_cls",  # vLLM engine argument
     "actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes",  # vLLM engine argument
@@ -111,6 +113,7 @@ def test_cpu_settings(grpo_cpu):
     # the CPU engine's config (shared-prefix packing on) for the actor and the reference
     for fsdp in (arr.actor.fsdp_config, arr.ref.fsdp_config):
         assert fsdp._target_ == "verl_ext.cpu.engine.CPUFSDPEngineConfig" and fsdp.shared_prefix is True
+        assert fsdp.torch_threads == 0  # every core: Ray's OMP_NUM_THREADS=1 would leave the update on one
 
 
 @pytest.mark.parametrize("name", ["agent_tune_grpo", "agent_tune_grpo_cpu"])
@@ -127,7 +130,7 @@ def test_added_dataclass_fields_exist():
     assert "mixed_precision" in {f.name for f in dataclasses.fields(FSDPEngineConfig)}
     from verl_ext.cpu.engine import CPUFSDPEngineConfig
 
-    assert "shared_prefix" in {f.name for f in dataclasses.fields(CPUFSDPEngineConfig)}
+    assert {"shared_prefix", "torch_threads"} <= {f.name for f in dataclasses.fields(CPUFSDPEngineConfig)}
     assert "enable_sleep_mode" in {f.name for f in dataclasses.fields(RolloutConfig)}
 
 

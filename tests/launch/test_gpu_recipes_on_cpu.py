@@ -27,7 +27,8 @@ ARR = "actor_rollout_ref"
 # actor's batch keys, the ToolRL reward schedules' horizon, which is the run length).
 DEVICE_KEYS = {
     "trainer.device", "trainer.n_gpus_per_node", "trainer.nnodes", "ray_kwargs.", "transfer_queue.",
-    "reward.num_workers", "agent_tune.cpu_precision", "agent_tune.cpu_shared_prefix", f"{ARR}.rollout.n_gpus_per_node",
+    "reward.num_workers", "agent_tune.cpu_precision", "agent_tune.cpu_shared_prefix", "agent_tune.cpu_threads",
+    f"{ARR}.rollout.n_gpus_per_node",
     f"{ARR}.model.use_remove_padding", f"{ARR}.actor.use_remove_padding", f"{ARR}.model.enable_gradient_checkpointing",
     f"{ARR}.model.override_config.attn_implementation", f"{ARR}.actor.strategy", f"{ARR}.ref.strategy",
     f"{ARR}.actor.use_torch_compile", f"{ARR}.ref.use_torch_compile", f"{ARR}.actor.fsdp_config.",

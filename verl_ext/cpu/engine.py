@@ -8,11 +8,16 @@ one row and computes the language-model head only where the loss reads it
 layout, so verl's loss, its log-prob and reference passes and its metrics read them unchanged. Micro
 batches the packing does not cover (fused kernels, distillation, sum-pi-squared, multimodal inputs, sequence
 parallelism) take verl's own path.
+
+It also sets torch's thread count (``fsdp_config.torch_threads``, from ``agent_tune.cpu_threads``) before
+building the model: Ray starts an actor that asks for no CPUs with ``OMP_NUM_THREADS=1``, and verl's workers
+ask only for (logical) GPUs, so without this the update computes on one core of the machine.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +40,23 @@ class CPUFSDPEngineConfig(FSDPEngineConfig):
     """verl's FSDP engine config plus ``shared_prefix``: score a group's shared prompt once per micro batch."""
 
     shared_prefix: bool = False
+    torch_threads: int = 0  # torch's intra-op threads in the worker; 0: every core the process may run on
+
+
+def torch_threads(setting: int) -> int:
+    """The thread count ``setting`` asks for: itself when positive, else the cores this process may run on.
+
+    Raises:
+        ValueError: a negative setting (the message names the key).
+    """
+    if setting < 0:
+        raise ValueError(f"config key 'agent_tune.cpu_threads' (fsdp_config.torch_threads): {setting} is negative")
+    if setting:
+        return setting
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity call on this OS
+        return os.cpu_count() or 1
 
 
 def _packable(engine: FSDPEngineWithLMHead, micro_batch) -> bool:
@@ -59,7 +81,16 @@ def _prompt_lengths(micro_batch) -> list[int]:
 
 
 class SharedPrefixFSDPEngine(FSDPEngineWithLMHead):
-    """``FSDPEngineWithLMHead`` whose forward scores shared prompts once (see the module docstring)."""
+    """``FSDPEngineWithLMHead`` whose forward scores shared prompts once, computing on the configured
+    threads (see the module docstring)."""
+
+    def initialize(self):
+        threads = torch_threads(int(getattr(self.engine_config, "torch_threads", 0)))
+        if torch.get_num_threads() != threads:
+            logger.warning("torch threads in the %s worker: %d -> %d", type(self).__name__,
+                           torch.get_num_threads(), threads)
+            torch.set_num_threads(threads)
+        return super().initialize()
 
     def forward_backward_batch(self, data, loss_function, forward_only=False):
         if not getattr(self.engine_config, "shared_prefix", False):
@@ -80,8 +111,9 @@ class SharedPrefixFSDPEngine(FSDPEngineWithLMHead):
         rows = plan_rows(sequences, positions, _prompt_lengths(micro_batch))
         if not getattr(self, "_told_packing", False):  # once per process: the run's log shows the packing works
             self._told_packing = True
-            logger.warning("shared-prefix packing: %d samples scored in %d rows of %s tokens", len(sequences),
-                           len(rows), [int(r.input_ids.shape[0]) for r in rows])
+            logger.warning("shared-prefix packing: %d samples scored in %d rows of %s tokens on %d threads",
+                           len(sequences), len(rows), [int(r.input_ids.shape[0]) for r in rows],
+                           torch.get_num_threads())
         temperature = micro_batch["temperature"]
         if not isinstance(temperature, torch.Tensor) or temperature.dim() == 0:
             temperature = torch.full((len(sequences),), float(temperature))
