@@ -37,8 +37,8 @@ def _trainer_class() -> type:
             steps = bounded_steps(asked, len(self.train_dataloader), trainer.total_epochs)
             if steps != asked:
                 logger.info("SFT steps: %d (trainer.total_training_steps=%s is more than %d epoch(s) of %d "
-                               "batches hold; the last of them saves the checkpoint)", steps, asked,
-                               trainer.total_epochs, len(self.train_dataloader))
+                            "batches hold; the last of them saves the checkpoint)", steps, asked,
+                            trainer.total_epochs, len(self.train_dataloader))
                 with open_dict(self.config):
                     trainer.total_training_steps = steps
             super()._init_engine()

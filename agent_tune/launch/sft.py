@@ -143,8 +143,7 @@ def follow(stream: IO[str], log: IO[str], metrics: Path, total: int | None, verb
                     f.write(json.dumps(record) + "\n")
                 if not verbose:
                     echo.write(step_summary(record, total) + "\n")
-            elif _shown(piece) is not None:
-                shown = _shown(piece)
+            elif (shown := _shown(piece)) is not None:
                 budget = _STEPS_LINE.match(shown)
                 if budget:  # the trainer lowered the step budget to what the data holds
                     total = int(budget.group(1))
