@@ -266,6 +266,8 @@ def run(config: DictConfig) -> None:
         run_trainer(config, options.trainer or MAIN_PPO, wrap)
     finally:
         wait_stop(thread, stop)
+        if snapshot is not None:
+            snapshot.observe()  # what the run's processes hold before Ray tears them down
         if ray.is_initialized():
             ray.shutdown()
         if snapshot is not None:

@@ -97,6 +97,19 @@ def test_two_runs_side_by_side_keep_each_others_files(tmp_path: Path) -> None:
     assert (tmp_path / "sem.mp-other").exists()
 
 
+def test_a_file_held_briefly_between_two_looks_is_still_the_runs(tmp_path: Path) -> None:
+    """A semaphore a process of the run makes and lets go of within a second, long before the next timed look (one a
+    minute here), and never unlinks: its new name triggers a look at once, so the clean-up removes it."""
+    snap = ShmSnapshot.take(directory=tmp_path)
+    snap.watch(interval_s=60.0, list_s=0.05)
+    brief = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path / "sem.mp-brief"), "1.0"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert brief.stdout.readline().strip() == "holding"
+    brief.wait(30)  # let go after a second, the file left behind
+    assert snap.cleanup(wait_s=0) == ["sem.mp-brief"]
+    assert os.listdir(tmp_path) == []
+
+
 def test_nothing_new_nothing_removed(tmp_path: Path) -> None:
     (tmp_path / "psm_a").write_bytes(b"x")
     assert ShmSnapshot.take(directory=tmp_path).cleanup(wait_s=0) == []

@@ -17,7 +17,8 @@ Which files are this run's: the names cannot tell (``psm_<random>``), and neithe
 (another run on the machine, a training beside an eval or a replay, creates its own meanwhile). So the snapshot
 keeps the process tree of its root (this process and its descendants: Ray's raylet, its workers, vLLM's
 processes) and, while :meth:`ShmSnapshot.watch` runs (and once more at :meth:`ShmSnapshot.cleanup`), notes every
-matching file one of those processes maps or holds open: those files are the run's. :meth:`ShmSnapshot.cleanup`
+matching file one of those processes maps or holds open: those files are the run's. A new matching name in the
+directory triggers a look at once (a named semaphore is mapped before its name appears). :meth:`ShmSnapshot.cleanup`
 removes only them, once no live process uses them (waiting for dying processes to let go), and only those that
 did not exist at the snapshot and belong to this user. A file of another run is never one of them, even when no
 process maps it at the moment of the clean-up; a file of this run created and released between two looks is
@@ -37,6 +38,9 @@ from typing import Iterable
 SHM_DIR = Path("/dev/shm")
 PATTERNS = ("psm_*", "sem.mp-*")
 WATCH_INTERVAL_S = 3.0  # how often the run's processes are looked at while it runs
+# how often the directory is listed: a new matching name triggers a look at once, so a file a process creates and
+# lets go of within a few seconds (a semaphore made at shut-down) is still seen held; a listing costs microseconds
+LIST_INTERVAL_S = 0.25
 
 
 def _matching(directory: Path, patterns: tuple[str, ...]) -> set[str]:
@@ -152,17 +156,24 @@ class ShmSnapshot:
             self.owned |= self._new() & names_used_by(live, self.directory)
             return set(self.owned)
 
-    def watch(self, interval_s: float = WATCH_INTERVAL_S) -> None:
-        """Look every ``interval_s`` seconds, in a daemon thread, until :meth:`cleanup` (or :meth:`stop`)."""
+    def watch(self, interval_s: float = WATCH_INTERVAL_S, list_s: float = LIST_INTERVAL_S) -> None:
+        """Look every ``interval_s`` seconds, and as soon as a listing every ``list_s`` seconds shows a new matching
+        name, in a daemon thread, until :meth:`cleanup` (or :meth:`stop`)."""
         if self._thread is not None:
             return
 
-        def loop() -> None:
-            while not self._stop.wait(interval_s):
-                self.observe()
+        def loop(listed: set[str]) -> None:
+            last = time.monotonic()
+            while not self._stop.wait(min(list_s, interval_s)):
+                names = _matching(self.directory, self.patterns)
+                if names - listed or time.monotonic() - last >= interval_s:
+                    self.observe()
+                    last = time.monotonic()
+                listed = names
 
+        listed = _matching(self.directory, self.patterns)  # before the first look: nothing new slips between
         self.observe()
-        self._thread = threading.Thread(target=loop, name="agent_tune_shm_watch", daemon=True)
+        self._thread = threading.Thread(target=loop, args=(listed,), name="agent_tune_shm_watch", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
