@@ -21,8 +21,8 @@ matching file one of those processes maps or holds open: those files are the run
 directory triggers a look at once (a named semaphore is mapped before its name appears). :meth:`ShmSnapshot.cleanup`
 removes only them, once no live process uses them (waiting for dying processes to let go), and only those that
 did not exist at the snapshot and belong to this user. A file of another run is never one of them, even when no
-process maps it at the moment of the clean-up; a file of this run created and released between two looks is
-left behind (a small leak rather than another run's semaphore lost).
+process maps it at the moment of the clean-up; a file of this run created and released within one listing
+(a quarter of a second) is left behind (a small leak rather than another run's semaphore lost).
 """
 
 from __future__ import annotations
