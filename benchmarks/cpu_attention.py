@@ -53,16 +53,13 @@ def best(fn: Callable[[], None], repeats: int) -> float:
 
 
 def row_mask(prompt: int) -> torch.Tensor:
-    """The packed row's (T, T) mask, True = attend (as :func:`verl_ext.cpu.shared_prefix.build_row`)."""
-    total = prompt + sum(RESPONSES)
-    mask = torch.zeros(total, total, dtype=torch.bool)
-    mask[:prompt, :prompt] = torch.ones(prompt, prompt, dtype=torch.bool).tril()
-    begin = prompt
-    for length in RESPONSES:
-        mask[begin:begin + length, :prompt] = True
-        mask[begin:begin + length, begin:begin + length] = torch.ones(length, length, dtype=torch.bool).tril()
-        begin += length
-    return mask
+    """The packed row's (T, T) mask, True = attend, as the update builds it (:func:`build_row`)."""
+    from verl_ext.cpu.shared_prefix import build_row
+
+    sequences = [torch.arange(prompt + length) for length in RESPONSES]  # the same prompt ids in every sample
+    starts = [sum(prompt + length for length in RESPONSES[:i]) for i in range(len(RESPONSES))]
+    row = build_row(list(range(len(RESPONSES))), sequences, sequences, [prompt] * len(RESPONSES), starts)
+    return row.attention_mask[0, 0]
 
 
 class Layer:
@@ -90,7 +87,7 @@ def by_parts(layer: Layer) -> None:
 
     q, k, v = layer.leaves()
     out, _ = shared_prefix_attention(torch.nn.Module(), q, k, v, None,
-                                     shared_prefix=(layer.prompt, layer.mask[None, None, layer.prompt:]))
+                                     shared_prefix=(layer.prompt, layer.mask[layer.prompt:]))
     out.transpose(1, 2).backward(layer.grad)
 
 
