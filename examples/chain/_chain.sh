@@ -101,8 +101,48 @@ sft_run() {
   say "$1: SFT done ($(since "$t0"))"
 }
 
-run_chain() {
-  local t0 base sft_hf rft_hf grpo_hf step_dir
+# grpo_stage NAME MODEL: `agent-tune train` (GRPO_CONFIG + GRPO_OVERLAY) from MODEL on the train rows ->
+# $WORK_DIR/NAME/checkpoints (resumed where it stopped); every saved checkpoint exported with verl's model merger to
+# $WORK_DIR/NAME/hf_step_K and evaluated on the test rows as NAME_step_K, the last one also as NAME; the training
+# curve drawn by `agent-tune plot`. Leaves the last export's folder in GRPO_HF.
+grpo_stage() {
+  local name="$1" from="$2" steps step_dir last t0 hf
+  steps=$(config_value trainer.total_training_steps)
+  last=$(ls -d "$WORK_DIR/$name"/checkpoints/global_step_* 2>/dev/null | sort -V | tail -n 1 || true)
+  if [[ "$last" != *"/global_step_$steps" ]]; then
+    t0=$(date +%s)
+    say "$name: $steps steps of $GRPO_CONFIG $GRPO_OVERLAY from $from"
+    "${grpo_wrap[@]}" "$PYTHON" -m agent_tune.launch.train --config-name "$GRPO_CONFIG" "$GRPO_OVERLAY" \
+      actor_rollout_ref.model.path="$from" data.train_files="$DATA_DIR/train.parquet" \
+      data.val_files="$DATA_DIR/test.parquet" trainer.default_local_dir="$WORK_DIR/$name/checkpoints" \
+      > "$LOG_DIR/$name.log" 2>&1 || { say "$name: GRPO failed, see $LOG_DIR/$name.log"; exit 1; }
+    say "$name: trained ($(since "$t0"))"
+  fi
+  [[ -n "$(ls -d "$WORK_DIR/$name"/checkpoints/global_step_*/actor 2>/dev/null)" ]] \
+    || { say "$name: no checkpoint under $WORK_DIR/$name/checkpoints"; exit 1; }
+  if [[ -f "$WORK_DIR/$name/checkpoints/metrics.jsonl" && ! -f "$WORK_DIR/$name/curve.png" ]]; then
+    "$PYTHON" -m agent_tune.cli plot "$WORK_DIR/$name/checkpoints/metrics.jsonl" --window 1 \
+      --keys reward acc valid_call_rate --out "$WORK_DIR/$name/curve.png" \
+      --title "$name stage of the $CHAIN chain (SmolLM2-135M, CPU)" > "$LOG_DIR/${name}_plot.log" 2>&1 || true
+  fi
+  for step_dir in $(ls -d "$WORK_DIR/$name"/checkpoints/global_step_* | sort -V); do
+    hf="$WORK_DIR/$name/hf_step_${step_dir##*_}"
+    if [[ ! -f "$hf/config.json" ]]; then
+      "$PYTHON" -m verl.model_merger merge --backend fsdp --local_dir "$step_dir/actor" --target_dir "$hf" \
+        > "$LOG_DIR/${name}_export.log" 2>&1 || { say "$name: export failed, see $LOG_DIR/${name}_export.log"; exit 1; }
+      say "$name: $step_dir exported to $hf"
+    fi
+    test_eval "$hf" "${name}_step_${step_dir##*_}"
+  done
+  GRPO_HF="$hf"
+  for ext in jsonl report.json passk.json png; do  # the last checkpoint's eval is the stage's
+    cp -f "$WORK_DIR/eval/${name}_step_${step_dir##*_}.$ext" "$WORK_DIR/eval/$name.$ext" 2>/dev/null || true
+  done
+}
+
+# chain_start: the values every stage shares (GRPO_CONFIG's template, parser, dtype, env kwargs, lengths), the data
+# (stage 0) and the base model's eval (stage 1); leaves the base model's folder in BASE.
+chain_start() {
   TEMPLATE=$(config_value agent_tune.template)
   TOOL_PARSER=$(config_value agent_tune.tool_parser)
   DTYPE=$(config_value actor_rollout_ref.rollout.dtype)
@@ -121,8 +161,40 @@ run_chain() {
   say "data: $(tail -n 1 "$LOG_DIR/data.log" 2>/dev/null)"
 
   # ---- 1. base
-  base="${MODEL_PATH:-$("$PYTHON" -m agent_tune.models.smollm2)}"
-  test_eval "$base" base
+  BASE="${MODEL_PATH:-$("$PYTHON" -m agent_tune.models.smollm2)}"
+  test_eval "$BASE" base
+}
+
+# stage_table OUT.md NAME:LABEL...: one row per evaluated stage ($WORK_DIR/eval/NAME.jsonl), labelled LABEL
+stage_table() {
+  local out="$1" files=() labels=() pair
+  shift
+  for pair in "$@"; do
+    files+=("$WORK_DIR/eval/${pair%%:*}.jsonl")
+    labels+=("${pair#*:}")
+  done
+  "$PYTHON" -m agent_tune.cli eval report "${files[@]}" --labels "${labels[@]}" --stage-table "$out" \
+    > "$LOG_DIR/table.log" 2>&1 || { say "table failed, see $LOG_DIR/table.log"; exit 1; }
+  say "done: $out"
+  cat "$out"
+}
+
+# run_rl: GRPO from the base model, no SFT (cold start): data, base, then GRPO with every saved checkpoint
+# evaluated on the test rows; $WORK_DIR/table.md has one row per checkpoint.
+run_rl() {
+  local step_dir pairs=(base:base)
+  chain_start
+  grpo_stage grpo "$BASE"
+  for step_dir in $(ls -d "$WORK_DIR"/grpo/checkpoints/global_step_* | sort -V); do
+    pairs+=("grpo_step_${step_dir##*_}:GRPO step ${step_dir##*_}")
+  done
+  stage_table "$WORK_DIR/table.md" "${pairs[@]}"
+}
+
+run_chain() {
+  local t0 base sft_hf rft_hf
+  chain_start
+  base="$BASE"
 
   # ---- 2. SFT on the reference rows
   sft_hf=$(latest_hf "$WORK_DIR/sft/ckpt")
@@ -165,34 +237,8 @@ run_chain() {
   test_eval "$rft_hf" rft
 
   # ---- 4. GRPO from the RFT model
-  grpo_hf="$WORK_DIR/grpo/hf"
-  if [[ ! -f "$grpo_hf/config.json" ]]; then
-    step_dir=$(ls -d "$WORK_DIR"/grpo/checkpoints/global_step_* 2>/dev/null | sort -V | tail -n 1 || true)
-    if [[ -z "$step_dir" || "$step_dir" != *"global_step_$(config_value trainer.total_training_steps)" ]]; then
-      t0=$(date +%s)
-      say "grpo: $(config_value trainer.total_training_steps) steps of $GRPO_CONFIG $GRPO_OVERLAY from $rft_hf"
-      "${grpo_wrap[@]}" "$PYTHON" -m agent_tune.launch.train --config-name "$GRPO_CONFIG" "$GRPO_OVERLAY" \
-        actor_rollout_ref.model.path="$rft_hf" data.train_files="$DATA_DIR/train.parquet" \
-        data.val_files="$DATA_DIR/test.parquet" trainer.default_local_dir="$WORK_DIR/grpo/checkpoints" \
-        > "$LOG_DIR/grpo.log" 2>&1 || { say "GRPO failed, see $LOG_DIR/grpo.log"; exit 1; }
-      say "grpo: trained ($(since "$t0"))"
-      step_dir=$(ls -d "$WORK_DIR"/grpo/checkpoints/global_step_* 2>/dev/null | sort -V | tail -n 1 || true)
-    fi
-    [[ -d "$step_dir/actor" ]] || { say "grpo: no checkpoint under $WORK_DIR/grpo/checkpoints"; exit 1; }
-    "$PYTHON" -m verl.model_merger merge --backend fsdp --local_dir "$step_dir/actor" --target_dir "$grpo_hf" \
-      > "$LOG_DIR/grpo_export.log" 2>&1 || { say "export failed, see $LOG_DIR/grpo_export.log"; exit 1; }
-    say "grpo: $step_dir exported to $grpo_hf"
-  fi
-  if [[ -f "$WORK_DIR/grpo/checkpoints/metrics.jsonl" && ! -f "$WORK_DIR/grpo/curve.png" ]]; then
-    "$PYTHON" -m agent_tune.cli plot "$WORK_DIR/grpo/checkpoints/metrics.jsonl" --window 1 \
-      --keys reward acc valid_call_rate --out "$WORK_DIR/grpo/curve.png" \
-      --title "GRPO stage of the $CHAIN chain (SmolLM2-135M, CPU)" > "$LOG_DIR/grpo_plot.log" 2>&1 || true
-  fi
-  test_eval "$grpo_hf" grpo
+  grpo_stage grpo "$rft_hf"
 
   # ---- the table: one row per stage
-  "$PYTHON" -m agent_tune.cli eval report "$WORK_DIR"/eval/{base,sft,rft,grpo}.jsonl --labels base SFT RFT GRPO \
-    --stage-table "$WORK_DIR/table.md" > "$LOG_DIR/table.log" 2>&1 || { say "table failed, see $LOG_DIR/table.log"; exit 1; }
-  say "done: $WORK_DIR/table.md"
-  cat "$WORK_DIR/table.md"
+  stage_table "$WORK_DIR/table.md" base:base sft:SFT rft:RFT grpo:GRPO
 }

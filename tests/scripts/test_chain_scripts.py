@@ -1,0 +1,94 @@
+"""examples/chain/*.sh with a fake interpreter: which stages run, from which model, and what each evaluates."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Logs each call's argv; answers the config lookups; makes what each stage leaves behind: GRPO's checkpoints
+# (every SAVE steps up to STEPS), the merger's exported folder, the eval's report and the stage table.
+FAKE = r'''#!/usr/bin/env bash
+record=$(printf "%s\n" CALL "$@"; echo .)
+printf "%s" "${record%.}" >> "LOG"
+if [[ "$2" == agent_tune.launch.config_value ]]; then
+  case "$5" in
+    agent_tune.template) echo smollm2_tools ;;
+    agent_tune.tool_parser) echo hermes ;;
+    actor_rollout_ref.rollout.dtype) echo bfloat16 ;;
+    data.max_prompt_length) echo 512 ;;
+    data.max_response_length) echo 128 ;;
+    trainer.total_training_steps) echo STEPS ;;
+    *) echo '{}' ;;
+  esac
+  exit 0
+fi
+prev=""
+for a in "$@"; do
+  if [[ "$2" == agent_tune.launch.train && "$a" == trainer.default_local_dir=* ]]; then
+    for k in $(seq SAVE SAVE STEPS); do mkdir -p "${a#*=}/global_step_$k/actor"; done
+  fi
+  if [[ "$2" == verl.model_merger && "$prev" == --target_dir ]]; then mkdir -p "$a"; touch "$a/config.json"; fi
+  if [[ "$2" == agent_tune.cli && ( "$prev" == --report-json || "$prev" == --stage-table ) ]]; then touch "$a"; fi
+  prev="$a"
+done
+exit 0
+'''
+
+
+def _run(script: str, tmp_path: Path, steps: int, save: int) -> list[list[str]]:
+    fake, log = tmp_path / "fake_python", tmp_path / "calls.txt"
+    log.unlink(missing_ok=True)
+    fake.write_text(FAKE.replace("LOG", str(log)).replace("STEPS", str(steps)).replace("SAVE", str(save)))
+    fake.chmod(0o755)
+    work = tmp_path / "work"
+    (work / "data").mkdir(parents=True, exist_ok=True)
+    for name in ("train.parquet", "test.parquet"):
+        (work / "data" / name).write_bytes(b"")
+    env = {k: v for k, v in os.environ.items() if k not in ("MODEL_PATH", "GRPO_WRAP", "VLLM_ARGS", "PORT")}
+    env.update(PYTHON=str(fake), WORK_DIR=str(work), MODEL_PATH="/m/base")
+    result = subprocess.run(["bash", str(REPO / script)], env=env, capture_output=True, text=True, timeout=60,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls: list[list[str]] = []
+    for line in log.read_text().splitlines():
+        if line == "CALL":
+            calls.append([])
+        else:
+            calls[-1].append(line)
+    return calls
+
+
+def _evaluated(calls: list[list[str]]) -> list[tuple[str, str]]:
+    """(model folder, output stem) of each test-split eval."""
+    out = []
+    for c in calls:
+        if c[:3] == ["-m", "agent_tune.cli", "eval"] and "--rows" in c:
+            assert c[c.index("--rows") + 1].endswith("data/test.parquet")
+            out.append((c[c.index("--tokenizer") + 1], Path(c[c.index("--output") + 1]).stem))
+    return out
+
+
+def test_cold_start_trains_from_the_base_model_and_evaluates_every_checkpoint(tmp_path):
+    calls = _run("examples/chain/calculator_rl.sh", tmp_path, steps=24, save=8)
+    work = tmp_path / "work"
+    (train,) = [c for c in calls if c[:2] == ["-m", "agent_tune.launch.train"]]
+    assert "actor_rollout_ref.model.path=/m/base" in train and "+chain=calculator_rl" in train
+    assert not [c for c in calls if c[:2] == ["-m", "agent_tune.launch.sft"]]  # no SFT stage
+    merged = [c[c.index("--target_dir") + 1] for c in calls if c[:2] == ["-m", "verl.model_merger"]]
+    assert merged == [str(work / f"grpo/hf_step_{k}") for k in (8, 16, 24)]
+    assert _evaluated(calls) == [("/m/base", "base")] + [
+        (str(work / f"grpo/hf_step_{k}"), f"grpo_step_{k}") for k in (8, 16, 24)]
+    (table,) = [c for c in calls if "--stage-table" in c]
+    labels = table[table.index("--labels") + 1:table.index("--stage-table")]
+    assert labels == ["base", "GRPO step 8", "GRPO step 16", "GRPO step 24"]
+    assert (work / "eval/grpo.report.json").is_file()  # the last checkpoint's eval is the stage's
+
+
+def test_a_rerun_trains_and_evaluates_nothing_again(tmp_path):
+    _run("examples/chain/calculator_rl.sh", tmp_path, steps=16, save=8)
+    again = _run("examples/chain/calculator_rl.sh", tmp_path, steps=16, save=8)
+    assert not [c for c in again if c[:2] in (["-m", "agent_tune.launch.train"], ["-m", "verl.model_merger"])]
+    assert _evaluated(again) == []
