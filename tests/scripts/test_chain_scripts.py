@@ -47,7 +47,7 @@ def _run(script: str, tmp_path: Path, steps: int, save: int) -> list[list[str]]:
     (work / "data").mkdir(parents=True, exist_ok=True)
     for name in ("train.parquet", "test.parquet"):
         (work / "data" / name).write_bytes(b"")
-    env = {k: v for k, v in os.environ.items() if k not in ("MODEL_PATH", "GRPO_WRAP", "VLLM_ARGS", "PORT")}
+    env = {k: v for k, v in os.environ.items() if k not in ("MODEL_PATH", "GRPO_WRAP", "VLLM_ARGS", "PORT", "OVERLAY")}
     env.update(PYTHON=str(fake), WORK_DIR=str(work), MODEL_PATH="/m/base")
     result = subprocess.run(["bash", str(REPO / script)], env=env, capture_output=True, text=True, timeout=60,
                             cwd=tmp_path)
