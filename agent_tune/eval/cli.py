@@ -11,6 +11,8 @@ task catalogue) or a training file's rows against an OpenAI-compatible server, a
     agent-tune eval --config examples/eval/bfcl_vllm.yaml [--flag value ...]   (flags from YAML; the command wins)
     agent-tune eval report a.jsonl [b.jsonl ...] [--json out.json] [--png out.png] [--results-dir DIR]
                       [--labels A B ...] [--stage-table table.md]
+    agent-tune eval record | tables | curve ...   results as data: docs/results/*.json, the tables and curves drawn
+                      from them (agent_tune/eval/results_cli.py)
 
 The entries are :func:`agent_tune.envs.tasks.select_tasks` of the env's catalogue; the report and the files in
 the official scorer's format come from the env's report (``BaseToolEnv.report``: ``sections``, ``lines``,
@@ -426,6 +428,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "report":
         return report_main(argv[1:])
+    if argv and argv[0] in ("record", "tables", "curve"):
+        from agent_tune.eval import results_cli
+
+        return results_cli.main(argv[0], argv[1:])
     return run_main(argv)
 
 

@@ -18,16 +18,22 @@
 # so SFT, RFT, GRPO and the evals see the same tokens and compute in the same precision. Resumable: a stage whose
 # output exists is skipped (an eval resumes its results file). A progress line per stage; each stage's full output in $WORK_DIR/logs/<stage>.log.
 #
+# run_rl (the *_rl.sh scripts) is GRPO from the base model instead: data, base, GRPO with every saved checkpoint
+# evaluated on the test rows and recorded in $RESULTS (`agent-tune eval record`, docs/eval.md).
+#
 # Set by the env script: CHAIN, ENV_NAME (the key of the env's kwargs in agent_tune.env_kwargs), GRPO_CONFIG,
 # GRPO_OVERLAY, SFT_CONFIG, SFT_OVERLAY, EVAL_PRESET, and a function chain_data. The user may set: WORK_DIR,
 # MODEL_PATH, PORT (the vLLM server's, default 8100), GRPO_WRAP (a command the GRPO run is started under, e.g.
-# `nice -n 5`), VLLM_ARGS (extra arguments of the vLLM server).
+# `nice -n 5`), VLLM_ARGS (extra arguments of the vLLM server), CHAIN_UNTIL=sft (stop after the SFT stage). run_rl also needs RESULT_ENV (the env's name in the
+# records; RESULT_COMMAND the command they name, default the script's) and takes RESULTS (the results file, default
+# $WORK_DIR/results.json).
 . "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
 
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/chain/$CHAIN}"
 DATA_DIR="$WORK_DIR/data"
 LOG_DIR="$WORK_DIR/logs"
 PORT="${PORT:-8100}"
+RESULTS="${RESULTS:-$WORK_DIR/results.json}"
 read -r -a vllm_args <<< "${VLLM_ARGS:-}"
 read -r -a grpo_wrap <<< "${GRPO_WRAP:-}"
 mkdir -p "$LOG_DIR" "$WORK_DIR/eval"
@@ -165,6 +171,18 @@ chain_start() {
   test_eval "$BASE" base
 }
 
+# record_eval NAME LABEL FROM STEPS [METRICS]: the eval $WORK_DIR/eval/NAME.report.json as LABEL's record in $RESULTS
+# (`agent-tune eval record`: pass@1 and pass@4 with their intervals; trained from FROM for STEPS steps, the
+# training seconds read from the run's METRICS file when given)
+record_eval() {
+  local args=(--results "$RESULTS" --env "$RESULT_ENV" --stage "$2" --split test --steps "$4"
+    --command "${RESULT_COMMAND:-bash examples/chain/$(basename "$0")}")
+  [[ -n "$3" ]] && args+=(--from "$3")
+  [[ -n "${5:-}" ]] && args+=(--train-metrics "$5")
+  "$PYTHON" -m agent_tune.cli eval record "$WORK_DIR/eval/$1.report.json" "${args[@]}" >> "$LOG_DIR/results.log" 2>&1 \
+    || { say "recording $1 failed, see $LOG_DIR/results.log"; exit 1; }
+}
+
 # stage_table OUT.md NAME:LABEL...: one row per evaluated stage ($WORK_DIR/eval/NAME.jsonl), labelled LABEL
 stage_table() {
   local out="$1" files=() labels=() pair
@@ -180,13 +198,16 @@ stage_table() {
 }
 
 # run_rl: GRPO from the base model, no SFT (cold start): data, base, then GRPO with every saved checkpoint
-# evaluated on the test rows; $WORK_DIR/table.md has one row per checkpoint.
+# evaluated on the test rows; $WORK_DIR/table.md has one row per checkpoint, $RESULTS one record each.
 run_rl() {
-  local step_dir pairs=(base:base)
+  local step_dir k pairs=(base:base)
   chain_start
   grpo_stage grpo "$BASE"
+  record_eval base base "" 0
   for step_dir in $(ls -d "$WORK_DIR"/grpo/checkpoints/global_step_* | sort -V); do
-    pairs+=("grpo_step_${step_dir##*_}:GRPO step ${step_dir##*_}")
+    k=${step_dir##*_}
+    pairs+=("grpo_step_$k:GRPO step $k")
+    record_eval "grpo_step_$k" "GRPO step $k" base "$k" "$WORK_DIR/grpo/checkpoints/metrics.jsonl"
   done
   stage_table "$WORK_DIR/table.md" "${pairs[@]}"
 }
@@ -212,6 +233,10 @@ run_chain() {
     [[ -n "$sft_hf" ]] || { say "the SFT exported no Hugging Face folder under $WORK_DIR/sft/ckpt"; exit 1; }
   fi
   test_eval "$sft_hf" sft
+  if [[ "${CHAIN_UNTIL:-}" == sft ]]; then
+    say "stopping after the SFT stage (CHAIN_UNTIL=sft): $sft_hf"
+    return 0
+  fi
 
   # ---- 3. RFT: the SFT model's successful samples of the train rows, then SFT on them from the SFT model
   rft_hf=$(latest_hf "$WORK_DIR/rft/ckpt")

@@ -11,6 +11,8 @@ set -euo pipefail
 GRPO_OVERLAY="${OVERLAY:-+chain=calculator_rl}"
 CHAIN="${GRPO_OVERLAY#+chain=}"
 ENV_NAME=calculator
+RESULT_ENV=calculator
+RESULT_COMMAND="${OVERLAY:+OVERLAY=$OVERLAY }bash examples/chain/calculator_rl.sh"
 GRPO_CONFIG=agent_tune_grpo_cpu
 EVAL_PRESET=examples/eval/chain_calculator_cpu.yaml
 . "$(dirname "${BASH_SOURCE[0]}")/_chain.sh"
