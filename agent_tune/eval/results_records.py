@@ -62,10 +62,10 @@ class ResultRecord:
         out = asdict(self)
         out["from"] = out.pop("from_")
         out = {k: out[k] for k in REQUIRED + OPTIONAL}
-        for k in ("pass1", "pass4"):  # 4 decimals: a hundredth of a percent, diffs a reader can follow
-            out[k] = None if out[k] is None else round(out[k], 4)
+        for k in ("pass1", "pass4"):  # 6 decimals: the tables print what the eval printed
+            out[k] = None if out[k] is None else round(out[k], 6)
         for k in ("pass1_ci", "pass4_ci"):
-            out[k] = None if out[k] is None else [round(x, 4) for x in out[k]]
+            out[k] = None if out[k] is None else [round(x, 6) for x in out[k]]
         if out["train_s"] is not None:
             out["train_s"] = round(out["train_s"], 1)
         return out

@@ -25,7 +25,8 @@
 # GRPO_OVERLAY, SFT_CONFIG, SFT_OVERLAY, EVAL_PRESET, and a function chain_data. The user may set: WORK_DIR,
 # MODEL_PATH, PORT (the vLLM server's, default 8100), GRPO_WRAP (a command the GRPO run is started under, e.g.
 # `nice -n 5`), VLLM_ARGS (extra arguments of the vLLM server), CHAIN_UNTIL=sft (stop after the SFT stage). run_rl also needs RESULT_ENV (the env's name in the
-# records; RESULT_COMMAND the command they name, default the script's) and takes RESULTS (the results file, default
+# records; RESULT_COMMAND the command they name, default the script's; RESULT_VARIANT a variant's name, added to its
+# stages') and takes RESULTS (the results file, default
 # $WORK_DIR/results.json).
 . "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
 
@@ -207,7 +208,8 @@ run_rl() {
   for step_dir in $(ls -d "$WORK_DIR"/grpo/checkpoints/global_step_* | sort -V); do
     k=${step_dir##*_}
     pairs+=("grpo_step_$k:GRPO step $k")
-    record_eval "grpo_step_$k" "GRPO step $k" base "$k" "$WORK_DIR/grpo/checkpoints/metrics.jsonl"
+    record_eval "grpo_step_$k" "GRPO step $k${RESULT_VARIANT:+ ($RESULT_VARIANT)}" base "$k" \
+      "$WORK_DIR/grpo/checkpoints/metrics.jsonl"
   done
   stage_table "$WORK_DIR/table.md" "${pairs[@]}"
 }

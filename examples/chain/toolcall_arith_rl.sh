@@ -11,6 +11,7 @@
 set -euo pipefail
 CHAIN=toolcall_arith_rl
 ENV_NAME=toolcall
+RESULT_ENV="toolcall arith"
 GRPO_CONFIG=agent_tune_toolcall_cpu
 GRPO_OVERLAY=+chain=toolcall_arith_rl
 EVAL_PRESET=examples/eval/chain_toolcall_arith_cpu.yaml
