@@ -10,7 +10,7 @@ task catalogue) or a training file's rows against an OpenAI-compatible server, a
     agent-tune eval --base-url ... --model NAME --rows data/train.parquet --n 4 --sft-out rft.jsonl  (any env)
     agent-tune eval --config examples/eval/bfcl_vllm.yaml [--flag value ...]   (flags from YAML; the command wins)
     agent-tune eval report a.jsonl [b.jsonl ...] [--json out.json] [--png out.png] [--results-dir DIR]
-                      [--labels A B ...] [--stage-table table.md]
+                      [--labels A B ...] [--stage-table table.md] [--mixed-ids ids.txt]
     agent-tune eval record | tables | curve ...   results as data: docs/results/*.json, the tables and curves drawn
                       from them (agent_tune/eval/results_cli.py)
 
@@ -265,6 +265,9 @@ def report_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-options", type=json_object, default={}, help="as for a run")
     p.add_argument("--passk-json", default=None,
                    help="write pass@1 (first sample) / pass@k (any of k) of the first results file (as for a run)")
+    p.add_argument("--mixed-ids", default=None, metavar="OUT.txt",
+                   help="write the ids of the first results file's entries whose samples are neither all right nor "
+                   "all wrong, one a line (the tasks that give GRPO signal: agent-tune data --ids-file OUT.txt)")
     p.add_argument("--stage-table", default=None, metavar="OUT.md",
                    help="write a Markdown table, one row per results file (labelled by --labels: the stages of a "
                    "chain), pass@1 and pass@k with their 95%% intervals, overall and per category")
@@ -310,6 +313,15 @@ def report_main(argv: Sequence[str]) -> int:
         meta, records = read_results(args.results[0])
         _write_outputs(summaries, records, meta, args.png, args.json_out, args.results_dir, args.results_options,
                        args.labels, args.passk_json)
+        if args.mixed_ids:
+            from agent_tune.eval.metrics import mixed_ids
+
+            ids = mixed_ids(records)
+            out = Path(args.mixed_ids)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text("".join(f"{tid}\n" for tid in ids))
+            entries = len({r["test_id"] for r in records})
+            print(f"mixed entries (neither all right nor all wrong): {len(ids)} of {entries} -> {out}")
         if args.stage_table:
             from agent_tune.eval.report import stage_table
 

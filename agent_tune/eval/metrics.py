@@ -131,6 +131,15 @@ def first_and_any_of_k(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             "by_domain": {cat: _first_and_any(rs, k) for cat, rs in sorted(by_cat.items())}}
 
 
+def mixed_ids(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The entries (in first-seen order) whose samples are neither all right nor all wrong (``accuracy`` 1.0 is
+    right, as pass@k counts): the tasks on which a GRPO group of this model's samples has a gradient."""
+    right: dict[str, list[bool]] = {}
+    for r in records:
+        right.setdefault(str(r["test_id"]), []).append(float(r["accuracy"]) == 1.0)
+    return [tid for tid, rs in right.items() if any(rs) and not all(rs)]
+
+
 def format_interval(value: float, interval: Sequence[float] | None) -> str:
     """``12.5 [4.3, 31.0]``: a share and its interval, in percent."""
     text = f"{100 * value:.1f}"

@@ -188,3 +188,17 @@ def test_stage_table_rows_are_stages_with_pass_at_1_and_k_and_intervals_per_cate
     assert table[3].startswith("| SFT | 100.0 [72.2, 100.0] |")
     with pytest.raises(ValueError):
         stage_table([stage(0)], ["a", "b"])
+
+
+def test_mixed_ids_keep_the_entries_a_grpo_group_learns_from(tmp_path):
+    from agent_tune.eval.cli import main
+    from agent_tune.eval.metrics import mixed_ids
+
+    records = [{"test_id": t, "accuracy": a} for t, a in
+               [("all", 1.0), ("all", 1.0), ("none", 0.0), ("none", 0.5), ("mixed", 0.0), ("mixed", 1.0),
+                ("late", 0.0), ("late", 1.0)]]
+    assert mixed_ids(records) == ["mixed", "late"]  # partial credit (0.5) is not right, as pass@k counts
+    results = tmp_path / "r.jsonl"
+    results.write_text("".join(json.dumps({**r, "sample": i, "category": "c"}) + "\n" for i, r in enumerate(records)))
+    assert main(["report", str(results), "--mixed-ids", str(tmp_path / "ids.txt")]) == 0
+    assert (tmp_path / "ids.txt").read_text() == "mixed\nlate\n"

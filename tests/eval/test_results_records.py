@@ -143,3 +143,4 @@ def test_the_cli_records_a_report_then_draws_its_curve(tmp_path, capsys):
 def test_the_repositorys_results_tables_match_their_json():
     """docs/results.md's generated tables are what docs/results/*.json say (agent-tune eval tables)."""
     assert rr.update_tables(REPO / "docs" / "results.md", check=True) == []
+
