@@ -32,13 +32,15 @@ for a in "$@"; do
   fi
   if [[ "$2" == verl.model_merger && "$prev" == --target_dir ]]; then mkdir -p "$a"; touch "$a/config.json"; fi
   if [[ "$2" == agent_tune.cli && ( "$prev" == --report-json || "$prev" == --stage-table ) ]]; then touch "$a"; fi
+  if [[ "$2" == agent_tune.cli && "$prev" == --mixed-ids ]]; then echo simple_python_7 > "$a"; fi
+  if [[ "$3" == data && "$prev" == --out ]]; then mkdir -p "$a"; touch "$a/train.parquet"; fi
   prev="$a"
 done
 exit 0
 '''
 
 
-def _run(script: str, tmp_path: Path, steps: int, save: int) -> list[list[str]]:
+def _run(script: str, tmp_path: Path, steps: int, save: int, sft: bool = False) -> list[list[str]]:
     fake, log = tmp_path / "fake_python", tmp_path / "calls.txt"
     log.unlink(missing_ok=True)
     fake.write_text(FAKE.replace("LOG", str(log)).replace("STEPS", str(steps)).replace("SAVE", str(save)))
@@ -47,6 +49,8 @@ def _run(script: str, tmp_path: Path, steps: int, save: int) -> list[list[str]]:
     (work / "data").mkdir(parents=True, exist_ok=True)
     for name in ("train.parquet", "test.parquet"):
         (work / "data" / name).write_bytes(b"")
+    if sft:
+        (work / "sft/ckpt/global_step_10/huggingface").mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("MODEL_PATH", "GRPO_WRAP", "VLLM_ARGS", "PORT", "OVERLAY")}
     env.update(PYTHON=str(fake), WORK_DIR=str(work), MODEL_PATH="/m/base")
     result = subprocess.run(["bash", str(REPO / script)], env=env, capture_output=True, text=True, timeout=60,
@@ -65,8 +69,8 @@ def _evaluated(calls: list[list[str]]) -> list[tuple[str, str]]:
     """(model folder, output stem) of each test-split eval."""
     out = []
     for c in calls:
-        if c[:3] == ["-m", "agent_tune.cli", "eval"] and "--rows" in c:
-            assert c[c.index("--rows") + 1].endswith("data/test.parquet")
+        rows = c[c.index("--rows") + 1] if c[:3] == ["-m", "agent_tune.cli", "eval"] and "--rows" in c else ""
+        if rows.endswith("test.parquet"):
             out.append((c[c.index("--tokenizer") + 1], Path(c[c.index("--output") + 1]).stem))
     return out
 
@@ -92,3 +96,21 @@ def test_a_rerun_trains_and_evaluates_nothing_again(tmp_path):
     again = _run("examples/chain/calculator_rl.sh", tmp_path, steps=16, save=8)
     assert not [c for c in again if c[:2] in (["-m", "agent_tune.launch.train"], ["-m", "verl.model_merger"])]
     assert _evaluated(again) == []
+
+
+def test_grpo_where_sft_left_room_trains_from_the_sft_model_on_the_mixed_entries_only(tmp_path):
+    calls = _run("examples/chain/bfcl_simple_python_sft_grpo.sh", tmp_path, steps=16, save=8, sft=True)
+    work, sft = tmp_path / "work", str(tmp_path / "work/sft/ckpt/global_step_10/huggingface")
+    evals = [c for c in calls if c[:3] == ["-m", "agent_tune.cli", "eval"] and "--rows" in c]
+    sample = [c for c in evals if c[c.index("--rows") + 1].endswith("data/train.parquet")]
+    assert len(sample) == 1 and sample[0][sample[0].index("--tokenizer") + 1] == sft
+    assert sample[0][sample[0].index("--config") + 1] == "examples/eval/chain_bfcl_simple_python_train_cpu.yaml"
+    (data,) = [c for c in calls if c[:3] == ["-m", "agent_tune.cli", "data"]]
+    assert data[data.index("--ids-file") + 1] == str(work / "sft_grpo/mixed_ids.txt")
+    (train,) = [c for c in calls if c[:2] == ["-m", "agent_tune.launch.train"]]
+    assert f"actor_rollout_ref.model.path={sft}" in train
+    assert f"data.train_files={work}/sft_grpo/data/train.parquet" in train
+    assert _evaluated(calls) == [("/m/base", "base"), (sft, "sft")] + [
+        (str(work / f"sft_grpo/hf_step_{k}"), f"sft_grpo_step_{k}") for k in (8, 16)]
+    recorded = [c[c.index("--stage") + 1] for c in calls if c[:4] == ["-m", "agent_tune.cli", "eval", "record"]]
+    assert recorded == ["base", "SFT", "SFT+GRPO step 8", "SFT+GRPO step 16"]
