@@ -13,6 +13,7 @@ CHAIN="${GRPO_OVERLAY#+chain=}"
 ENV_NAME=calculator
 RESULT_ENV=calculator
 RESULT_COMMAND="${OVERLAY:+OVERLAY=$OVERLAY }bash examples/chain/calculator_rl.sh"
+RESULT_VARIANT="${OVERLAY:+${CHAIN#calculator_rl_}}"
 GRPO_CONFIG=agent_tune_grpo_cpu
 EVAL_PRESET=examples/eval/chain_calculator_cpu.yaml
 . "$(dirname "${BASH_SOURCE[0]}")/_chain.sh"
