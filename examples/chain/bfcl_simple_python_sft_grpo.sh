@@ -8,7 +8,7 @@
 # examples/eval/chain_bfcl_simple_python_train_cpu.yaml (the sampling of the training entries),
 # examples/eval/chain_bfcl_simple_python_cpu.yaml (the test evals, as the chain's). Outputs under the chain's
 # $WORK_DIR/sft_grpo (samples.jsonl, mixed_ids.txt, data/train.parquet, checkpoints) and $WORK_DIR/eval
-# (sft_grpo_step_K.*); records in $RESULTS (default $WORK_DIR/sft_grpo/results.json).
+# (sft_grpo_step_K.*); records in $RESULTS (default $WORK_DIR/results.json).
 set -euo pipefail
 CHAIN=bfcl_simple_python
 ENV_NAME=toolcall
@@ -17,7 +17,6 @@ GRPO_CONFIG=agent_tune_toolcall_bfcl_cpu
 GRPO_OVERLAY=+chain=bfcl_simple_python_sft_grpo
 EVAL_PRESET=examples/eval/chain_bfcl_simple_python_cpu.yaml
 . "$(dirname "${BASH_SOURCE[0]}")/_chain.sh"
-RESULTS="${RESULTS:-$WORK_DIR/sft_grpo/results.json}"
 
 chain_data() {
   "$PYTHON" data_preprocess/toolcall.py --source bfcl --categories simple_python --shots 2 --out "$DATA_DIR"
