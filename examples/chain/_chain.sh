@@ -24,9 +24,9 @@
 # Set by the env script: CHAIN, ENV_NAME (the key of the env's kwargs in agent_tune.env_kwargs), GRPO_CONFIG,
 # GRPO_OVERLAY, SFT_CONFIG, SFT_OVERLAY, EVAL_PRESET, and a function chain_data. The user may set: WORK_DIR,
 # MODEL_PATH, PORT (the vLLM server's, default 8100), GRPO_WRAP (a command the GRPO run is started under, e.g.
-# `nice -n 5`), VLLM_ARGS (extra arguments of the vLLM server), CHAIN_UNTIL=sft (stop after the SFT stage). run_rl also needs RESULT_ENV (the env's name in the
-# records; RESULT_COMMAND the command they name, default the script's; RESULT_VARIANT a variant's name, added to its
-# stages') and takes RESULTS (the results file, default
+# `nice -n 5`), VLLM_ARGS (extra arguments of the vLLM server), CHAIN_UNTIL=sft (stop after the SFT stage).
+# run_rl also needs RESULT_ENV (the env's name in the records; RESULT_COMMAND the command they name, default the
+# script's; RESULT_VARIANT a variant's name, added to its stages) and takes RESULTS (the results file, default
 # $WORK_DIR/results.json).
 . "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
 
@@ -111,7 +111,7 @@ sft_run() {
 # grpo_stage NAME MODEL: `agent-tune train` (GRPO_CONFIG + GRPO_OVERLAY) from MODEL on the train rows ->
 # $WORK_DIR/NAME/checkpoints (resumed where it stopped); every saved checkpoint exported with verl's model merger to
 # $WORK_DIR/NAME/hf_step_K and evaluated on the test rows as NAME_step_K, the last one also as NAME; the training
-# curve drawn by `agent-tune plot`. Leaves the last export's folder in GRPO_HF.
+# curve drawn by `agent-tune plot`.
 grpo_stage() {
   local name="$1" from="$2" steps step_dir last t0 hf
   steps=$(config_value trainer.total_training_steps)
@@ -141,7 +141,6 @@ grpo_stage() {
     fi
     test_eval "$hf" "${name}_step_${step_dir##*_}"
   done
-  GRPO_HF="$hf"
   for ext in jsonl report.json passk.json png; do  # the last checkpoint's eval is the stage's
     cp -f "$WORK_DIR/eval/${name}_step_${step_dir##*_}.$ext" "$WORK_DIR/eval/$name.$ext" 2>/dev/null || true
   done
