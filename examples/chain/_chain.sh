@@ -146,9 +146,8 @@ grpo_stage() {
   done
 }
 
-# chain_start: the values every stage shares (GRPO_CONFIG's template, parser, dtype, env kwargs, lengths), the data
-# (stage 0) and the base model's eval (stage 1); leaves the base model's folder in BASE.
-chain_start() {
+# chain_values: the values every stage shares (GRPO_CONFIG's template, parser, dtype, env kwargs, lengths)
+chain_values() {
   TEMPLATE=$(config_value agent_tune.template)
   TOOL_PARSER=$(config_value agent_tune.tool_parser)
   DTYPE=$(config_value actor_rollout_ref.rollout.dtype)
@@ -156,6 +155,12 @@ chain_start() {
   MAX_PROMPT=$(config_value data.max_prompt_length)
   MAX_RESPONSE=$(config_value data.max_response_length)
   MAX_MODEL_LEN="${MAX_MODEL_LEN:-$(( MAX_PROMPT + MAX_RESPONSE > 2048 ? MAX_PROMPT + MAX_RESPONSE : 2048 ))}"
+}
+
+# chain_start: chain_values, the data (stage 0) and the base model's eval (stage 1); leaves the base model's folder
+# in BASE.
+chain_start() {
+  chain_values
   say "start: $GRPO_CONFIG $GRPO_OVERLAY (template $TEMPLATE, tool parser $TOOL_PARSER, vLLM in $DTYPE)," \
       "work dir $WORK_DIR;" \
       "load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -26,11 +26,7 @@ RESULTS="${RESULTS_OOD:-$OOD_DIR/results.json}"
 read -r -a categories <<< "${OOD_CATEGORIES:-multiple parallel parallel_multiple}"
 mkdir -p "$OOD_DIR/eval"
 
-TEMPLATE=$(config_value agent_tune.template)
-TOOL_PARSER=$(config_value agent_tune.tool_parser)
-DTYPE=$(config_value actor_rollout_ref.rollout.dtype)
-ENV_KWARGS=$(config_value "agent_tune.env_kwargs.$ENV_NAME" || echo '{}')
-MAX_MODEL_LEN="${MAX_MODEL_LEN:-2048}"
+chain_values
 
 for cat in "${categories[@]}"; do
   if [[ ! -f "$OOD_DIR/data/$cat/test.parquet" ]]; then

@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from tests.scripts.test_launch_scripts import _read_calls
+
 REPO = Path(__file__).resolve().parents[2]
 
 # Logs each call's argv; answers the config lookups; makes what each stage leaves behind: GRPO's checkpoints
@@ -56,13 +58,7 @@ def _run(script: str, tmp_path: Path, steps: int, save: int, sft: bool = False) 
     result = subprocess.run(["bash", str(REPO / script)], env=env, capture_output=True, text=True, timeout=60,
                             cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    calls: list[list[str]] = []
-    for line in log.read_text().splitlines():
-        if line == "CALL":
-            calls.append([])
-        else:
-            calls[-1].append(line)
-    return calls
+    return _read_calls(log)
 
 
 def _evaluated(calls: list[list[str]]) -> list[tuple[str, str]]:
