@@ -11,7 +11,8 @@ from pathlib import Path
 
 from verl_ext.cpu.shm import ShmSnapshot, process_tree
 
-# Creates and maps a file (argv[1]), says so on stdout, and holds it until its stdin closes (or argv[2] seconds).
+# Creates and maps a file (argv[1]), says so on stdout, and holds it until its stdin closes (or argv[2] seconds;
+# with a third argument, argv[2] seconds whatever stdin does).
 HOLDER = """
 import mmap, sys, time, select
 with open(sys.argv[1], "wb") as fh:
@@ -19,7 +20,10 @@ with open(sys.argv[1], "wb") as fh:
 fh = open(sys.argv[1], "r+b")
 mapping = mmap.mmap(fh.fileno(), 4096)
 print("holding", flush=True)
-select.select([sys.stdin], [], [], float(sys.argv[2]))
+if len(sys.argv) > 3:
+    time.sleep(float(sys.argv[2]))
+else:
+    select.select([sys.stdin], [], [], float(sys.argv[2]))
 """
 
 
@@ -35,7 +39,7 @@ def _hold_outside_the_tree(path: Path, seconds: float) -> int:
     """Another run's process: started through a shell that exits at once, so it is no descendant of this process;
     it holds ``path`` mapped for ``seconds``, then lets go. Returns its pid."""
     ready = path.with_name(f"ready-{path.name}.txt")  # a name no pattern matches
-    script = f"{sys.executable} -c '{HOLDER}' {path} {seconds} </dev/null >{ready} 2>&1 & echo $!"
+    script = f"{sys.executable} -c '{HOLDER}' {path} {seconds} sleep </dev/null >{ready} 2>&1 & echo $!"
     pid = int(subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True).stdout.strip())
     deadline = time.monotonic() + 30
     while "holding" not in (ready.read_text() if ready.exists() else ""):
@@ -79,7 +83,8 @@ def test_only_files_the_runs_processes_held_are_removed(tmp_path: Path) -> None:
 
 def test_two_runs_side_by_side_keep_each_others_files(tmp_path: Path) -> None:
     """A run cleaning up beside another (a training beside a replay): the other run's semaphore, created after this
-    run started and mapped by no process at the moment of the clean-up, survives; this run's own files go."""
+    run started, seen held by the other run's process and mapped by no process at the moment of the clean-up,
+    survives; this run's own files go."""
     snap = ShmSnapshot.take(directory=tmp_path)
     snap.watch(interval_s=0.1)
     other = _hold_outside_the_tree(tmp_path / "sem.mp-other", seconds=1.0)
@@ -93,7 +98,7 @@ def test_two_runs_side_by_side_keep_each_others_files(tmp_path: Path) -> None:
     ours.wait(30)
     _gone(other)  # the other run's process let go of its file: nothing maps it now
     removed = snap.cleanup(wait_s=0)
-    assert removed == ["psm_ours"] and "sem.mp-other" not in snap.owned
+    assert removed == ["psm_ours"] and "sem.mp-other" not in snap.owned and "sem.mp-other" in snap.foreign
     assert (tmp_path / "sem.mp-other").exists()
 
 
@@ -108,6 +113,18 @@ def test_a_file_held_briefly_between_two_looks_is_still_the_runs(tmp_path: Path)
     brief.wait(30)  # let go after a second, the file left behind
     assert snap.cleanup(wait_s=0) == ["sem.mp-brief"]
     assert os.listdir(tmp_path) == []
+
+
+def test_a_semaphore_no_process_was_seen_holding_is_removed(tmp_path: Path) -> None:
+    """A semaphore made and let go of before any look could see its holder (a process killed as it made it): no
+    process can be using it, so it goes; another kind of file nobody was seen holding stays (its maker may map it
+    later), and so does a semaphore that existed at the snapshot."""
+    (tmp_path / "sem.mp-old").write_bytes(b"x")
+    snap = ShmSnapshot.take(directory=tmp_path)
+    (tmp_path / "sem.mp-stray").write_bytes(b"x")
+    (tmp_path / "psm_unheld").write_bytes(b"x")
+    assert snap.cleanup(wait_s=0) == ["sem.mp-stray"]
+    assert sorted(os.listdir(tmp_path)) == ["psm_unheld", "sem.mp-old"]
 
 
 def test_nothing_new_nothing_removed(tmp_path: Path) -> None:

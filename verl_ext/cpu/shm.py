@@ -20,9 +20,14 @@ processes) and, while :meth:`ShmSnapshot.watch` runs (and once more at :meth:`Sh
 matching file one of those processes maps or holds open: those files are the run's. A new matching name in the
 directory triggers a look at once (a named semaphore is mapped before its name appears). :meth:`ShmSnapshot.cleanup`
 removes only them, once no live process uses them (waiting for dying processes to let go), and only those that
-did not exist at the snapshot and belong to this user. A file of another run is never one of them, even when no
-process maps it at the moment of the clean-up; a file of this run created and released within one listing
-(a quarter of a second) is left behind (a small leak rather than another run's semaphore lost).
+did not exist at the snapshot and belong to this user. A file another process was seen holding is never one of
+them, even when no process maps it at the moment of the clean-up.
+
+One more kind goes: a semaphore (``sem.mp-*``) created since the snapshot that no process at all was seen
+holding. ``sem_open`` maps a semaphore before its name appears, and a holder keeps it mapped until it lets go,
+so such a name was made and let go of within one listing (a quarter of a second): a process killed as it made
+it, typically at Ray's shut-down. Nobody can be using it. The names no process of the run holds are looked up
+among all processes (a few milliseconds), a bounded number of times per name.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from typing import Iterable
 SHM_DIR = Path("/dev/shm")
 PATTERNS = ("psm_*", "sem.mp-*")
 WATCH_INTERVAL_S = 3.0  # how often the run's processes are looked at while it runs
+STRAY_PATTERNS = ("sem.mp-*",)  # files that are mapped before their name appears: an unheld one is a leak
+FOREIGN_LOOKS = 20  # how many looks at most search all processes for the holder of a new name the run does not hold
 # how often the directory is listed: a new matching name triggers a look at once, so a file a process creates and
 # lets go of within a few seconds (a semaphore made at shut-down) is still seen held; a listing costs microseconds
 LIST_INTERVAL_S = 0.25
@@ -122,6 +129,9 @@ class ShmSnapshot:
     before: set[str] = field(default_factory=set)
     root: int = field(default_factory=os.getpid)  # the run's root process
     owned: set[str] = field(default_factory=set)  # new files the run's processes were seen holding
+    foreign: set[str] = field(default_factory=set)  # new files a process outside the run was seen holding
+    # new names no process was seen holding, and how many looks searched for a holder
+    unheld: dict[str, int] = field(default_factory=dict)
     # every process seen in the run's tree (one reparented when its parent died stays the run's)
     _pids: set[int] = field(default_factory=set, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -153,7 +163,16 @@ class ShmSnapshot:
             tree = process_tree(self.root)
             self._pids |= tree
             live = {p for p in self._pids if os.path.exists(f"/proc/{p}")}
-            self.owned |= self._new() & names_used_by(live, self.directory)
+            new = self._new()
+            self.owned |= new & names_used_by(live, self.directory)
+            pending = {n for n in new - self.owned - self.foreign if self.unheld.get(n, 0) < FOREIGN_LOOKS}
+            if pending:
+                others = names_used_by(set(_pids()) - live, self.directory) & pending
+                self.foreign |= others
+                for name in pending - others:
+                    self.unheld[name] = self.unheld.get(name, 0) + 1
+            for name in self.owned | self.foreign:
+                self.unheld.pop(name, None)
             return set(self.owned)
 
     def watch(self, interval_s: float = WATCH_INTERVAL_S, list_s: float = LIST_INTERVAL_S) -> None:
@@ -184,8 +203,11 @@ class ShmSnapshot:
             thread.join(30)
 
     def leftovers(self) -> set[str]:
-        """The run's files (seen held by its processes) that are still there."""
-        return self._new() & self.owned
+        """The run's files (seen held by its processes) and the stray semaphores (seen held by no process) that
+        are still there."""
+        new = self._new()
+        strays = {n for n in new if n in self.unheld and any(fnmatch.fnmatchcase(n, p) for p in STRAY_PATTERNS)}
+        return (new & self.owned) | strays
 
     def cleanup(self, wait_s: float = 10.0, poll_s: float = 0.5) -> list[str]:
         """Stop watching, look once more, then remove the run's leftovers no live process uses; wait up to
