@@ -32,9 +32,10 @@ ends its final checkpoint is exported to a Hugging Face folder, ``<run_dir>/<nam
 model merger (what ``examples/export_hf.sh`` runs).
 
 ``<run_dir>/curriculum_state.json`` records each stage's progress (training, trained with its final
-checkpoint, exported with its model) and a plateau once seen. Killed at any point and run again, the
-runner skips finished stages, redoes an export that did not complete, and restarts the running stage,
-which verl resumes from its latest checkpoint by itself (``trainer.resume_mode=auto``).
+checkpoint, exported with its model: paths relative to ``<run_dir>``, so the folder can move) and a plateau once
+seen. Killed at any point and run again, the runner skips finished stages, redoes an export that did not
+complete, and restarts the running stage, which verl resumes from its latest checkpoint by itself
+(``trainer.resume_mode=auto``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from pydantic import Field, field_validator, model_validator
 
 from agent_tune.errors import AgentTuneError, ConfigError, RolloutError, exit_code
 from agent_tune.launch.compose import check_override_syntax
+from agent_tune.utils.run_paths import read_path, store_path
 from agent_tune.utils.typed_config import ConfigModel, OptionError
 
 logger = logging.getLogger("agent_tune.launch.curriculum")  # also when run as __main__
@@ -324,6 +326,14 @@ def save_state(run_dir: Path, state: dict[str, Any]) -> None:
     os.replace(tmp, run_dir / STATE_FILE)
 
 
+PATH_KEYS = ("checkpoint", "model")  # a stage record's paths: saved relative to the run folder, so it can move
+
+
+def record_path(record: dict[str, Any], key: str, run_dir: Path) -> Path:
+    """A path of a stage record (:data:`PATH_KEYS`) where it is now (:func:`agent_tune.utils.run_paths.read_path`)."""
+    return read_path(record[key], run_dir)
+
+
 def latest_checkpoint(ckpt_dir: Path) -> int | None:
     """The step of verl's latest complete checkpoint (``latest_checkpointed_iteration.txt`` is written
     after the checkpoint), or None."""
@@ -346,9 +356,10 @@ def next_action(record: dict[str, Any] | None, stage: Stage, run_dir: Path) -> s
     ``train`` (start or resume it)."""
     record = record or {}
     status = record.get("status")
-    if status == EXPORTED and is_exported(Path(record.get("model", ""))):
+    if status == EXPORTED and record.get("model") and is_exported(record_path(record, "model", run_dir)):
         return SKIP
-    if status in (TRAINED, EXPORTED) and Path(record.get("checkpoint", "")).is_dir():
+    checkpoint = record_path(record, "checkpoint", run_dir) if record.get("checkpoint") else None
+    if status in (TRAINED, EXPORTED) and checkpoint is not None and checkpoint.is_dir():
         return EXPORT
     latest = latest_checkpoint(checkpoint_dir(run_dir, stage))
     target = record.get("plateau_step") or stage.max_steps
@@ -506,7 +517,7 @@ class Runner:
 
     def _record(self, stage: Stage, **values: Any) -> dict[str, Any]:
         record = self.state["records"].setdefault(stage.name, {})
-        record.update(values)
+        record.update({k: store_path(v, self.run_dir) if k in PATH_KEYS else v for k, v in values.items()})
         save_state(self.run_dir, self.state)
         return record
 
@@ -520,7 +531,7 @@ class Runner:
             action = next_action(record, stage, self.run_dir)
             label = f"Stage {index + 1}/{total} {stage.name}"
             if action == SKIP:
-                logger.info("%s: done before (model %s)", label, record["model"])
+                logger.info("%s: done before (model %s)", label, record_path(record, "model", self.run_dir))
                 continue
             self.state["current"] = index
             if action == TRAIN:
@@ -530,7 +541,7 @@ class Runner:
             self._export(stage, label)
         self.state["current"] = total
         save_state(self.run_dir, self.state)
-        last = self.state["records"][self.curriculum.stages[-1].name]["model"]
+        last = record_path(self.state["records"][self.curriculum.stages[-1].name], "model", self.run_dir)
         logger.info("Curriculum %s done: final model %s", self.curriculum.name, last)
         return 0
 
@@ -581,8 +592,9 @@ class Runner:
             record = self._record(stage, status=TRAINED, step=latest, ended_by=reached,
                                   checkpoint=str(checkpoint_dir(self.run_dir, stage) / f"global_step_{latest}"))
         out = model_dir(self.run_dir, stage)
-        logger.info("%s: exporting %s to %s", label, record["checkpoint"], out)
-        self.export(Path(record["checkpoint"]), out, stage_dir(self.run_dir, stage) / EXPORT_LOG)
+        checkpoint = record_path(record, "checkpoint", self.run_dir)
+        logger.info("%s: exporting %s to %s", label, checkpoint, out)
+        self.export(checkpoint, out, stage_dir(self.run_dir, stage) / EXPORT_LOG)
         self._record(stage, status=EXPORTED, model=str(out))
         logger.info("%s: done at step %s (%s); model %s", label, record["step"], record["ended_by"], out)
 

@@ -14,7 +14,8 @@ its own steps through hooks. What every command does (:meth:`Launcher.main`):
    (:meth:`Launcher.check`, which may prepare the run). ``agent-tune curriculum`` runs :meth:`Launcher.check_run`
    on every stage before the first starts;
 3. the training child (:meth:`Launcher.child_command`, ``--_child CONFIG``; the config it runs is saved
-   in the run folder, ``trainer.default_local_dir``) whose whole output is appended to the command's log
+   in the run folder, ``trainer.default_local_dir``, its paths into the folder relative:
+   :mod:`agent_tune.utils.run_paths`) whose whole output is appended to the command's log
    file in the run folder; the command follows it on the console (:meth:`Launcher.follow`); SIGTERM
    stops the child;
 4. exit codes: 2 for a configuration error (start-up, or raised in the child), 1 for a broken install,
@@ -51,6 +52,7 @@ from agent_tune.launch.compose import (
 )
 from agent_tune.launch.run_config import RunConfig
 from agent_tune.options import ConsoleMode
+from agent_tune.utils.run_paths import load_run_config, save_run_config
 
 logger = logging.getLogger(__name__)
 
@@ -256,7 +258,7 @@ class Launcher:
         with open_dict(config):
             OmegaConf.update(config, "trainer.default_local_dir", str(out), merge=False)
         config_file = out / self.child_config
-        OmegaConf.save(config, config_file)
+        save_run_config(config, config_file)  # its paths into the run folder relative: the folder can move
         log_path = out / self.log_name
         with log_path.open("a", encoding="utf-8") as log:
             offset = log.tell()
@@ -285,7 +287,7 @@ class Launcher:
 
     def child_main(self, config_path: str) -> int:
         """The training child: run the config the launcher saved (:meth:`run_child`); a ConfigError exits 2."""
-        config = OmegaConf.load(config_path)
+        config = load_run_config(config_path)
         try:
             self.run_child(config)
         except ConfigError as exc:

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from agent_tune.rollout.records import RecordFileError
 from agent_tune.view.page import View, render_page
 from agent_tune.view.sources import ViewSourceError, open_source
 
@@ -50,6 +51,8 @@ def serve(path: str | Path, port: int) -> int:
 
     server = ViewServer(View(open_source(path)), port)
     print(f"agent-tune view: {len(server.view.table)} episodes of {path} on {server.url} (Ctrl-C stops)", flush=True)
+    if not len(server.view.table):
+        print(f"agent-tune view: {server.view.source.none_found()}", file=sys.stderr, flush=True)
     try:
         server.serve_forever(poll_interval=0.5)
     except KeyboardInterrupt:
@@ -60,7 +63,8 @@ def serve(path: str | Path, port: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``agent-tune view``; returns the exit code (1: the path cannot be shown)."""
+    """Entry point of ``agent-tune view``; returns the exit code (1: the path cannot be shown, or is not episode
+    records; a run without episodes is written, with a line naming where they were looked for)."""
     ap = argparse.ArgumentParser(prog="agent-tune view", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("path", type=Path, help="a training run folder, a curriculum run folder, an eval output "
@@ -74,11 +78,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return serve(args.path, args.port)
         started = time.perf_counter()
         out, view = write_page(args.path, args.out)
-    except ViewSourceError as exc:
+    except (ViewSourceError, RecordFileError) as exc:
         print(f"agent-tune view: {exc}", file=sys.stderr)
         return 1
     size = out.stat().st_size / 1e6
     print(f"wrote {out} ({len(view.table)} episodes, {size:.1f} MB, {time.perf_counter() - started:.1f} s)")
+    if not len(view.table):  # a run that should have some: say where they were looked for
+        print(f"agent-tune view: {view.source.none_found()}", file=sys.stderr)
     return 0
 
 

@@ -28,11 +28,13 @@ from typing import Any, Callable, Iterable
 from agent_tune.errors import DataError
 from agent_tune.rollout.records import EPISODES_DIR, FILE_PREFIX, read_new, record_files
 from agent_tune.utils.jsonl import read_jsonl
+from agent_tune.utils.run_paths import load_run_config
 
 KINDS = ("train", "curriculum", "eval", "dump")
 DEFAULT_TOOL_PARSER = "hermes"
 CURRICULUM_STATE = "curriculum_state.json"  # agent_tune.launch.curriculum.STATE_FILE
 CHECKPOINTS = "checkpoints"  # a curriculum stage's run folder under its own folder
+RUN_CONFIG = "train_config.yaml"  # agent_tune.launch.train.CHILD_CONFIG
 
 
 class ViewSourceError(DataError, ValueError):
@@ -94,6 +96,10 @@ class Source:
         """An eval's report (``{"summary", "text"}``), read now; ``None`` for the other kinds."""
         return None
 
+    def none_found(self) -> str:
+        """The line that says where episodes were looked for, when none were found."""
+        return f"no episode records in {self.title}"
+
 
 def _metric_rows(path: Path, offset: int = 0, stage: str | None = None, val: bool = False) -> list[dict[str, Any]]:
     if not path.is_file():
@@ -112,14 +118,15 @@ def _metric_rows(path: Path, offset: int = 0, stage: str | None = None, val: boo
 
 
 def _saved_option(run: Path, key: str) -> Any:
-    """``agent_tune.<key>`` of the run's saved config (``train_config.yaml``), or ``None``."""
-    path = run / "train_config.yaml"
+    """``agent_tune.<key>`` of the run's saved config (``train_config.yaml``), read where the folder is now (its
+    paths into the run moved along: :func:`agent_tune.utils.run_paths.load_run_config`), or ``None``."""
+    path = run / RUN_CONFIG
     if not path.is_file():
         return None
     from omegaconf import OmegaConf
 
     try:
-        return OmegaConf.select(OmegaConf.load(path), f"agent_tune.{key}", default=None)
+        return OmegaConf.select(load_run_config(path), f"agent_tune.{key}", default=None)
     except Exception:  # a config that does not load is the trainer's business, not the viewer's
         return None
 
@@ -142,10 +149,15 @@ class RunFolder(Source):
         self.step_offset = step_offset
         self.title = str(folder)
         self.tool_parser = str(_saved_option(folder, "tool_parser") or DEFAULT_TOOL_PARSER)
+        self.recording_off = _saved_option(folder, "episodes.enable") is False
         saved = _saved_option(folder, "episodes.dir")
         episodes = Path(str(saved)) if saved else folder / EPISODES_DIR
+        if not episodes.is_dir() and (folder / EPISODES_DIR).is_dir():
+            episodes = folder / EPISODES_DIR  # saved outside the run and not there: the copy beside the run
+        self.episodes = episodes
         dump = folder / "rollout_dump"
         if not episodes.is_dir() and dump.is_dir():  # a rollout-only run of before the episode log
+            self.episodes = dump
             self._follower = _Follower(lambda: _dump_files(dump))
         else:
             self._follower = _Follower(lambda: record_files(episodes) if episodes.is_dir() else [])
@@ -153,6 +165,15 @@ class RunFolder(Source):
     def poll(self) -> list[tuple[dict[str, Any], Origin]]:
         origin = Origin("train", self.stage, self.step_offset)
         return [(rec, origin) for rec in self._follower.poll()]
+
+    def none_found(self) -> str:
+        if self.recording_off:
+            why = "the run recorded none (agent_tune.episodes.enable=false in its train_config.yaml)"
+        elif not self.episodes.is_dir():
+            why = "no such folder"
+        else:
+            why = f"no {FILE_PREFIX}-*.jsonl.gz in it yet: the run has not finished an episode"
+        return f"no episodes in {self.episodes} ({why})"
 
     def curves(self) -> Curves:
         rows = _metric_rows(self.folder / "metrics.jsonl", self.step_offset, self.stage)
@@ -193,6 +214,12 @@ class CurriculumFolder(Source):
 
     def poll(self) -> list[tuple[dict[str, Any], Origin]]:
         return [item for run in self._stages() for item in run.poll()]
+
+    def none_found(self) -> str:
+        stages = self._stages()
+        if not stages:
+            return f"no episodes: no stage of {self.folder} has a run folder (<stage>/{CHECKPOINTS}) yet"
+        return "; ".join(run.none_found() for run in stages)
 
     def curves(self) -> Curves:
         curves = Curves()
@@ -271,6 +298,60 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+# keys every episode record has some of (agent_tune.rollout.dump.episode_record, the eval's, older dumps')
+EPISODE_KEYS = frozenset({"reward", "segments", "messages", "stop_reason", "response_ids"})
+PARQUET_MAGIC = b"PAR1"
+
+
+def _first_row(path: Path) -> dict[str, Any] | str:
+    """The first JSON object of a ``.jsonl`` or ``.jsonl.gz`` file, or why there is none."""
+    import gzip
+
+    with path.open("rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    try:
+        with (gzip.open(path, "rt", encoding="utf-8", errors="replace") if gzipped
+              else path.open("r", encoding="utf-8", errors="replace")) as f:
+            for line in f:
+                if line.strip():
+                    row = json.loads(line)
+                    return row if isinstance(row, dict) else "its first line is JSON but not an object"
+    except (ValueError, OSError, EOFError):
+        return "not JSON lines"
+    return ""
+
+
+def not_episode_records(path: Path) -> str | None:
+    """What ``path`` is, when it is a file of something else than episode records (``None``: it may hold them, or
+    is empty). A training-data file is named as one: its rows (``prompt``, ``extra_info``) would show as empty
+    episodes."""
+    with path.open("rb") as f:
+        magic = f.read(4)
+    if magic == PARQUET_MAGIC:
+        try:
+            import pyarrow.parquet as pq
+
+            columns = set(pq.read_schema(path).names)
+        except Exception:  # noqa: BLE001 - what it is, said as well as can be
+            columns = set()
+        if {"prompt", "extra_info"} <= columns:
+            return "this is a training-data file (rows with prompt/extra_info), not episode records"
+        return f"this is a parquet file{f' (columns: {_names(columns)})' if columns else ''}, not episode records"
+    row = _first_row(path)
+    if isinstance(row, str):
+        return None if not row else f"this is not a file of episode records ({row})"
+    if row.keys() & EPISODE_KEYS or "_meta" in row:
+        return None
+    if {"prompt", "extra_info"} <= row.keys():
+        return "this is a training-data file (rows with prompt/extra_info), not episode records"
+    return f"this is not a file of episode records (its first row's keys: {_names(row)})"
+
+
+def _names(keys: Iterable[str], most: int = 8) -> str:
+    names = sorted(str(k) for k in keys)
+    return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
+
+
 def _is_eval_output(path: Path) -> bool:
     with path.open("rb") as f:
         first = f.readline()
@@ -294,10 +375,14 @@ def open_source(path: str | Path) -> Source:
     """The :class:`Source` for ``path`` (see the module docstring for the kinds and how each is told apart).
 
     Raises:
-        ViewSourceError: ``path`` does not exist, or is none of the kinds.
+        ViewSourceError: ``path`` does not exist, is none of the kinds, or is a file of something else than
+            episode records (a training-data file, say: :func:`not_episode_records`).
     """
     path = Path(path).expanduser()
     if path.is_file():
+        what = not_episode_records(path)
+        if what is not None:
+            raise ViewSourceError(f"{path}: {what}; view a run folder, an eval output or a dump")
         if path.name.endswith(".jsonl") and _is_eval_output(path):
             return EvalOutput(path)
         return DumpFolder(path)
@@ -308,7 +393,7 @@ def open_source(path: str | Path) -> Source:
         return CurriculumFolder(path, names)
     if (path / CHECKPOINTS).is_dir() and not (path / "metrics.jsonl").exists():
         return RunFolder(path / CHECKPOINTS)  # a curriculum stage's folder
-    if any((path / name).exists() for name in ("metrics.jsonl", EPISODES_DIR, "train_config.yaml", "samples")):
+    if any((path / name).exists() for name in ("metrics.jsonl", EPISODES_DIR, RUN_CONFIG, "samples")):
         return RunFolder(path)
     if _dump_files(path):
         return DumpFolder(path)

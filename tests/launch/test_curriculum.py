@@ -283,14 +283,26 @@ def test_runner_hands_each_stage_the_previous_model_and_records_it(tmp_path):
     assert not any(a.startswith("actor_rollout_ref.model.path") for a in trainer.calls[0])
     state = json.loads((tmp_path / "curriculum_state.json").read_text())
     assert state["current"] == 2
-    assert state["records"]["a"] == {"status": "exported", "checkpoint": str(tmp_path / "a/checkpoints/global_step_2"),
-                                     "step": 2, "ended_by": "max_steps", "model": str(tmp_path / "a/model")}
+    # paths into the run folder saved relative to it (the folder can move)
+    assert state["records"]["a"] == {"status": "exported", "checkpoint": "a/checkpoints/global_step_2",
+                                     "step": 2, "ended_by": "max_steps", "model": "a/model"}
     assert state["records"]["b"]["step"] == 3
     assert json.loads((tmp_path / "b/model/config.json").read_text())["from"].endswith("b/checkpoints/global_step_3")
     assert OmegaConf.load(tmp_path / "curriculum.yaml").stages[0].name == "a"
     # run again: nothing left to do
     again = FakeTrainer()
     assert Runner(c, tmp_path, launcher=again, export=fake_export).run() == 0 and again.calls == []
+
+
+def test_a_copied_curriculum_folder_finds_its_stages_done(tmp_path):
+    c = _curriculum(tmp_path / "first")
+    assert Runner(c, tmp_path / "first", launcher=FakeTrainer(), export=fake_export).run() == 0
+    shutil.copytree(tmp_path / "first", tmp_path / "moved")
+    shutil.rmtree(tmp_path / "first")
+    again = FakeTrainer()
+    assert Runner(c, tmp_path / "moved", launcher=again, export=fake_export).run() == 0 and again.calls == []
+    state = json.loads((tmp_path / "moved" / "curriculum_state.json").read_text())
+    assert next_action(state["records"]["a"], c.stages[0], tmp_path / "moved") == SKIP
 
 
 def test_runner_resumes_in_the_failed_stage(tmp_path):
@@ -380,8 +392,8 @@ def test_runner_resumes_a_stage_from_its_checkpoint_inside_the_stage(tmp_path, c
     assert "Stage 2/2 b: config cfg_b, resuming at step 1, until step 3" in caplog.text
     assert exported == ["a/checkpoints/global_step_2", "b/checkpoints/global_step_3"]
     record = json.loads((tmp_path / "curriculum_state.json").read_text())["records"]["b"]
-    assert record == {"status": "exported", "checkpoint": str(tmp_path / "b/checkpoints/global_step_3"), "step": 3,
-                      "ended_by": "max_steps", "model": str(tmp_path / "b/model")}
+    assert record == {"status": "exported", "checkpoint": "b/checkpoints/global_step_3", "step": 3,
+                      "ended_by": "max_steps", "model": "b/model"}
 
 
 def test_runner_resumes_a_stage_whose_plateau_was_seen_before_its_checkpoint(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import signal
 import sys
 import textwrap
@@ -61,6 +62,26 @@ def test_launch_runs_the_child_on_the_saved_config_with_its_output_in_the_log(tm
     assert log[child.log_offset:].startswith("=====")  # this launch's part of the log
     assert f"child sees {out.resolve()}" in log
     assert OmegaConf.load(out / "child.yaml").trainer.total_training_steps == 2
+
+
+def test_the_saved_config_travels_with_the_run_folder(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    config = _config(out, agent_tune={"episodes": {"dir": str(out / "episodes")}})
+    assert Scripted("raise SystemExit(0)").launch(RunConfig.parse(config), "cfg", False, time.monotonic()) == 0
+    saved = OmegaConf.to_container(OmegaConf.load(out / "child.yaml"), resolve=False)
+    assert saved["agent_tune"]["episodes"]["dir"] == "${trainer.default_local_dir}/episodes"
+    moved = tmp_path / "elsewhere" / "run"
+    shutil.copytree(out, moved)
+    shutil.rmtree(out)
+    seen: list[DictConfig] = []
+
+    class Child(Scripted):
+        def run_child(self, config: DictConfig) -> None:
+            seen.append(config)
+
+    assert Child("").child_main(str(moved / "child.yaml")) == 0  # what the training child runs after a move
+    assert seen[0].trainer.default_local_dir == str(moved.resolve())
+    assert seen[0].agent_tune.episodes.dir == str(moved.resolve() / "episodes")
 
 
 def test_sigterm_to_the_launcher_stops_the_child_and_says_so(tmp_path: Path) -> None:

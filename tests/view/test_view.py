@@ -218,3 +218,73 @@ def test_the_server_hands_a_polling_page_what_the_run_added(served_run):
     assert [r["step"] for r in update["curves"]["rows"] if not r.get("val")] == [1, 2, 3, 4]
     with pytest.raises(urllib.error.HTTPError):
         urllib.request.urlopen(f"{server.url}nothing", timeout=10)
+
+
+def _run_with_saved_config(folder: Path, synthetic_run, old_format: bool = False) -> Path:
+    """A copy of the synthetic run with the config its training child ran saved beside it, as the launcher saves
+    it (``old_format``: absolute paths, as launchers before paths were saved relative wrote it)."""
+    from omegaconf import OmegaConf
+
+    from agent_tune.utils.run_paths import save_run_config
+
+    shutil.copytree(synthetic_run.folder, folder)
+    config = OmegaConf.create({"trainer": {"default_local_dir": str(folder)},
+                               "agent_tune": {"tool_parser": "hermes", "episodes": {"dir": str(folder / "episodes")},
+                                              "metrics_file": str(folder / "metrics.jsonl")}})
+    if old_format:
+        OmegaConf.save(config, folder / "train_config.yaml")
+    else:
+        save_run_config(config, folder / "train_config.yaml")
+    return folder
+
+
+@pytest.mark.parametrize("old_format", [False, True])
+def test_a_copied_run_folder_shows_all_its_episodes(tmp_path, synthetic_run, old_format):
+    original = _run_with_saved_config(tmp_path / "cluster" / "run", synthetic_run, old_format)
+    copy = tmp_path / "laptop" / "run"
+    shutil.copytree(original, copy)
+    shutil.rmtree(original)  # the absolute path saved in the run is gone
+    view = View(open_source(copy))
+    assert len(view.table) == synthetic_run.episodes == 36
+    assert view.source.episodes.resolve() == (copy / "episodes").resolve()
+    assert len(view.meta()["curves"]["rows"]) == 3
+
+
+def test_a_run_without_episodes_says_where_it_looked(tmp_path, synthetic_run):
+    run = _run_with_saved_config(tmp_path / "run", synthetic_run)
+    shutil.rmtree(run / "episodes")
+    result = subprocess.run([sys.executable, "-m", "agent_tune.cli", "view", str(run)], capture_output=True,
+                            text=True, timeout=120, cwd=REPO)
+    assert result.returncode == 0 and "(0 episodes" in result.stdout  # the curves are still worth a page
+    [line] = result.stderr.strip().splitlines()
+    assert line == f"agent-tune view: no episodes in {run.resolve() / 'episodes'} (no such folder)"
+    (run / "episodes").mkdir()
+    assert open_source(run).none_found().endswith("no episodes-*.jsonl.gz in it yet: the run has not finished "
+                                                  "an episode)")
+
+
+def test_a_file_that_is_not_episode_records_is_refused_naming_what_it_is(tmp_path):
+    row = {"data_source": "bfcl", "agent_name": "agent_tune", "prompt": [{"role": "user", "content": "hi"}],
+           "reward_model": {"ground_truth": ""}, "extra_info": {"index": 0, "env": {"name": "bfcl", "kwargs": {}}}}
+    rows = tmp_path / "train.jsonl"
+    rows.write_text("\n".join(json.dumps(row) for _ in range(400)) + "\n")
+    with pytest.raises(ViewSourceError, match=r"train.jsonl: this is a training-data file \(rows with "
+                       r"prompt/extra_info\), not episode records; view a run folder, an eval output or a dump"):
+        open_source(rows)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist([{k: json.dumps(v) for k, v in row.items()}]), tmp_path / "train.parquet")
+    with pytest.raises(ViewSourceError, match=r"train.parquet: this is a training-data file"):
+        open_source(tmp_path / "train.parquet")
+    (tmp_path / "other.jsonl").write_text(json.dumps({"input": "q", "output": "a", "score": 1.0}) + "\n")
+    with pytest.raises(ViewSourceError, match=r"not a file of episode records \(its first row's keys: input, "
+                       r"output, score\)"):
+        open_source(tmp_path / "other.jsonl")
+    (tmp_path / "notes.txt").write_text("hello\n")
+    with pytest.raises(ViewSourceError, match=r"notes.txt: this is not a file of episode records \(not JSON lines\)"):
+        open_source(tmp_path / "notes.txt")
+    bad = subprocess.run([sys.executable, "-m", "agent_tune.cli", "view", str(rows)], capture_output=True, text=True,
+                         timeout=120, cwd=REPO)
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "training-data file" in bad.stderr
+    assert not (tmp_path / "train.view.html").exists()
