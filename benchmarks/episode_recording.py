@@ -8,10 +8,11 @@ tokenizer and ``smollm2_tools`` template, ``--shots`` worked examples in every p
 episode's time is the runner's and the env's own CPU work: reset, rendering, parsing, env steps, deltas).
 
 The recording: for each finished episode, what the agent loop does with ``agent_tune.episodes`` on
-(:func:`verl_ext.agent_loop.training_episode_record`, then
-:func:`agent_tune.rollout.records.append_gzip_record` to a ``.jsonl.gz`` file), timed per setting:
+(:func:`verl_ext.agent_loop.training_episode_record`, written a group at a time by
+:class:`agent_tune.rollout.records.GroupRecorder` to a ``.jsonl.gz`` file), timed per setting:
 
-* ``tokens_every=8`` (the default: token lists for about one group in eight),
+* ``tokens_every=8`` (the default: token lists for the first group with signal of a step, then at most one in
+  eight; every group here is given signal, the most groups the choice can take),
 * ``tokens_every=0`` (no token lists), ``tokens_every=1`` (token lists for every episode),
 * gzip level 9 instead of 6 (the level :data:`agent_tune.rollout.records.GZIP_LEVEL` uses), default tokens.
 
@@ -93,14 +94,23 @@ def record_all(results: list[EpisodeResult], renderer: ChatRenderer, folder: Pat
 
     recording = records.EpisodeRecording(dir=str(folder), tokens_every=tokens_every)
     path = recording.path(pid=1)
+    recorder = records.GroupRecorder(path, tokens_every)
     saved, records.GZIP_LEVEL = records.GZIP_LEVEL, level
     try:
         start = time.perf_counter()
-        for i, result in enumerate(results):
-            kwargs = {"uid": f"group-{i // group_size}", "global_steps": 1 + i // 64, "session_id": i % group_size,
-                      "data_source": "bfcl", "extra_info": {"index": i // group_size, "split": "train"}}
-            records.append_gzip_record(path, training_episode_record(result, kwargs, {}, "bfcl", recording,
-                                                                     renderer.decode))
+        for first in range(0, len(results), group_size):  # a group at a time, as a worker holds and writes them
+            uid = f"group-{first // group_size}"
+            group = results[first:first + group_size]
+            for _ in group:
+                recorder.begin(uid)
+            for i, result in enumerate(group, first):
+                kwargs = {"uid": uid, "global_steps": 1 + i // 64, "session_id": i % group_size,
+                          "data_source": "bfcl", "extra_info": {"index": i // group_size, "split": "train"}}
+                # rewards that differ within every group: the most token lists the choice can take (the budget)
+                recorder.add(uid, kwargs["global_steps"], float(i % group_size),
+                             lambda tokens, r=result, kw=kwargs: training_episode_record(r, kw, {}, "bfcl", tokens,
+                                                                                         renderer.decode))
+                recorder.release(uid)
         seconds = time.perf_counter() - start
     finally:
         records.GZIP_LEVEL = saved

@@ -24,7 +24,8 @@ trains it (:func:`sample_step`), the row's ``extra_info.split`` and its task key
 carry them), and the task weighting (:mod:`verl_ext.task_weighting`) into per-task sampling weights.
 ``episodes`` (``{enable, dir, tokens_every}``, :class:`agent_tune.rollout.records.EpisodeRecording`; the launcher
 sets ``dir``): every episode's record (:func:`training_episode_record`) appended as its own gzip member to
-``<dir>/episodes-<pid>.jsonl.gz``, what ``agent-tune view`` shows.
+``<dir>/episodes-<pid>.jsonl.gz``, what ``agent-tune view`` shows; a group's records go out together when its
+samples in this worker have ended (:func:`episode_recorder`), token lists for groups that carried signal.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from agent_tune.rollout import (
 )
 from agent_tune.rollout.dump import append_jsonl, episode_record
 from agent_tune.rollout.episode_metrics import episode_metrics
-from agent_tune.rollout.records import EpisodeRecording, append_gzip_record
+from agent_tune.rollout.records import EpisodeRecording, GroupRecorder
 from agent_tune.rollout.sglang_protocol import sglang_sampling_params
 from agent_tune.rollout.worker_gc import apply_worker_gc
 from verl_ext.sample_records import SampleRecord
@@ -203,17 +204,17 @@ def sample_record(result: EpisodeResult, kwargs: Mapping[str, Any], extra_fields
 
 
 def training_episode_record(result: EpisodeResult, kwargs: Mapping[str, Any], extra_fields: Mapping[str, Any],
-                            env_name: str, recording: EpisodeRecording, decode: Any) -> dict[str, Any]:
+                            env_name: str, tokens: bool, decode: Any) -> dict[str, Any]:
     """The episode's record for the run's episode log (``agent_tune.episodes``,
     :func:`agent_tune.rollout.dump.episode_record`) with what places it in training: the trainer step
     (:func:`sample_step`), its GRPO group (:func:`group_id`; verl's ``uid``), the row's index, the sample's number
-    in its group (verl's ``session_id``), split, data source and task key; token lists and the prompt's text for
-    the groups ``recording`` samples (the others' prompt is in their messages)."""
+    in its group (verl's ``session_id``), split, data source and task key; with ``tokens`` (the group was chosen:
+    :class:`agent_tune.rollout.records.TokenChoice`) token lists and the prompt's text (the others' prompt is in
+    their messages)."""
     extra = kwargs.get("extra_info") or {}
     group = group_id(kwargs)
     data_source = kwargs.get("data_source")
     sample = kwargs.get("session_id")
-    tokens = recording.with_tokens(group)
     return episode_record(
         result, decode, tokens=tokens, prompt=tokens,
         global_steps=sample_step(kwargs, extra_fields), group=group, uid=kwargs.get("uid"),
@@ -221,6 +222,22 @@ def training_episode_record(result: EpisodeResult, kwargs: Mapping[str, Any], ex
         env=env_name, split=str(extra.get("split") or "train"),
         data_source=None if data_source is None else str(data_source), task=task_key(extra),
     )
+
+
+# The episode log's writer of each process, by file (one per process: the file name holds the pid). verl builds a
+# loop per episode, so the groups' held records live with the process, not with a loop.
+_RECORDERS: dict[str, GroupRecorder] = {}
+
+
+def episode_recorder(recording: EpisodeRecording) -> GroupRecorder | None:
+    """This process's writer of the run's episode log (``None``: recording off)."""
+    path = recording.path()
+    if path is None:
+        return None
+    recorder = _RECORDERS.get(str(path))
+    if recorder is None:
+        recorder = _RECORDERS[str(path)] = GroupRecorder(path, recording.tokens_every)
+    return recorder
 
 
 @register(LOOP_NAME)
@@ -247,6 +264,18 @@ class AgentTuneLoop(AgentLoopBase):
         )
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        recorder = episode_recorder(self.options.episodes)
+        if recorder is None:
+            return await self._play(sampling_params, None, kwargs)
+        group = group_id(kwargs)
+        recorder.begin(group)  # before the first await: every sample of the batch has begun before one ends
+        try:
+            return await self._play(sampling_params, recorder, kwargs)
+        finally:
+            recorder.release(group)  # the group's records go out when its last sample here is done
+
+    async def _play(self, sampling_params: dict[str, Any], recorder: GroupRecorder | None,
+                    kwargs: dict[str, Any]) -> AgentLoopOutput:
         extra = kwargs.get("extra_info") or {}
         try:
             name, row_kwargs = row_env(extra)
@@ -283,10 +312,11 @@ class AgentTuneLoop(AgentLoopBase):
             record = episode_record(result, self.renderer.decode, tokens=self.options.dump_rollout_tokens,
                                     env=name, index=extra.get("index"), global_steps=kwargs.get("global_steps"))
             append_jsonl(os.path.join(str(dump_dir), f"rollouts-{os.getpid()}.jsonl"), [record])
-        episodes_file = self.options.episodes.path()
-        if episodes_file is not None:  # the run's episode log (agent_tune.rollout.records)
-            append_gzip_record(episodes_file, training_episode_record(
-                result, kwargs, policy.extra_fields, name, self.options.episodes, self.renderer.decode))
+        if recorder is not None:  # the run's episode log (agent_tune.rollout.records)
+            fields = policy.extra_fields
+            recorder.add(group_id(kwargs), sample_step(kwargs, fields), float(result.reward),
+                         lambda tokens: training_episode_record(result, kwargs, fields, name, tokens,
+                                                                self.renderer.decode))
         return AgentLoopOutput(
             prompt_ids=list(traj.prompt_ids),
             response_ids=list(traj.response_ids),

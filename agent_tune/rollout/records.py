@@ -15,8 +15,12 @@ and the rollout dumps share. This module is its file layer and its one reader:
   the middle of a file named in a :class:`RecordFileError`.
 
 Token lists (ids, loss mask, the sampler's log-probs and each response token's text) make a record ~10x larger,
-so training writes them for a bounded share of the groups (``tokens_every``: the groups whose id hashes to 0
-modulo N, every sample of such a group, so a group can be compared token by token).
+so training writes them for a bounded share of the groups, chosen among those that trained something
+(:class:`TokenChoice`: rewards not all equal; at least one such group each step, at most one in ``tokens_every``
+after that), every sample of a chosen group, so a group can be compared token by token. To choose by a group's
+rewards, a worker process holds its records until the group's samples it plays have all ended
+(:class:`GroupRecorder`): a run killed mid-step loses the records of the groups still playing, none that a step
+trained on.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import json
 import os
 import zlib
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from pydantic import model_validator
 
@@ -39,6 +43,7 @@ FILE_PREFIX = "episodes"
 # gzip level of each member (zlib's default): level 9 gave the same size and time on BFCL episode records
 # (benchmarks/episode_recording.py), each member being one record of a few KiB
 GZIP_LEVEL = 6
+RecordBuilder = Callable[[bool], Mapping[str, Any]]  # an episode's record, with its token lists or not
 
 
 class RecordFileError(DataError, ValueError):
@@ -49,8 +54,8 @@ class EpisodeRecording(ConfigModel):
     """``agent_tune.episodes``: training records every episode it trains on (:mod:`agent_tune.rollout.records`).
 
     ``enable``: write them; ``dir``: where (``None``: ``<trainer.default_local_dir>/episodes``, which the
-    launcher fills in); ``tokens_every``: the token lists of the groups whose id hashes to 0 modulo N (1: every
-    episode, 0: none)."""
+    launcher fills in); ``tokens_every``: token lists for groups that carried signal, the first of each step and
+    then one in N (:class:`TokenChoice`; 1: every episode, 0: none)."""
 
     enable: bool = True
     dir: str | None = None
@@ -68,12 +73,76 @@ class EpisodeRecording(ConfigModel):
             return None
         return episodes_path(self.dir, os.getpid() if pid is None else pid)
 
-    def with_tokens(self, group: str) -> bool:
-        """Whether the episodes of ``group`` (a GRPO group id) get their token lists: a stable hash of the id,
-        so every sample of a chosen group does."""
-        if self.tokens_every <= 0:
+
+
+class TokenChoice:
+    """Which GRPO groups get their token lists, chosen by their rewards, per writer process and trainer step.
+
+    ``every`` 1: every group; 0: none. Otherwise a group gets them when it carried signal (its rewards are not all
+    equal: the groups whose advantages are not all 0, the ones an update learns from) and the groups chosen so far
+    at its step are fewer than ``ceil(k / every)``, ``k`` counting the step's groups of two or more samples up to
+    and including this one: the first group with signal of each step always, then at most one in ``every``. A
+    group without signal, or of one sample (validation), never gets them (``every=1`` to see those)."""
+
+    KEEP_STEPS = 4  # steps whose counts are kept: a late group of an older step is still counted right
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+        self._counts: dict[Any, list[int]] = {}  # step -> [groups seen, groups chosen]
+
+    def choose(self, step: int | None, rewards: Sequence[float]) -> bool:
+        """Whether the group of ``rewards`` (all its samples') at ``step`` gets its token lists."""
+        if self.every <= 1:
+            return self.every == 1
+        if len(rewards) < 2:
             return False
-        return self.tokens_every == 1 or zlib.crc32(group.encode("utf-8")) % self.tokens_every == 0
+        counts = self._counts.setdefault(step, [0, 0])
+        if len(self._counts) > self.KEEP_STEPS:  # steps come in order: the oldest is done
+            self._counts.pop(next(iter(self._counts)))
+        counts[0] += 1
+        if len(set(rewards)) < 2 or counts[1] >= -(-counts[0] // self.every):
+            return False
+        counts[1] += 1
+        return True
+
+
+class GroupRecorder:
+    """One process's episode log, written a GRPO group at a time so that :class:`TokenChoice` sees the group's
+    rewards: :meth:`begin` as a sample starts, :meth:`add` its record (built later, with or without token lists)
+    when it ends, :meth:`release` when it is done either way; the group's records are appended when the last of
+    its samples started here is released. The samples of a group start together (verl's agent-loop worker starts
+    a batch's episodes at once), so the group is whole by then; a group split across worker processes is chosen
+    by the part each holds (a part whose rewards differ belongs to a group with signal)."""
+
+    def __init__(self, path: str | Path, tokens_every: int) -> None:
+        self.path = Path(path)
+        self.choice = TokenChoice(tokens_every)
+        self._open: dict[str, int] = {}
+        self._held: dict[str, list[tuple[Any, float, RecordBuilder]]] = {}
+
+    def begin(self, group: str) -> None:
+        """A sample of ``group`` starts."""
+        self._open[group] = self._open.get(group, 0) + 1
+
+    def add(self, group: str, step: int | None, reward: float, build: RecordBuilder) -> None:
+        """A sample of ``group`` ended with ``reward``; ``build(tokens)`` makes its record."""
+        self._held.setdefault(group, []).append((step, reward, build))
+
+    def release(self, group: str) -> int:
+        """A sample of ``group`` is done (recorded or failed); writes the group when it was the last one playing
+        here. Returns the records written."""
+        left = self._open.get(group, 1) - 1
+        if left > 0:
+            self._open[group] = left
+            return 0
+        self._open.pop(group, None)
+        held = self._held.pop(group, [])
+        if not held:
+            return 0
+        tokens = self.choice.choose(held[0][0], [reward for _, reward, _ in held])
+        for _, _, build in held:
+            append_gzip_record(self.path, build(tokens))
+        return len(held)
 
 
 def episodes_path(folder: str | Path, pid: int) -> Path:

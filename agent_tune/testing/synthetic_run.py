@@ -7,9 +7,10 @@ reward) ``samples`` times each with the one episode runner; a scripted policy pl
 (:data:`BEHAVIOURS`: the entry's ground truth, half of it, a malformed call, no call at all, or rambling past the
 token budget), so rewards differ within a group, or, for a group whose samples all play alike, do not. Each episode
 is then written as the agent loop writes it (``verl_ext.agent_loop``: :func:`training_episode_record` into
-``<run>/episodes/``, :func:`sample_record` into ``<run>/samples/``), a line of verl's step log per step
-(``verl_metrics.jsonl``: the mean reward and response length, the step's wall time) and the launcher's per-step
-metrics writer joins them into ``metrics.jsonl``. Log-probs are synthetic (no model samples here).
+``<run>/episodes/``, a group at a time through :class:`~agent_tune.rollout.records.GroupRecorder`,
+:func:`sample_record` into ``<run>/samples/``), a line of verl's step log per step (``verl_metrics.jsonl``: the
+mean reward and response length, the step's wall time) and the launcher's per-step metrics writer joins them
+into ``metrics.jsonl``. Log-probs are synthetic (no model samples here).
 
 The agent loop's recording functions and the launcher's metrics writer are handed in (:class:`RunWriters`; the
 caller imports them: the library imports neither ``verl_ext`` nor the launchers, ``tests/test_import_cycles.py``).
@@ -31,7 +32,7 @@ from agent_tune.envs.bfcl.multi_turn.replay import ground_truth_responses
 from agent_tune.parsing import get_tool_parser
 from agent_tune.rollout import ChatRenderer, EpisodeResult, GenerationOutput, RolloutLimits, run_episode
 from agent_tune.rollout.dump import append_jsonl
-from agent_tune.rollout.records import EPISODES_DIR, EpisodeRecording, append_gzip_record
+from agent_tune.rollout.records import EPISODES_DIR, EpisodeRecording, GroupRecorder
 
 BEHAVIOURS = ("right", "half", "malformed", "silent", "ramble")
 MALFORMED = '<tool_call>\n{"name": "ls", "arguments": {oops\n</tool_call>'
@@ -112,7 +113,7 @@ def write_synthetic_run(folder: str | Path, renderer: ChatRenderer, writers: Run
     rambling samples run past."""
     folder = Path(folder)
     recording = EpisodeRecording(dir=str(folder / EPISODES_DIR), tokens_every=tokens_every)
-    episodes_file = recording.path(WRITER_PID)
+    recorder = GroupRecorder(recording.path(WRITER_PID), tokens_every)
     samples_file = folder / "samples" / f"samples-{WRITER_PID}.jsonl"
     limits = RolloutLimits(max_prompt_length=32768, max_response_length=max_response_length)
     parser = get_tool_parser("hermes")
@@ -128,13 +129,17 @@ def write_synthetic_run(folder: str | Path, renderer: ChatRenderer, writers: Run
             if test_id not in truths:
                 truths[test_id] = ground_truth_responses(load_entry(test_id), parser)
             uid = f"step{step}-{test_id}"
-            for sample, behaviour in enumerate(group_behaviours(step, group, samples)):
+            behaviours = group_behaviours(step, group, samples)
+            for _ in behaviours:  # the group's samples start together, as in a worker
+                recorder.begin(uid)
+            for sample, behaviour in enumerate(behaviours):
                 result = asyncio.run(_play(renderer, test_id, behaviour, truths[test_id], shot_ids, limits, step))
                 kwargs = {"uid": uid, "global_steps": step, "session_id": sample, "data_source": "bfcl",
                           "extra_info": {"index": (step - 1) * groups + group, "split": "train",
                                          "env": {"name": "bfcl", "kwargs": {"test_id": test_id}}}}
-                append_gzip_record(episodes_file, writers.episode_record(result, kwargs, {}, "bfcl", recording,
-                                                                         renderer.decode))
+                recorder.add(uid, step, result.reward, lambda tokens, r=result, kw=kwargs: writers.episode_record(
+                    r, kw, {}, "bfcl", tokens, renderer.decode))
+                recorder.release(uid)
                 append_jsonl(samples_file, [writers.sample_record(result, kwargs, {}).as_dict()])
                 rewards.append(result.reward)
                 lengths.append(len(result.trajectory))

@@ -9,8 +9,9 @@ import pytest
 
 from agent_tune.options import parse_options
 from agent_tune.rollout.records import (
-    EpisodeRecording,
+    GroupRecorder,
     RecordFileError,
+    TokenChoice,
     append_gzip_record,
     episodes_path,
     read_folder,
@@ -59,14 +60,47 @@ def test_read_folder_reads_every_writer_file(tmp_path):
     assert sorted(r["w"] for r in read_folder(tmp_path)) == [1, 2, 9]
 
 
-def test_token_sample_takes_whole_groups_and_is_bounded():
-    every = EpisodeRecording(tokens_every=4)
-    groups = [f"uid-{i}" for i in range(4000)]
-    chosen = [g for g in groups if every.with_tokens(g)]
-    assert 0.2 < len(chosen) / len(groups) < 0.3  # about one group in four
-    assert all(every.with_tokens(g) for g in chosen)  # the same answer for each sample of a group
-    assert all(EpisodeRecording(tokens_every=1).with_tokens(g) for g in groups[:50])
-    assert not any(EpisodeRecording(tokens_every=0).with_tokens(g) for g in groups[:50])
+def test_token_lists_go_to_groups_with_signal_at_least_one_a_step_within_one_in_n():
+    choice = TokenChoice(4)
+    flat, mixed = [0.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.5]
+    # step 1: three groups without signal, then the first with signal is chosen; the fifth group raises the
+    # quota to 2 (ceil(5 / 4)), the sixth finds it used
+    chosen = [choice.choose(1, g) for g in (flat, flat, flat, mixed, mixed, mixed)]
+    assert chosen == [False, False, False, True, True, False]
+    assert [choice.choose(2, mixed) for _ in range(9)] == [True, False, False, False, True, False, False, False, True]
+    assert not choice.choose(3, [1.0]) and not choice.choose(3, flat)  # one sample, no signal: never
+    assert choice.choose(3, mixed)  # groups of one were not counted: step 3's first group with signal
+    # bounded: over many steps of 32 groups, half with signal, at most ceil(32 / 4) a step and never one without
+    many = TokenChoice(4)
+    for step in range(10, 20):
+        picks = [many.choose(step, mixed if g % 2 else flat) for g in range(32)]
+        assert 1 <= sum(picks) <= 8 and not any(p for g, p in enumerate(picks) if g % 2 == 0)
+    assert len(many._counts) <= TokenChoice.KEEP_STEPS  # old steps forgotten
+    assert all(TokenChoice(1).choose(1, flat) for _ in range(5))  # 1: every group
+    assert not any(TokenChoice(0).choose(1, mixed) for _ in range(5))  # 0: none
+
+
+def test_a_group_is_written_whole_when_its_last_sample_is_done(tmp_path):
+    recorder = GroupRecorder(episodes_path(tmp_path, 1), tokens_every=8)
+    built = []
+
+    def build(sample):
+        def record(tokens):
+            built.append((sample, tokens))
+            return {"sample": sample, "tokens": tokens}
+        return record
+
+    for sample in range(3):
+        recorder.begin("g")
+    recorder.begin("other")
+    recorder.add("g", 1, 1.0, build(0))
+    assert recorder.release("g") == 0 and not episodes_path(tmp_path, 1).exists()  # two samples still play
+    recorder.add("g", 1, 0.0, build(1))
+    assert recorder.release("g") == 0
+    assert recorder.release("g") == 2  # the third failed (nothing added): the group is written without it
+    assert built == [(0, True), (1, True)]  # rewards differ: token lists
+    assert read_folder(tmp_path) == [{"sample": 0, "tokens": True}, {"sample": 1, "tokens": True}]
+    assert recorder.release("other") == 0  # a sample that recorded nothing writes nothing
 
 
 def test_the_option_block_is_typed_and_on_by_default(tmp_path):

@@ -78,3 +78,25 @@ async def test_token_lists_only_for_sampled_groups_and_nothing_when_off(qwen_tok
     await _play(qwen_tok, {"dir": str(tmp_path / "off"), "enable": False}, ["No."] * 12, entry.id, sample=0)
     assert not (tmp_path / "off").exists()
     await _play(qwen_tok, {"tokens_every": 1}, ["No."] * 12, entry.id, sample=0)  # no dir: the launcher sets it
+
+
+async def test_token_lists_go_to_a_group_that_carried_signal(qwen_tok, tmp_path) -> None:
+    """The samples of a group play together, as verl's worker plays a batch: the group's records are written when
+    its last sample ends, with token lists when its rewards differ (the step's first such group)."""
+    import asyncio
+
+    entry = load_entry("multi_turn_base_5")
+    right = ground_truth_responses(entry, get_tool_parser("hermes"))
+    episodes = {"dir": str(tmp_path), "tokens_every": 8}
+    flat = [_play(qwen_tok, episodes, ["No."] * 12, entry.id, sample=k, uid="flat") for k in range(2)]
+    await asyncio.gather(*flat)
+    mixed = [_play(qwen_tok, episodes, texts, entry.id, sample=k, uid="mixed")
+             for k, texts in enumerate((right, ["No."] * 12, right))]
+    await asyncio.gather(*mixed)
+    records = read_folder(tmp_path)
+    assert sorted((r["group"], r["sample"]) for r in records) == [("flat", 0), ("flat", 1), ("mixed", 0),
+                                                                  ("mixed", 1), ("mixed", 2)]
+    assert len({r["reward"] for r in records if r["group"] == "mixed"}) == 2
+    assert [("response_ids" in r) for r in records if r["group"] == "flat"] == [False, False]  # no signal
+    assert [("response_ids" in r) for r in records if r["group"] == "mixed"] == [True, True, True]
+    assert [r["group"] for r in records] == ["flat", "flat", "mixed", "mixed", "mixed"]  # a group at a time
