@@ -173,20 +173,37 @@ def summary_row(rec: Mapping[str, Any], origin: Origin) -> list[Any]:
     return [row[c] for c in COLUMNS]
 
 
+ID_KEYS = ("test_id", "task_id", "id")  # the kwargs that name a task, shown first
+
+
 def task_label(key: Any) -> str | None:
-    """A task key (``verl_ext.task_weighting.task_key``: ``env:{json of the task's kwargs}``) as shown: the one
-    value when the kwargs hold one (``multi_turn_base_5``), else the key."""
+    """A task key (``verl_ext.task_weighting.task_key``: ``env:{json of the env's kwargs}`` and, for a catalogue
+    row, ``:{json of the task's kwargs}``) as shown: the one value when the kwargs hold one (``multi_turn_base_5``);
+    else their id (:data:`ID_KEYS`) first, then their other plain values (``3 · domain=airline``; a list, such as
+    BFCL's worked examples, is left to the record); else the key."""
     if not isinstance(key, str):
         return None if key is None else str(key)
     _, sep, rest = key.partition(":")
-    if sep and rest.startswith("{"):
-        try:
-            kwargs = json.loads(rest)
-        except ValueError:
-            return key
-        if isinstance(kwargs, dict) and len(kwargs) == 1:
-            return str(next(iter(kwargs.values())))
-    return key
+    if not (sep and rest.startswith("{")):
+        return key
+    kwargs: dict[str, Any] = {}
+    decoder, pos = json.JSONDecoder(), 0
+    try:
+        while pos < len(rest):  # the env's kwargs, then the task's (they win: row_task over row_env)
+            part, pos = decoder.raw_decode(rest, pos)
+            if not isinstance(part, dict) or rest[pos:pos + 1] not in ("", ":"):
+                return key
+            kwargs.update(part)
+            pos += 1
+    except ValueError:
+        return key
+    if len(kwargs) == 1:
+        return str(next(iter(kwargs.values())))
+    name = next((k for k in ID_KEYS if kwargs.get(k) is not None), None)
+    if name is None:
+        return key
+    plain = [f"{k}={v}" for k, v in kwargs.items() if k != name and isinstance(v, (str, int, float))]
+    return " · ".join([str(kwargs[name]), *plain])
 
 
 def _int(value: Any) -> int | None:

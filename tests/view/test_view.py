@@ -173,7 +173,13 @@ def test_summary_rows_read_every_format():
     assert row["env"] == "bfcl" and row["tokens"] == 9.0
     dump = {"global_steps": 2, "index": 5, "reward": 0.0, "info": {}}  # no group, no uid: step and row
     assert dict(zip(COLUMNS, summary_row(dump, Origin("dump"))))["group"] == "2:5"
-    assert task_label('tau2:{"domain": "airline", "task_id": "3"}') == 'tau2:{"domain": "airline", "task_id": "3"}'
+    # the task's id first (what the list shows and the task filter matches), never the worked examples' JSON
+    assert task_label('tau2:{"domain": "airline", "task_id": "3"}') == "3 · domain=airline"
+    main_job = 'bfcl:{"shots": ["multi_turn_base_199", "multi_turn_base_198"], "test_id": "multi_turn_base_5"}'
+    assert task_label(main_job) == "multi_turn_base_5"
+    assert task_label('bfcl:{"seed": 0, "shots": 3}:{"test_id": "multi_turn_long_context_2"}') == \
+        "multi_turn_long_context_2 · seed=0 · shots=3"  # a catalogue row: the env's kwargs, then the task's
+    assert task_label('x:{"a": 1, "b": 2}') == 'x:{"a": 1, "b": 2}' and task_label("x:{bad") == "x:{bad"
     assert task_label("index:4") == "index:4"
 
 

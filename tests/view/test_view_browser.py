@@ -107,6 +107,71 @@ def test_eval_output_page(tmp_path, eval_output):
     assert log.errors == []
 
 
+def test_the_list_at_1400_px_shows_the_columns_that_matter(tmp_path, synthetic_run):
+    """At a 1400 px window every column of the list is inside the list pane (advantage, stop reason and format errors
+    included), headed; a group id reads the same in Episodes and Groups; the curves' axes are named."""
+    import json
+    import uuid
+
+    out, _ = write_page(synthetic_run.folder, tmp_path / "run.html")
+    ends = """rows => rows.map(r => { const list = r.closest('.vlist').getBoundingClientRect();
+        const inner = list.left + r.closest('.vlist').clientWidth;
+        return [...r.children].map(c => [c.className, c.getBoundingClientRect().right <= inner + 0.5,
+                                        c.getBoundingClientRect().width]); })"""
+    with chromium(1400, 900) as (page, log):
+        _open(page, out)
+        for chart in page.locator("#charts .chart").all():  # the trainer step across, the metric up
+            assert chart.locator("svg text.x-label").text_content() == "step"
+            assert chart.locator("svg text.y-label").text_content() == chart.get_attribute("data-key")
+        page.click("#tabbtn-episodes")
+        head = page.eval_on_selector_all("#ep-head span", "s => s.map(x => x.textContent)")
+        assert head == ["step", "group/sample", "category", "task", "reward", "acc", "adv", "stop", "fmt"]  # one env
+        samples = page.eval_on_selector_all(".ep-row .c-grp", "s => s.map(x => x.lastChild.textContent)")
+        assert samples[:4] == ["/0", "/1", "/2", "/3"]  # the sample number shows, whatever the id's length
+        for row in page.eval_on_selector_all(".ep-row", ends):
+            assert [cls for cls, inside, _ in row] == ["c-step", "c-grp", "c-env", "c-task", "c-rew", "c-acc", "c-adv",
+                                                       "c-stop", "c-fmt"]
+            assert all(inside for _, inside, _ in row), row  # none clipped by the pane
+            assert all(width >= 20 for _, _, width in row), row
+        stops = page.eval_on_selector_all(".ep-row .c-stop",
+                                          "s => s.map(x => [x.textContent, x.scrollWidth <= x.clientWidth])")
+        assert ("token_budget", True) in {tuple(x) for x in stops}  # the longest stop reason reads whole
+        first = page.locator(".ep-row >> nth=0")
+        label = first.locator(".c-grp .gid").text_content()
+        page.click("#tabbtn-groups")
+        assert label in page.eval_on_selector_all(".grp-row .c-grp", "s => s.map(x => x.textContent)")
+        for row in page.eval_on_selector_all(".grp-row", ends):
+            assert all(inside for _, inside, _ in row), row
+        page.click(".grp-row >> nth=0")
+        page.screenshot(path=str(tmp_path / "groups-1400.png"))
+        page.click("#tabbtn-episodes")
+        page.click(".ep-row >> nth=1")
+        page.screenshot(path=str(tmp_path / "episodes-1400.png"))
+        page.click("#tabbtn-curves")
+        page.screenshot(path=str(tmp_path / "curves-1400.png"))
+    assert log.errors == [] and (tmp_path / "episodes-1400.png").stat().st_size > 10_000
+    # verl's uid (32 hex digits): cut to its first 8, the same in both lists and in the titles
+    uid = uuid.uuid4().hex
+    (tmp_path / "rec").mkdir()
+    (tmp_path / "rec" / "episodes-1.jsonl").write_text("".join(
+        json.dumps({"reward": float(k), "global_steps": 1, "group": uid, "sample": k, "stop_reason": "done",
+                    "segments": [{"who": "policy", "tokens": 1, "text": "x"}]}) + "\n" for k in range(2)))
+    out, _ = write_page(tmp_path / "rec", tmp_path / "rec.html")
+    with chromium(1400, 900) as (page, log):
+        _open(page, out)
+        page.click("#tabbtn-episodes")
+        assert page.eval_on_selector_all(".ep-row .c-grp", "s => s.map(x => x.textContent)") == [uid[:8] + "/0",
+                                                                                                    uid[:8] + "/1"]
+        assert page.get_attribute(".ep-row .c-grp >> nth=0", "title") == uid
+        page.click(".ep-row >> nth=0")
+        assert f"group {uid[:8]} " in page.inner_text("#ep-title") + " "
+        page.click("#tabbtn-groups")
+        assert page.text_content(".grp-row .c-grp") == uid[:8]
+        page.click(".grp-row >> nth=0")
+        assert page.inner_text("#group-title").startswith(f"group {uid[:8]} · step 1")
+    assert log.errors == []
+
+
 @pytest.mark.slow
 def test_a_served_page_follows_the_run(served_run):
     server, run = served_run

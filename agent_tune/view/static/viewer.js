@@ -28,6 +28,28 @@
     return node;
   }
 
+  // One way to show a GRPO group id (the Episodes and Groups lists, the titles): a long hex id (verl's uid) cut to
+  // its first 8 characters, any other id whole; a curriculum stage's prefix kept. The full id is the tooltip.
+  function groupLabel(name) {
+    const s = String(name);
+    const cut = s.lastIndexOf("/") + 1;
+    const id = s.slice(cut);
+    const hex = id.replace(/-/g, "");
+    return s.slice(0, cut) + (/^[0-9a-f]{16,}$/i.test(hex) ? hex.slice(0, 8) : id);
+  }
+
+  function listHead(box, columns) {
+    box.innerHTML = columns.map(([cls, text, title]) => `<span class="${cls}" title="${esc(title || text)}">${esc(text)}</span>`).join("");
+  }
+
+  let showEnv = true;
+  const EP_COLUMNS = [["c-step", "step"], ["c-grp", "group/sample", "GRPO group id / sample number"],
+    ["c-env", "env · category"], ["c-task", "task", "test or task id"], ["c-rew", "reward"], ["c-acc", "acc", "accuracy"],
+    ["c-adv", "adv", "GRPO advantage"], ["c-stop", "stop", "stop reason"], ["c-fmt", "fmt", "format errors"]];
+  const GROUP_COLUMNS = [["c-step", "step"], ["c-grp", "group", "GRPO group id"], ["c-task", "task", "test or task id"],
+    ["c-n", "n", "samples"], ["c-bars", "rewards"], ["c-rew", "mean"], ["c-acc", "σ", "standard deviation"],
+    ["c-sig", "signal", "rewards not all equal"]];
+
   const fmtNum = (x, d) => (x === null || x === undefined ? "–" : Number(x).toFixed(d === undefined ? 2 : d));
   const fmtSigned = (x) => (x === null || x === undefined ? "–" : (x >= 0 ? "+" : "") + x.toFixed(2));
 
@@ -78,7 +100,7 @@
       const key = (r[C.stage] || "") + "\u0001" + (r[C.step] === null ? "" : r[C.step]) + "\u0001" + r[C.group];
       let g = map.get(key);
       if (!g) {
-        g = { id: groups.length, step: r[C.step], stage: r[C.stage], name: r[C.group], members: [] };
+        g = { id: groups.length, step: r[C.step], stage: r[C.stage], name: r[C.group], task: r[C.task], members: [] };
         map.set(key, g);
         groups.push(g);
       }
@@ -178,6 +200,9 @@
     const stages = distinct("stage");
     if (stages.length) bar.append(select("f-stage", "stage", stages, "stage"));
     const envs = distinct("env");
+    showEnv = envs.length > 1; // one env: the column shows the category alone
+    EP_COLUMNS[2][1] = showEnv ? "env · category" : "category";
+    listHead($("#ep-head"), EP_COLUMNS);
     if (envs.length > 1) bar.append(select("f-env", "env", envs, "env"));
     const cats = distinct("category");
     if (cats.length) bar.append(select("f-cat", "category", cats, "cat"));
@@ -237,19 +262,19 @@
     const r = rows[i];
     const [lo, hi] = rewardRange;
     const width = Math.max(0, Math.min(100, ((r[C.reward] - lo) / (hi - lo || 1)) * 100));
-    const where = [r[C.env], r[C.category]].filter((x) => x !== null).join(" · ");
+    const where = [showEnv ? r[C.env] : null, r[C.category]].filter((x) => x !== null).join(" · ");
     const node = el("div", { class: "ep-row", "data-index": i, "data-reward": r[C.reward],
       "data-step": r[C.step] === null ? "" : r[C.step], title: `episode ${i}` });
     node.innerHTML =
       `<span class="c-step">${r[C.step] === null ? "" : "s" + r[C.step]}</span>` +
-      `<span class="c-grp">${esc(String(r[C.group]).slice(-8))}${r[C.sample] === null ? "" : "/" + r[C.sample]}</span>` +
-      `<span class="c-env">${esc(where)}</span>` +
-      `<span class="c-task">${esc(r[C.task] ?? "")}</span>` +
+      `<span class="c-grp" title="${esc(r[C.group])}"><span class="gid">${esc(groupLabel(r[C.group]))}</span>${r[C.sample] === null ? "" : "/" + r[C.sample]}</span>` +
+      `<span class="c-env" title="${esc(where)}">${esc(where)}</span>` +
+      `<span class="c-task" title="${esc(r[C.task] ?? "")}">${esc(r[C.task] ?? "")}</span>` +
       `<span class="c-rew"><i style="width:${width.toFixed(0)}%"></i>${fmtNum(r[C.reward])}</span>` +
-      `<span class="c-acc">${r[C.acc] === null ? "" : "acc " + fmtNum(r[C.acc], r[C.acc] % 1 ? 2 : 0)}</span>` +
+      `<span class="c-acc">${r[C.acc] === null ? "" : fmtNum(r[C.acc], r[C.acc] % 1 ? 2 : 0)}</span>` +
       `<span class="c-adv">${adv[i] === null ? "" : fmtSigned(adv[i])}</span>` +
-      `<span class="c-stop">${esc(r[C.stop] ?? "")}</span>` +
-      `<span class="c-fmt">${r[C.fmt] > 0 ? "fmt " + r[C.fmt] : ""}</span>`;
+      `<span class="c-stop" title="${esc(r[C.stop] ?? "")}">${esc(r[C.stop] ?? "")}</span>` +
+      `<span class="c-fmt">${r[C.fmt] > 0 ? r[C.fmt] : ""}</span>`;
     return node;
   }
 
@@ -278,7 +303,7 @@
     const d = detailOf(i);
     const head = el("h2", { id: "ep-title", "data-index": i,
       text: [`episode ${i}`, r[C.stage] && `stage ${r[C.stage]}`, r[C.step] !== null && `step ${r[C.step]}`,
-        `group ${r[C.group]}`, r[C.sample] !== null && `sample ${r[C.sample]}`, r[C.env], r[C.category], r[C.task]]
+        `group ${groupLabel(r[C.group])}`, r[C.sample] !== null && `sample ${r[C.sample]}`, r[C.env], r[C.category], r[C.task]]
         .filter(Boolean).join(" · ") });
     const tabs = el("div", { class: "subtabs" });
     const body = el("div", { id: "ep-body" });
@@ -435,7 +460,7 @@
 
   function minibar(g) {
     const [lo, hi] = rewardRange;
-    return '<span class="minibar">' + g.members.map((i) => {
+    return '<span class="minibar c-bars">' + g.members.map((i) => {
       const x = (rows[i][C.reward] - lo) / (hi - lo || 1);
       return `<i style="background:rgba(var(--policy),${(0.15 + 0.85 * x).toFixed(2)})" title="${fmtNum(rows[i][C.reward])}"></i>`;
     }).join("") + "</span>";
@@ -444,10 +469,12 @@
   function groupRow(k) {
     const g = groups[groupView[k]];
     const node = el("div", { class: "grp-row", "data-signal": g.signal ? 1 : 0, "data-step": g.step === null ? "" : g.step });
-    const signal = g.members.length < 2 ? "" : g.signal ? '<span class="signal-yes">signal</span>' : '<span class="signal-no">no signal</span>';
+    const signal = g.members.length < 2 ? "" : g.signal ? '<span class="c-sig signal-yes">signal</span>' : '<span class="c-sig signal-no">no signal</span>';
     node.innerHTML = `<span class="c-step">${g.step === null ? "" : "s" + g.step}</span>` +
-      `<span class="c-task">${esc(g.name)}</span><span>${g.members.length}×</span>${minibar(g)}` +
-      `<span class="c-rew">${fmtNum(g.mean)}</span><span class="c-acc">σ ${fmtNum(g.std)}</span>${signal}`;
+      `<span class="c-grp" title="${esc(g.name)}"><span class="gid">${esc(groupLabel(g.name))}</span></span>` +
+      `<span class="c-task" title="${esc(g.task ?? "")}">${esc(g.task ?? "")}</span>` +
+      `<span class="c-n">${g.members.length}×</span>${minibar(g)}` +
+      `<span class="c-rew">${fmtNum(g.mean)}</span><span class="c-acc">${fmtNum(g.std)}</span>${signal}`;
     return node;
   }
 
@@ -458,7 +485,8 @@
     if (k >= 0) groupList.select(k);
     box.replaceChildren(el("p", { class: "hint", text: "loading…" }));
     await detailsReady;
-    const head = el("h2", { id: "group-title", text: `group ${g.name}` + (g.step !== null ? ` · step ${g.step}` : "") +
+    const head = el("h2", { id: "group-title", title: g.name, text: `group ${groupLabel(g.name)}` + (g.step !== null ? ` · step ${g.step}` : "") +
+      (g.task ? ` · ${g.task}` : "") +
       ` · ${g.members.length} samples · mean reward ${fmtNum(g.mean, 3)} · std ${fmtNum(g.std, 3)}` });
     const verdict = g.members.length < 2 ? "" : g.signal ? "rewards differ: this group carries a policy gradient"
       : "all rewards equal: no signal, every advantage is 0";
@@ -504,7 +532,7 @@
 
   function chart(key) {
     const pts = META.curves.rows.filter((r) => typeof r[key] === "number").map((r) => [r.step, r[key], !!r.val]);
-    const W = 640, H = 190, L = 44, R = 10, T = 10, B = 24;
+    const W = 640, H = 200, L = 56, R = 10, T = 10, B = 34;
     const stages = META.curves.stages || [];
     let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
     for (const [x, y] of pts) { x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y); }
@@ -524,6 +552,9 @@
     const ticks = [];
     for (let t = x0; t <= x1; t += every) ticks.push(t);
     for (const t of ticks) svg += `<text x="${sx(t)}" y="${H - B + 13}" text-anchor="middle">${t}</text>`;
+    // the axes named: the trainer step across, the metric up
+    svg += `<text class="axis-label x-label" x="${(L + W - R) / 2}" y="${H - 4}" text-anchor="middle">step</text>`;
+    svg += `<text class="axis-label y-label" text-anchor="middle" transform="translate(11 ${(T + H - B) / 2}) rotate(-90)">${esc(key)}</text>`;
     for (const s of stages.slice(1)) {
       const x = sx(s.first - 0.5);
       svg += `<line class="stage" x1="${x}" x2="${x}" y1="${T}" y2="${H - B}"/>`;
@@ -654,6 +685,7 @@
 
   function start() {
     app.dataset.kind = META.kind;
+    listHead($("#group-head"), GROUP_COLUMNS);
     $("#title").textContent = META.title;
     document.title = `agent-tune view · ${META.title}`;
     buildTabs();
