@@ -72,6 +72,15 @@ def _check_view(ckpt: Path, out: Path) -> None:
     assert len(logged) == 24 and {r["global_steps"] for r in logged} == {1, 2, 3}
     assert len({r["group"] for r in logged}) == 6  # 2 prompts a step, 4 samples each
     assert all(r["stop_reason"] and r["segments"] and r["messages"] for r in logged)
+    # token lists for groups that carried signal, whole: every step that had such a group shows one (one agent-loop
+    # worker on CPU, so each group is played whole in one process)
+    groups: dict[tuple, list[dict]] = {}
+    for r in logged:
+        groups.setdefault((r["global_steps"], r["group"]), []).append(r)
+    signal = {key for key, rs in groups.items() if len({r["reward"] for r in rs}) > 1}
+    tokens = {key for key, rs in groups.items() if any("response_ids" in r for r in rs)}
+    assert tokens <= signal and all(all("response_ids" in r for r in groups[key]) for key in tokens)
+    assert {step for step, _ in tokens} == {step for step, _ in signal}
     page_file, view = write_page(ckpt, out / "view.html")
     assert len(view.table) == 24
     if missing_browser() is not None:
