@@ -117,18 +117,26 @@ def _metric_rows(path: Path, offset: int = 0, stage: str | None = None, val: boo
     return rows
 
 
-def _saved_option(run: Path, key: str) -> Any:
-    """``agent_tune.<key>`` of the run's saved config (``train_config.yaml``), read where the folder is now (its
-    paths into the run moved along: :func:`agent_tune.utils.run_paths.load_run_config`), or ``None``."""
-    path = run / RUN_CONFIG
-    if not path.is_file():
-        return None
-    from omegaconf import OmegaConf
+class _SavedOptions:
+    """``agent_tune.<key>`` of the run's saved config (``train_config.yaml``), read once, where the folder is now
+    (its paths into the run moved along: :func:`agent_tune.utils.run_paths.load_run_config`)."""
 
-    try:
-        return OmegaConf.select(load_run_config(path), f"agent_tune.{key}", default=None)
-    except Exception:  # a config that does not load is the trainer's business, not the viewer's
-        return None
+    def __init__(self, run: Path) -> None:
+        self.config = None
+        if (run / RUN_CONFIG).is_file():
+            try:
+                self.config = load_run_config(run / RUN_CONFIG)
+            except Exception:  # a config that does not load is the trainer's business, not the viewer's
+                pass
+
+    def get(self, key: str) -> Any:
+        """The value (``None``: no config, no such key, or a value that does not resolve)."""
+        from omegaconf import OmegaConf
+
+        try:
+            return None if self.config is None else OmegaConf.select(self.config, f"agent_tune.{key}", default=None)
+        except Exception:  # noqa: BLE001 - as above
+            return None
 
 
 def _dump_files(folder: Path) -> list[Path]:
@@ -148,9 +156,10 @@ class RunFolder(Source):
         self.stage = stage
         self.step_offset = step_offset
         self.title = str(folder)
-        self.tool_parser = str(_saved_option(folder, "tool_parser") or DEFAULT_TOOL_PARSER)
-        self.recording_off = _saved_option(folder, "episodes.enable") is False
-        saved = _saved_option(folder, "episodes.dir")
+        options = _SavedOptions(folder)
+        self.tool_parser = str(options.get("tool_parser") or DEFAULT_TOOL_PARSER)
+        self.recording_off = options.get("episodes.enable") is False
+        saved = options.get("episodes.dir")
         episodes = Path(str(saved)) if saved else folder / EPISODES_DIR
         if not episodes.is_dir() and (folder / EPISODES_DIR).is_dir():
             episodes = folder / EPISODES_DIR  # saved outside the run and not there: the copy beside the run
@@ -168,7 +177,7 @@ class RunFolder(Source):
 
     def none_found(self) -> str:
         if self.recording_off:
-            why = "the run recorded none (agent_tune.episodes.enable=false in its train_config.yaml)"
+            why = "the run recorded none: agent_tune.episodes.enable=false in its train_config.yaml"
         elif not self.episodes.is_dir():
             why = "no such folder"
         else:
@@ -316,7 +325,9 @@ def _first_row(path: Path) -> dict[str, Any] | str:
                 if line.strip():
                     row = json.loads(line)
                     return row if isinstance(row, dict) else "its first line is JSON but not an object"
-    except (ValueError, OSError, EOFError):
+    except EOFError:  # a gzip member cut short (a writer killed or still writing): the reader's business
+        return ""
+    except (ValueError, OSError):
         return "not JSON lines"
     return ""
 

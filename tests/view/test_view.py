@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from agent_tune.rollout.records import read_folder
 from agent_tune.view.page import View, render_page
@@ -229,8 +230,6 @@ def test_the_server_hands_a_polling_page_what_the_run_added(served_run):
 def _run_with_saved_config(folder: Path, synthetic_run, old_format: bool = False) -> Path:
     """A copy of the synthetic run with the config its training child ran saved beside it, as the launcher saves
     it (``old_format``: absolute paths, as launchers before paths were saved relative wrote it)."""
-    from omegaconf import OmegaConf
-
     from agent_tune.utils.run_paths import save_run_config
 
     shutil.copytree(synthetic_run.folder, folder)
@@ -267,6 +266,11 @@ def test_a_run_without_episodes_says_where_it_looked(tmp_path, synthetic_run):
     (run / "episodes").mkdir()
     assert open_source(run).none_found().endswith("no episodes-*.jsonl.gz in it yet: the run has not finished "
                                                   "an episode)")
+    config = OmegaConf.load(run / "train_config.yaml")
+    config.agent_tune.episodes.enable = False
+    OmegaConf.save(config, run / "train_config.yaml")
+    assert open_source(run).none_found().endswith("(the run recorded none: agent_tune.episodes.enable=false in its "
+                                                  "train_config.yaml)")
 
 
 def test_a_file_that_is_not_episode_records_is_refused_naming_what_it_is(tmp_path):
