@@ -22,7 +22,8 @@ A subclass writes ``reset`` (calling ``super().reset()``), ``act`` and ``outcome
 ``act`` from ``call_tool`` (and ``on_answer``); :class:`WholeTextEnv` is the tier for envs that read the whole
 generation. How an episode fails is the contract's: :meth:`Step.fail` (or :meth:`EpisodeStatus.fail` outside a
 step) records the error and the stop reason (never over the runner's), tells the policy and ends the episode;
-the record carries ``error`` and ``tool_errors`` (``status.tool_errors``, counted by the env). Concurrency comes from the episode runner: it awaits
+the record carries ``error`` and ``tool_errors`` (``status.tool_errors``, counted by the env).
+Concurrency comes from the episode runner: it awaits
 :meth:`BaseToolEnv.astep` of many episodes at once; an ``async def act`` is awaited on its event loop, a plain
 one runs with its whole step in :func:`env_executor`'s threads, so it may block.
 
