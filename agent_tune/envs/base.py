@@ -56,7 +56,7 @@ from typing import Any, Awaitable, Callable, ClassVar, Literal, Mapping, Sequenc
 
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.report import EvalReport
-from agent_tune.errors import EnvError
+from agent_tune.errors import BackendGoneError, EnvError
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse, ToolCall
 from agent_tune.sync import run_sync
@@ -81,6 +81,15 @@ class StopReason(str, enum.Enum):
     SERVER_ERROR = "server_error"  # a backend the env waits on failed (MCP / OpenEnv server, tau2's user)
     TIMEOUT = "timeout"  # a call or the start got no answer within call_timeout / start_timeout (time_limits.py)
     ENV_ERROR = "env_error"  # the env, or the framework it adapts, could not go on (tau2's agent_error, SkyRL)
+
+    @classmethod
+    def of(cls, exc: BaseException) -> StopReason:
+        """The reason a failure ``exc`` ends an episode with: ``timeout`` for no answer in time (a ``TimeoutError``,
+        or a :class:`~agent_tune.errors.BackendGoneError` that timed out), ``server_error`` for a backend gone,
+        ``env_error`` for anything else."""
+        if isinstance(exc, TimeoutError) or getattr(exc, "timed_out", False):
+            return cls.TIMEOUT
+        return cls.SERVER_ERROR if isinstance(exc, BackendGoneError) else cls.ENV_ERROR
 
     @property
     def by_runner(self) -> bool:
