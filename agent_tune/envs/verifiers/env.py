@@ -542,7 +542,7 @@ class VerifiersEnv(WholeTextEnv):
         step.format_errors += 1
         step.fail(StopReason.ENV_ERROR, why, f"Error: the environment could not process the response ({why})")
 
-    def _crashed(self) -> bool:
+    def _rollout_failed(self) -> bool:
         """The rollout failed outside verifiers' own error rule (which keeps its error in ``state["error"]`` and is
         scored): a failure the episode recorded, none in the state. Such a rollout is not scored."""
         return self.status.error is not None and self.state.get("error") is None
@@ -579,7 +579,7 @@ class VerifiersEnv(WholeTextEnv):
         if self._scored is not None:
             return self._scored
         extras: dict[str, Any] = {"verifiers_env": self.environment}
-        crashed = self._crashed()
+        crashed = self._rollout_failed()
         try:
             self._wait(self._finish() if crashed else self._score())
         except EnvTimeoutError:  # the time-limit rule: scoring is a call too
