@@ -338,6 +338,20 @@ def test_the_step_limit_ends_a_text_episode(guess_url: str) -> None:
     assert SERVED_REWARDS["limit"] == [-0.1, -0.1] and end.reward == pytest.approx(-0.2)
 
 
+def test_the_last_allowed_text_action_is_taken_and_can_win(guess_url: str) -> None:
+    """Text mode is the whole-text tier: the step limit is applied after the action, so the right last guess wins."""
+    env = guess_env(guess_url, max_steps=2)
+    try:
+        assert type(env).__name__ == "OpenEnvTextEnv" and isinstance(env, OpenEnvEnv)
+        env.reset(target=7, episode_id="last")
+        assert not env.step("3").done
+        end = env.step("7")
+    finally:
+        env.close()
+    assert end.done and end.info["stop_reason"] == "done" and end.info["openenv_done"] is True
+    assert SERVED_REWARDS["last"] == [-0.1, 1.0] and end.reward == pytest.approx(0.9)
+
+
 def test_a_server_that_hangs_ends_the_episode_within_the_timeout(guess_url: str) -> None:
     env = guess_env(guess_url, call_timeout=1.0)
     try:

@@ -79,6 +79,7 @@ from agent_tune.envs.base import (
     Step,
     StopReason,
     ToolResult,
+    WholeTextEnv,
 )
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import check_limits, function_tool, refusal
@@ -359,17 +360,6 @@ class OpenEnvEnv(BaseToolEnv):
             self.server_done = step.done = True
 
     # ------------------------------------------------------------------ text mode
-    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        """Text mode: the whole response, reasoning stripped, is the action (no call blocks); tools: the parser."""
-        if self.mode == "tools":
-            return super().extract_tool_calls(raw_response)
-        _, content = self.parser.reasoning_parser.parse(raw_response)
-        return ParsedResponse(content=content.strip())
-
-    def stop(self, raw_response: str) -> bool:
-        """Text mode: every generation is an action (taken in :meth:`act`)."""
-        return self.mode == "text" or super().stop(raw_response)
-
     async def _act_text(self, step: Step) -> None:
         self.status.num_calls += 1
         try:
@@ -388,8 +378,6 @@ class OpenEnvEnv(BaseToolEnv):
             step.messages.append({"role": "user", "content": observation_text(result.observation,
                                                                               self.observation_field)})
             self.status.turns_completed += 1
-        if not step.done and self.status.num_steps >= self.max_steps:
-            step.done, self.status.stop_reason = True, StopReason.STEP_LIMIT
 
     # ------------------------------------------------------------------ tools mode
     async def _act_tools(self, step: Step) -> None:
@@ -464,6 +452,21 @@ class OpenEnvEnv(BaseToolEnv):
         if client is not None:
             with contextlib.suppress(BaseException):
                 wait(client.close(), 5.0)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> OpenEnvEnv:
+        # one registered env, two tiers: text mode acts on the whole generation (OpenEnvTextEnv)
+        mode = kwargs.get("mode", args[1] if len(args) > 1 else "text")
+        return super().__new__(OpenEnvTextEnv if cls is OpenEnvEnv and mode == "text" else cls)
+
+
+class OpenEnvTextEnv(WholeTextEnv, OpenEnvEnv):
+    """``mode="text"`` (what ``OpenEnvEnv(...)`` builds for it): every generation is one action, taken in
+    :meth:`OpenEnvEnv.act`; the step limit is the whole-text tier's, so the last allowed action is taken."""
+
+    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
+        """The whole response, reasoning stripped and whitespace trimmed, is the action (no call blocks)."""
+        _, content = self.parser.reasoning_parser.parse(raw_response)
+        return ParsedResponse(content=content.strip())
 
 
 __all__ = ["OpenEnvEnv", "client_class", "observation_text", "tool_result_text"]
