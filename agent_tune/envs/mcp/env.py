@@ -70,6 +70,7 @@ from agent_tune.envs.time_limits import (
     StartTimeoutError,
     TimeLimits,
     call_in_thread,
+    step_time_limit,
 )
 from agent_tune.errors import BackendGoneError, error_text
 from agent_tune.parsing import ToolCall, get_tool_parser
@@ -343,7 +344,7 @@ class MCPToolEnv(BaseToolEnv):
         if step.answer:
             step.end_turn()
         else:
-            timeout = self.call_timeout * (len(step.parsed.calls) + 1) + 10.0
+            timeout = step_time_limit(self.call_timeout, len(step.parsed.calls))
             try:  # a backstop: each call has its own call_timeout
                 await on_background_loop(self._run_step(step), timeout)
             except EnvTimeoutError as exc:

@@ -60,6 +60,7 @@ from agent_tune.envs.time_limits import (
     StartTimeoutError,
     TimeLimits,
     bounded,
+    step_time_limit,
     timeout_text,
 )
 from agent_tune.errors import BackendGoneError, error_text
@@ -231,7 +232,7 @@ class NemoGymEnv(BaseToolEnv):
         if step.answer:
             step.end_turn()
             return
-        timeout = (self.call_timeout + 1.0) * (len(step.parsed.calls) + 1) + _SLACK
+        timeout = step_time_limit(self.call_timeout, len(step.parsed.calls))
         try:
             await on_background_loop(self._run_calls(step), timeout)
         except Exception as exc:  # noqa: BLE001 - a backstop (each request has its own bound), or an adapter bug

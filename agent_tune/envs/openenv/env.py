@@ -89,6 +89,7 @@ from agent_tune.envs.time_limits import (
     EnvTimeoutError,
     StartTimeoutError,
     TimeLimits,
+    step_time_limit,
     timeout_text,
 )
 from agent_tune.errors import BackendGoneError, EnvError, error_text
@@ -431,7 +432,7 @@ class OpenEnvEnv(BaseToolEnv):
         if step.answer and self.mode == "tools":
             step.end_turn()
             return
-        timeout = (self.call_timeout + 3.0) * (len(step.parsed.calls) + 1) + 10.0
+        timeout = step_time_limit(self.call_timeout, len(step.parsed.calls))
         try:
             await on_background_loop(self._act(step), timeout)
         except Exception as exc:  # noqa: BLE001 - a backstop: each request has its own timeout
