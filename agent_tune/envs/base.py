@@ -309,9 +309,9 @@ class EpisodeStatus:
 
     def fail(self, reason: StopReason | None, why: str) -> None:
         """Record a failure: ``why`` is added to ``error`` (texts joined by ``; ``), and ``reason`` becomes the stop
-        reason unless the runner ended the episode or an earlier failure set one (``None``: an error that does not
-        end the episode, such as a tool's clean-up failing at the end). A failure recorded while the episode runs
-        ends it: at the end of the step that records it (:meth:`Step.fail` ends it at once), or, recorded at
+        reason unless the runner ended the episode or an earlier failure set one (``None``: the stop reason stays,
+        for an error recorded at the end, such as a tool's clean-up failing). A failure recorded while the episode
+        runs ends it: at the end of the step that records it (:meth:`Step.fail` ends it at once), or, recorded at
         ``reset``, at the next step, which is not acted on. Safe in :meth:`BaseToolEnv.outcome` (scoring that
         failed)."""
         self.error = why if self.error is None else f"{self.error}; {why}"
