@@ -14,6 +14,7 @@ status a command gives for them (:func:`exit_code`)::
     ├── DataError     3  an input file, row or dataset cannot be read or is malformed
     ├── SetupError    4  this machine lacks what the run needs: a package, a packaged file, a sandbox backend
     ├── EnvError      1  an environment misused or failed: a step without reset, a dead server or user
+    │   └── BackendGoneError  the server, session or process an env waits on is gone (or gave no answer)
     └── RolloutError  1  the episode runner, chat rendering, the inference server; a run stopped midway
 
 Any other exception a command reports exits 1 unless the command says otherwise (``agent-tune data`` and
@@ -59,6 +60,21 @@ class SetupError(AgentTuneError):
 
 class EnvError(AgentTuneError):
     """An environment misused (``step`` before ``reset``) or failed (its server, user or backend went away)."""
+
+
+class BackendGoneError(EnvError, RuntimeError):
+    """A backend an environment waits on (a server, a session, a tool process) is gone or failed, so the episode
+    cannot start or go on. ``timed_out``: it gave no answer in time (the time-limit rule) rather than failing."""
+
+    def __init__(self, message: str, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+def error_text(exc: BaseException) -> str:
+    """How an exception reads in an episode's ``error``: ``TypeName: message`` (the type alone without one)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class RolloutError(AgentTuneError):

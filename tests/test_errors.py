@@ -113,9 +113,10 @@ def test_every_exception_derives_from_one_branch_of_the_root(probe) -> None:
     assert not branches, f"on no branch or on several: {branches}"
 
 
-def test_the_errors_module_holds_the_root_and_its_branches_only(probe) -> None:
+def test_the_errors_module_holds_the_root_its_branches_and_the_env_contracts_error_only(probe) -> None:
     defined = {c["name"]: c["mro"][1] for c in probe["classes"] if c["where"].startswith("agent_tune.errors:")}
-    assert defined == {"AgentTuneError": "builtins.Exception", **{b: ROOT for b in BRANCHES}}
+    assert defined == {"AgentTuneError": "builtins.Exception", **{b: ROOT for b in BRANCHES},
+                       "BackendGoneError": "agent_tune.errors.EnvError"}
     assert set(EXIT_CODES) == {ConfigError, DataError, SetupError, EnvError, RolloutError}
 
 
@@ -137,8 +138,8 @@ BUILTINS = {
     "SFTDatasetError": "ValueError",
     "InstallError": "RuntimeError", "SandboxUnavailableError": "RuntimeError", "PidsCgroupUnavailable": "RuntimeError",
     "SmolLM2NotFoundError": "FileNotFoundError", "QwenVocabNotFoundError": "FileNotFoundError",
-    "EnvStateError": "RuntimeError", "EnvCheckError": "AssertionError", "OpenEnvServerError": "RuntimeError",
-    "ServerStartError": "RuntimeError", "ServerGoneError": "RuntimeError", "UserError": "RuntimeError",
+    "EnvStateError": "RuntimeError", "EnvCheckError": "AssertionError", "BackendGoneError": "RuntimeError",
+    "UserError": "RuntimeError",
     "EndpointUnavailableError": "ValueError", "UserUnavailableError": "ValueError",
     "TrajectoryError": "ValueError", "PromptTooLongError": "ValueError", "TemplateError": "ValueError",
     "UnshownFieldError": "ValueError", "TokenIdsUnavailableError": "RuntimeError", "EvalAbortedError": "RuntimeError",
@@ -176,6 +177,7 @@ CUSTOM: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "Interrupted": ((signal.SIGTERM,), {}),
     "EnvTimeoutError": ((5.0, "skyrl env gsm8k step"), {}),
     "StartTimeoutError": ((60.0, "skyrl env gsm8k start"), {}),
+    "BackendGoneError": (("connection lost: ConnectionClosed",), {"timed_out": True}),
 }
 
 

@@ -63,6 +63,7 @@ class SampleRecord:
     turns_completed: float | None
     zero_call: float | None
     truncated: float | None
+    tool_errors: float | None
     stop_reason: str | None  # how the episode ended (agent_tune.envs.base.StopReason's value)
     # collapse monitoring (verl_ext.agent_loop.collapse_fields)
     group: str | None  # the GRPO group

@@ -19,6 +19,7 @@ from agent_tune.envs.base import (
     StepResult,
     StopReason,
     ToolResult,
+    WholeTextEnv,
 )
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.checker import CheckReport, EnvCheckError, check_env
@@ -53,6 +54,7 @@ __all__ = [
     "TaskCatalogue",
     "ToolResult",
     "UnknownEnvError",
+    "WholeTextEnv",
     "check_env",
     "describe_envs",
     "env_names",

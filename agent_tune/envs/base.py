@@ -10,14 +10,20 @@ observation the model can read and a counted format error. docs/envs.md shows th
     guard        an episode must be running (else EnvStateError)
     parse        parsed = self.extract_tool_calls(raw)     # the configured parser, reasoning stripped once
     limit        the generation that reaches self.max_steps (if set) without answering ends the episode
+                 (WholeTextEnv: after act, so the last generation is read); a failure recorded at reset ends it
     act          self.act(step)                             # the env's hook; may be async
                  CallToolEnv: stop(raw)? -> on_answer(step), else call_tool(call) per decoded call
+                 a failure (step.fail / status.fail: why, the stop reason) ends the episode after act
     show         obs = self.format_tool_response(step.results) + step.messages
     count        steps, calls, format errors (of this step, and the episode's total), in self.status
     end          on the last step: self.outcome() -> reward, accuracy, progress, the env's extras
 
 A subclass writes ``reset`` (calling ``super().reset()``), ``act`` and ``outcome``; :class:`CallToolEnv` writes
-``act`` from ``call_tool`` (and ``on_answer``). Concurrency comes from the episode runner: it awaits
+``act`` from ``call_tool`` (and ``on_answer``); :class:`WholeTextEnv` is the tier for envs that read the whole
+generation. How an episode fails is the contract's: :meth:`Step.fail` (or :meth:`EpisodeStatus.fail` outside a
+step) records the error and the stop reason (never over the runner's), tells the policy and ends the episode;
+the record carries ``error`` and ``tool_errors`` (``status.tool_errors``, counted by the env).
+Concurrency comes from the episode runner: it awaits
 :meth:`BaseToolEnv.astep` of many episodes at once; an ``async def act`` is awaited on its event loop, a plain
 one runs with its whole step in :func:`env_executor`'s threads, so it may block.
 
@@ -50,7 +56,7 @@ from typing import Any, Awaitable, Callable, ClassVar, Literal, Mapping, Sequenc
 
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.report import EvalReport
-from agent_tune.errors import EnvError
+from agent_tune.errors import BackendGoneError, EnvError
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse, ToolCall
 from agent_tune.sync import run_sync
@@ -76,6 +82,15 @@ class StopReason(str, enum.Enum):
     TIMEOUT = "timeout"  # a call or the start got no answer within call_timeout / start_timeout (time_limits.py)
     ENV_ERROR = "env_error"  # the env, or the framework it adapts, could not go on (tau2's agent_error, SkyRL)
 
+    @classmethod
+    def of(cls, exc: BaseException) -> StopReason:
+        """The reason a failure ``exc`` ends an episode with: ``timeout`` for no answer in time (a ``TimeoutError``,
+        or a :class:`~agent_tune.errors.BackendGoneError` that timed out), ``server_error`` for a backend gone,
+        ``env_error`` for anything else."""
+        if isinstance(exc, TimeoutError) or getattr(exc, "timed_out", False):
+            return cls.TIMEOUT
+        return cls.SERVER_ERROR if isinstance(exc, BackendGoneError) else cls.ENV_ERROR
+
     @property
     def by_runner(self) -> bool:
         """The runner ended the episode before the env did (``finalize`` scored it)."""
@@ -84,6 +99,8 @@ class StopReason(str, enum.Enum):
 
 _RUNNER_REASONS = frozenset({StopReason.TOKEN_BUDGET, StopReason.GENERATION_LIMIT, StopReason.EMPTY_GENERATION,
                              StopReason.ABORTED})
+# the endings a failure replaces (EpisodeStatus.fail); the runner's and an earlier failure's stand
+_OVERRIDABLE = frozenset({None, StopReason.DONE, StopReason.STEP_LIMIT})
 
 
 @dataclass
@@ -151,8 +168,9 @@ class EpisodeInfo:
     ``format_errors`` malformed or rejected call blocks of the whole episode; ``num_steps`` the env steps
     (generations the env consumed); ``num_calls`` the tool calls decoded (run or rejected);
     ``turns_completed`` the user turns the policy finished (a *turn* is always a user turn: one question and
-    every generation answering it); ``stop_reason`` how it ended (:class:`StopReason`). Reads like a mapping
-    (``info["accuracy"]``) over :meth:`as_dict`.
+    every generation answering it); ``stop_reason`` how it ended (:class:`StopReason`); ``tool_errors`` the
+    well-formed calls whose tool failed on its own (not format errors); ``error`` why the episode failed
+    (:meth:`EpisodeStatus.fail`), else ``None``. Reads like a mapping (``info["accuracy"]``) over :meth:`as_dict`.
     """
 
     accuracy: float
@@ -163,17 +181,25 @@ class EpisodeInfo:
     turns_completed: int
     stop_reason: StopReason = StopReason.DONE
     extras: dict[str, Any] = field(default_factory=dict)
+    tool_errors: int = 0
+    error: str | None = None
 
     CORE_KEYS: ClassVar[tuple[str, ...]] = (
         "accuracy", "progress", "format_errors", "num_steps", "num_calls", "turns_completed",
     )
 
     def as_dict(self) -> dict[str, Any]:
-        """The flat record (extras first, so a core key always holds the core value; ``stop_reason`` as its text)."""
+        """The flat record (extras first, so a core key always holds the core value; ``stop_reason`` as its text;
+        ``tool_errors`` and ``error`` only when there are some, so the records of envs whose tools cannot fail
+        keep their keys)."""
         out = dict(self.extras)
         out.update(accuracy=self.accuracy, progress=self.progress, format_errors=self.format_errors,
                    num_steps=self.num_steps, num_calls=self.num_calls, turns_completed=self.turns_completed,
                    stop_reason=self.stop_reason.value)
+        if self.tool_errors:
+            out["tool_errors"] = self.tool_errors
+        if self.error is not None:
+            out["error"] = self.error
         return out
 
     def __getitem__(self, key: str) -> Any:
@@ -237,6 +263,17 @@ class Step:
             self.format_errors += 1
             self.results.append(ToolResult(undecodable_text(err.index, err.reason), error=True))
 
+    def fail(self, reason: StopReason, why: str, reply: ToolResult | str | None = None) -> None:
+        """End the episode on a failure (a backend gone, a call with no answer in time, the adapted env unable to
+        go on): :meth:`EpisodeStatus.fail` records ``why`` and ``reason``, and the policy is told: ``reply``, a
+        :class:`ToolResult` answering a call, or the text of a user message (default ``Error: <why>``)."""
+        self.status.fail(reason, why)
+        if isinstance(reply, ToolResult):
+            self.results.append(reply)
+        else:
+            self.messages.append({"role": "user", "content": f"Error: {why}" if reply is None else reply})
+        self.done = True
+
     def end_turn(self) -> None:
         """The policy answered without a call to run: its turn is done, and so is the episode; a broken call
         block in the answer is a format error."""
@@ -255,8 +292,10 @@ class EpisodeStatus:
     counts), how it ended (``stop_reason``: set by the env when it ends the episode for a reason other than
     :attr:`StopReason.DONE`, by the template at its step limit, by ``finalize``) and the trainer's global
     step playing it (``global_step``: verl's ``global_steps``, 0 for the validation before training; ``None``
-    outside training, which step-dependent rewards read as step 0). ``reset`` (the base's, which a subclass's
-    ``reset`` calls) starts a new status; the runner sets ``global_step`` before ``reset``."""
+    outside training, which step-dependent rewards read as step 0), the tool errors (``tool_errors``: calls
+    whose tool failed on its own; the env counts them) and why the episode failed (``error``: :meth:`fail`).
+    ``reset`` (the base's, which a subclass's ``reset`` calls) starts a new status; the runner sets
+    ``global_step`` before ``reset``."""
 
     running: bool = False
     num_steps: int = 0
@@ -265,6 +304,19 @@ class EpisodeStatus:
     turns_completed: int = 0
     stop_reason: StopReason | None = None
     global_step: int | None = None
+    tool_errors: int = 0
+    error: str | None = None
+
+    def fail(self, reason: StopReason | None, why: str) -> None:
+        """Record a failure: ``why`` is added to ``error`` (texts joined by ``; ``), and ``reason`` becomes the stop
+        reason unless the runner ended the episode or an earlier failure set one (``None``: the stop reason stays,
+        for an error recorded at the end, such as a tool's clean-up failing). A failure recorded while the episode
+        runs ends it: at the end of the step that records it (:meth:`Step.fail` ends it at once), or, recorded at
+        ``reset``, at the next step, which is not acted on. Safe in :meth:`BaseToolEnv.outcome` (scoring that
+        failed)."""
+        self.error = why if self.error is None else f"{self.error}; {why}"
+        if reason is not None and self.stop_reason in _OVERRIDABLE:
+            self.stop_reason = StopReason(reason)
 
 
 @dataclass(frozen=True)
@@ -341,11 +393,13 @@ class BaseToolEnv(ABC):
     parser: ResponseParser | None = None  # the inherited extract_tool_calls decodes with it
     tools: list[dict[str, Any]] | None = None  # the tool schemas visible now (format_tool_response shows them)
     # The template's step limit (None: none): the generation that reaches it ends the episode unless it answers;
-    # its calls are not run (no generation would read their results), as verl's ToolAgentLoop does at its limit.
+    # its calls are not run (no generation would read their results), as verl's ToolAgentLoop does at its limit
+    # (WholeTextEnv: the generation is acted on first).
     max_steps: int | None = None
     status: EpisodeStatus  # the episode's counts and the trainer step playing it (every instance has its own)
 
     _registered_as: ClassVar[str | None] = None  # the registered name (set by @register_env)
+    _limit_after_act: ClassVar[bool] = False  # the step limit is applied after act (WholeTextEnv), not before
     _async_act: ClassVar[bool] = False  # act is a coroutine function (set per subclass)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> BaseToolEnv:
@@ -440,6 +494,7 @@ class BaseToolEnv(ABC):
                 run_sync(self.act(step))  # type: ignore[arg-type]
             else:
                 self.act(step)
+            self._after_act(step)
         return self._close_step(step)
 
     async def astep(self, raw_response: str, token_ids: list[int] | None = None) -> StepResult:
@@ -452,6 +507,7 @@ class BaseToolEnv(ABC):
         step = self._open_step(raw_response, token_ids)
         if not step.done:
             await self.act(step)  # type: ignore[misc]
+            self._after_act(step)
         if step.done:  # outcome() may block (a verifier, tau2's evaluator)
             return await in_env_thread(self._close_step, step)
         return self._close_step(step)
@@ -492,11 +548,24 @@ class BaseToolEnv(ABC):
             raise TypeError(f"raw_response must be a str, got {type(raw_response).__name__}")
         status.num_steps += 1
         step = Step(raw_response, self.extract_tool_calls(raw_response), self.stop(raw_response), status, token_ids)
-        if not step.answer and self.max_steps is not None and status.num_steps >= self.max_steps:
+        if status.error is not None:  # a failure recorded at reset (EpisodeStatus.fail): ended, not acted on
+            step.done = True
+        elif (not step.answer and not self._limit_after_act and self.max_steps is not None
+              and status.num_steps >= self.max_steps):
             step.done, status.stop_reason = True, StopReason.STEP_LIMIT
         else:
             status.num_calls += len(step.parsed.calls)
         return step
+
+    def _after_act(self, step: Step) -> None:
+        """The endings the template applies after ``act``: a failure recorded during the step, then (the whole-text
+        tier) the step limit."""
+        if step.done:
+            return
+        if self.status.error is not None:
+            step.done = True
+        elif self._limit_after_act and self.max_steps is not None and self.status.num_steps >= self.max_steps:
+            step.done, self.status.stop_reason = True, StopReason.STEP_LIMIT
 
     def _close_step(self, step: Step) -> StepResult:
         self.status.format_errors += step.format_errors
@@ -522,6 +591,7 @@ class BaseToolEnv(ABC):
             progress=float(outcome.accuracy if outcome.progress is None else outcome.progress),
             format_errors=status.format_errors, num_steps=status.num_steps, num_calls=status.num_calls,
             turns_completed=status.turns_completed, stop_reason=status.stop_reason, extras=dict(outcome.extras),
+            tool_errors=status.tool_errors, error=status.error,
         )
         merged = episode.as_dict()
         merged.update(info)
@@ -552,3 +622,19 @@ class CallToolEnv(BaseToolEnv):
             step.format_errors += result.error
             step.results.append(result)
         step.answer_undecodable()
+
+
+class WholeTextEnv(BaseToolEnv):
+    """The tier for envs that act on the whole generation (another framework's env that parses its own text, a
+    game): no tool parsing (``extract_tool_calls`` gives the whole text as ``content``; an env with tools may still
+    parse), every generation reaches ``act`` (``stop`` is never true), and ``max_steps`` is applied *after*
+    ``act``: the generation that reaches it is always read, and ends the episode (``step_limit``) unless ``act``
+    ended it first."""
+
+    _limit_after_act = True
+
+    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
+        return ParsedResponse(content=raw_response)
+
+    def stop(self, raw_response: str) -> bool:
+        return False

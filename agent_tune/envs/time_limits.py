@@ -27,6 +27,10 @@ docstring when it derives another bound). The bounded calls:
   without cancelling it: for a result several episodes wait on, each within its own bound (a build shared by a
   process's episodes, a batch gathered from concurrent episodes).
 
+A step that makes several bounded calls to a remote server (an MCP server's tools, an OpenEnv session, a NeMo Gym
+server) is bounded as a whole too, as a backstop in case a call's own bound fails: :func:`step_time_limit`, one
+formula for every such env.
+
 Each raises :class:`EnvTimeoutError` (a ``TimeoutError``; defined in :mod:`agent_tune.sync`, re-exported here)
 naming what waited and for how long.
 """
@@ -59,6 +63,17 @@ class StartTimeoutError(EnvTimeoutError):
 def timeout_text(seconds: float, what: str = "") -> str:
     """How a timeout reads in an episode's ``error``: ``no answer in N s`` and, when given, what waited."""
     return EnvTimeoutError.text(seconds, what)
+
+
+STEP_CALL_SLACK = 3.0  # seconds a call's transport may take beyond its call_timeout (the waits add 1-2 s)
+STEP_SLACK = 10.0  # seconds the whole step may take beyond its calls (the hop to the background loop, the answers)
+
+
+def step_time_limit(call_timeout: float, calls: int) -> float:
+    """The bound of one step that makes ``calls`` bounded calls (a backstop: each call has its own
+    ``call_timeout``): ``(call_timeout + STEP_CALL_SLACK) * (calls + 1) + STEP_SLACK`` seconds, one call more than
+    the step decodes for what it waits on besides."""
+    return (float(call_timeout) + STEP_CALL_SLACK) * (int(calls) + 1) + STEP_SLACK
 
 
 def check_timeout(key: str, seconds: Any) -> float:
@@ -167,6 +182,7 @@ __all__ = [
     "call_in_thread",
     "check_timeout",
     "start_in_thread",
+    "step_time_limit",
     "timeout_text",
     "wait_future",
 ]

@@ -10,6 +10,7 @@ come from the env's final :class:`~agent_tune.envs.base.EpisodeInfo` and the run
 - ``num_generations``: policy generations in the episode (the runner's count)
 - ``zero_call``: 1.0 if the episode decoded no tool call at all (collapse watch: a policy that stops calling)
 - ``truncated``: 1.0 if the episode ended before the env said done (token budget, generation cap, ...)
+- ``tool_errors``: well-formed calls whose tool failed on its own (``EpisodeInfo.tool_errors``; not format errors)
 
 How the episode ended is its :class:`~agent_tune.envs.base.StopReason` (``EpisodeResult.stop_reason``), a word
 rather than a number: the training sample record and the eval record carry it as ``stop_reason``, and the step
@@ -35,6 +36,7 @@ METRIC_KEYS: tuple[str, ...] = (
     "turns_completed",
     "zero_call",
     "truncated",
+    "tool_errors",
 )
 
 
@@ -52,6 +54,8 @@ def episode_metrics(result: EpisodeResult) -> dict[str, float]:
         "turns_completed": float(info.get("turns_completed", 0) or 0),
         "zero_call": float(num_calls == 0),
         "truncated": float(result.stop_reason.by_runner),
+        "tool_errors": float(result.episode.tool_errors if result.episode is not None
+                             else info.get("tool_errors", 0) or 0),
     }
 
 

@@ -1,4 +1,5 @@
-"""One rule for reading a jsonl file: one JSON value per line, blank lines skipped, a bad line named."""
+"""One rule for reading a jsonl file (one JSON value per line, blank lines skipped, a bad line named), and one for
+making a value fit a JSON record (:func:`json_safe`)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,12 @@ def jsonl_lines(text: str, name: str, error: type[Exception] = ValueError) -> li
 def read_jsonl(path: str | Path, error: type[Exception] = ValueError) -> list[tuple[int, Any]]:
     """:func:`jsonl_lines` of the file at ``path`` (UTF-8), errors naming the path."""
     return jsonl_lines(Path(path).read_text(encoding="utf-8"), str(path), error)
+
+
+def json_safe(value: Any) -> Any:
+    """A JSON-serialisable copy of ``value`` for a record: what JSON cannot hold is written as its ``repr`` (the
+    whole value's repr when a key is neither a string nor a number)."""
+    try:
+        return json.loads(json.dumps(value, default=repr))
+    except (TypeError, ValueError):
+        return repr(value)

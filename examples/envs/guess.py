@@ -1,9 +1,10 @@
 """A stateful environment that acts on the whole generation: guess the number, told "higher" or "lower".
 
-The other tier of the contract from :mod:`examples.envs.calculator`: no tools, no ``call_tool``; the env writes the
-acting hook itself. Each generation is one guess (the last integer in the text); the env answers as the user
-("Higher." / "Lower."), and the episode ends on the right number (reward 1, less 0.1 per extra guess) or at
-``max_steps`` guesses (the template's step limit: stop reason ``step_limit``, reward 0). A generation without a
+The whole-text tier of the contract (:class:`~agent_tune.envs.WholeTextEnv`), beside the call-by-call one of
+:mod:`examples.envs.calculator`: no tools, no ``call_tool``; the env writes the acting hook itself. Each generation
+is one guess (the last integer in the text); the env answers as the user ("Higher." / "Lower."), and the episode
+ends on the right number (reward 1, less 0.1 per extra guess) or after ``max_steps`` guesses (the tier's step
+limit, applied after the guess is read: stop reason ``step_limit``, reward 0). A generation without a
 number is a format error, answered so the policy can read what went wrong. ``act`` could as well be
 ``async def`` (an env that waits on a server): the runner would await it on its event loop.
 
@@ -16,8 +17,7 @@ from __future__ import annotations
 import random
 import re
 
-from agent_tune.envs import BaseToolEnv, Observation, Outcome, Step, Task, TaskCatalogue, register_env
-from agent_tune.parsing import ParsedResponse
+from agent_tune.envs import Observation, Outcome, Step, Task, TaskCatalogue, WholeTextEnv, register_env
 
 _INTEGER = re.compile(r"-?\d+")
 
@@ -30,7 +30,7 @@ def guess_tasks(split: str, size: int = 32, low: int = 1, high: int = 100, seed:
 
 
 @register_env("guess")
-class GuessEnv(BaseToolEnv):
+class GuessEnv(WholeTextEnv):
     """Guess a secret integer; the env says "Higher." or "Lower." after each wrong guess."""
 
     description = "example: guess a number from higher/lower hints (a stateful env writing its own act)"
@@ -46,12 +46,6 @@ class GuessEnv(BaseToolEnv):
         self.secret, self.guesses = int(secret), []
         question = f"I am thinking of an integer between {low} and {high}. Guess it: answer with one number."
         return Observation(messages=[{"role": "user", "content": question}])
-
-    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        return ParsedResponse(content=raw_response)  # no tools: the whole text is the action
-
-    def stop(self, raw_response: str) -> bool:
-        return False  # every generation is a guess the env answers
 
     def act(self, step: Step) -> None:
         numbers = _INTEGER.findall(step.raw)

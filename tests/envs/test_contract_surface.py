@@ -9,7 +9,7 @@ import pytest
 
 import examples.envs.calculator  # noqa: F401  (registers "calculator")
 import examples.envs.guess  # noqa: F401  (registers "guess")
-from agent_tune.envs import BaseToolEnv, CallToolEnv, env_names, get_env_class
+from agent_tune.envs import BaseToolEnv, CallToolEnv, WholeTextEnv, env_names, get_env_class
 
 ROOT = Path(__file__).resolve().parents[2]
 # docs/envs.md's contract: what an env declares, writes or may override (plus status, set per instance)
@@ -25,6 +25,7 @@ def test_base_surface_is_the_documented_one_and_at_most_21_names() -> None:
     assert public == DECLARED | WRITTEN | TEMPLATE | {"status"}
     assert len(public) <= 21
     assert {n for n in dir(CallToolEnv) if not n.startswith("_")} - public == SIMPLE_TIER
+    assert {n for n in dir(WholeTextEnv) if not n.startswith("_")} == public - {"status"}  # a tier adds no name
 
 
 @pytest.mark.parametrize("name", sorted(env_names()))
@@ -32,7 +33,7 @@ def test_every_env_overrides_only_documented_hooks(name: str) -> None:
     cls = get_env_class(name)
     overridden: set[str] = set()
     for klass in cls.__mro__:
-        if klass in (BaseToolEnv, CallToolEnv):
+        if klass in (BaseToolEnv, CallToolEnv, WholeTextEnv):
             break
         overridden |= {n for n in vars(klass) if not n.startswith("_") and hasattr(CallToolEnv, n)}
     assert overridden <= DECLARED | WRITTEN | SIMPLE_TIER, f"{name} overrides {overridden - DECLARED - WRITTEN}"

@@ -38,7 +38,18 @@ def test_the_step_limit_ends_the_episode_unsolved() -> None:
     env.step("1")
     end = env.step("2")
     assert end.done and end.reward == 0.0 and end.episode.stop_reason is StopReason.STEP_LIMIT
-    assert end.info["stop_reason"] == "step_limit"
+    assert end.info["stop_reason"] == "step_limit" and end.info["guesses"] == [1, 2]
+    assert end.observation.messages == [{"role": "user", "content": "Higher."}]
+
+
+def test_the_last_allowed_guess_is_read() -> None:
+    """The step limit is applied after the guess: a right last guess wins (the whole-text tier)."""
+    env = GuessEnv(max_steps=3)
+    env.reset(secret=42)
+    assert not env.step("10").done and not env.step("20").done
+    end = env.step("42")
+    assert end.done and end.reward == pytest.approx(0.8) and end.episode.accuracy == 1.0
+    assert end.episode.stop_reason is StopReason.DONE and end.info["guesses"] == [10, 20, 42]
 
 
 def test_catalogue_is_reproducible() -> None:

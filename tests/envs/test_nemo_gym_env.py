@@ -5,7 +5,7 @@ the Python that has ``nemo-gym`` (``.venv-nemo-gym``: scripts/install_nemo_gym.s
 pins openai and mcp below vLLM's, so it cannot share agent-tune's venv). Checked: the contract, scripted episodes
 through the runner scored by the server's ``/verify``, each bad-input outcome counted, a server that hangs bounded by
 the time-limit rule (a call: stop reason ``timeout``; the start: ``StartTimeoutError``, an episode the runner records
-as not played), one that fails or is not there a ``server_error`` / :class:`NemoGymServerError`."""
+as not played), one that fails or is not there a ``server_error`` / :class:`~agent_tune.errors.BackendGoneError`."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ import httpx
 import pytest
 
 from agent_tune.envs import check_env, make_env
-from agent_tune.envs.nemo_gym.env import NemoGymEnv, NemoGymServerError, nemo_gym_tasks
+from agent_tune.envs.nemo_gym.env import NemoGymEnv, nemo_gym_tasks
 from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT, StartTimeoutError
+from agent_tune.errors import BackendGoneError
 from agent_tune.utils.typed_config import OptionError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -294,7 +295,7 @@ async def test_the_runner_records_a_start_that_timed_out_and_the_batch_goes_on(s
 def test_a_server_that_is_not_there_fails_the_reset_in_time() -> None:
     env = NemoGymEnv(base_url=f"http://127.0.0.1:{_free_port()}", start_timeout=1.0)
     t0 = time.monotonic()
-    with pytest.raises(NemoGymServerError, match="did not start an episode"):
+    with pytest.raises(BackendGoneError, match="did not start an episode"):
         env.reset(row=guess_row(1))
     assert time.monotonic() - t0 < 5.0
 

@@ -24,7 +24,8 @@ from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservatio
 from pydantic import Field  # noqa: E402
 
 from agent_tune.envs import check_env  # noqa: E402
-from agent_tune.envs.openenv.env import OpenEnvEnv, OpenEnvServerError  # noqa: E402
+from agent_tune.envs.openenv.env import OpenEnvEnv  # noqa: E402
+from agent_tune.errors import BackendGoneError  # noqa: E402
 
 # ---------------------------------------------------------------------------------------------- the served envs
 # What each served episode computed, by its episode_id (the server builds one env per WebSocket session).
@@ -247,7 +248,7 @@ def test_tools_episode_rewards_are_the_served_envs(tools_url: str) -> None:
     served = SERVED_REWARDS["rewards-tools"]
     assert served == [0.1, 0.1, 1.0]
     assert end.done and end.reward == pytest.approx(sum(served)) and end.info["accuracy"] == 1.0
-    assert end.info["calls_not_run"] == 1 and end.info["openenv_done"] is True and end.info["tool_errors"] == 0
+    assert end.info["calls_not_run"] == 1 and end.info["openenv_done"] is True and end.episode.tool_errors == 0
 
 
 def test_a_wrong_answer_scores_what_the_server_gave(tools_url: str) -> None:
@@ -337,6 +338,20 @@ def test_the_step_limit_ends_a_text_episode(guess_url: str) -> None:
     assert SERVED_REWARDS["limit"] == [-0.1, -0.1] and end.reward == pytest.approx(-0.2)
 
 
+def test_the_last_allowed_text_action_is_taken_and_can_win(guess_url: str) -> None:
+    """Text mode is the whole-text tier: the step limit is applied after the action, so the right last guess wins."""
+    env = guess_env(guess_url, max_steps=2)
+    try:
+        assert type(env).__name__ == "OpenEnvTextEnv" and isinstance(env, OpenEnvEnv)
+        env.reset(target=7, episode_id="last")
+        assert not env.step("3").done
+        end = env.step("7")
+    finally:
+        env.close()
+    assert end.done and end.info["stop_reason"] == "done" and end.info["openenv_done"] is True
+    assert SERVED_REWARDS["last"] == [-0.1, 1.0] and end.reward == pytest.approx(0.9)
+
+
 def test_a_server_that_hangs_ends_the_episode_within_the_timeout(guess_url: str) -> None:
     env = guess_env(guess_url, call_timeout=1.0)
     try:
@@ -367,7 +382,7 @@ def test_a_server_that_goes_away_ends_the_episode_and_fails_the_start_up_check()
         assert time.monotonic() - t0 < 8.0
     assert gone.done and gone.info["error"].startswith("connection lost") and gone.reward == pytest.approx(-0.1)
     assert gone.info["accuracy"] == 0.0 and "the environment server stopped" in gone.observation.messages[0]["content"]
-    with pytest.raises(OpenEnvServerError, match=f"OpenEnv server at {url} did not start an episode"):
+    with pytest.raises(BackendGoneError, match=f"OpenEnv server at {url} did not start an episode"):
         env.reset(target=1)
     env.close()
     with pytest.raises(ValueError, match=f"no OpenEnv server answers at {url}"):
@@ -382,7 +397,7 @@ def test_a_server_serving_one_session_fails_the_second_episode_clearly() -> None
         first, second = guess_env(url), guess_env(url)
         try:
             first.reset(target=3, episode_id="one-session")
-            with pytest.raises(OpenEnvServerError, match="refused another session .*max_concurrent_envs"):
+            with pytest.raises(BackendGoneError, match="refused another session .*max_concurrent_envs"):
                 second.reset(target=4)
             first.close()  # the session is free again
             second.reset(target=4, episode_id="one-session-2")

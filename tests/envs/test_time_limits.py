@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +119,16 @@ async def test_the_background_loops_waits_follow_the_rule() -> None:
         with pytest.raises(TimeoutError, match="the server's own") as caught:
             await waited
         assert not isinstance(caught.value, EnvTimeoutError)
+
+
+def test_one_step_bound_for_every_remote_tools_env() -> None:
+    """One formula bounds a step of mcp, openenv and nemo_gym: it grows with the calls and always leaves each call
+    its own call_timeout and more."""
+    from agent_tune.envs.time_limits import step_time_limit
+
+    assert step_time_limit(5, 0) == 18.0 and step_time_limit(5, 2) == 34.0
+    for calls in range(4):
+        assert step_time_limit(5, calls) > 5 * (calls + 1) + 1 * calls
+    root = Path(__file__).resolve().parents[2]
+    sources = {n: (root / "agent_tune" / "envs" / n / "env.py").read_text() for n in ("mcp", "openenv", "nemo_gym")}
+    assert all("step_time_limit(self.call_timeout, len(step.parsed.calls))" in s for s in sources.values())

@@ -110,6 +110,17 @@ def test_collapse_metrics_per_step(tmp_path: Path, caplog) -> None:
     assert "no GRPO group carries gradient" not in caplog.text
 
 
+def test_tool_errors_are_a_step_metric(tmp_path: Path) -> None:
+    """The env's tool errors (EpisodeInfo.tool_errors) reach metrics.jsonl as the step's mean per episode."""
+    log, samples, out = tmp_path / "verl.jsonl", tmp_path / "samples", tmp_path / "metrics.jsonl"
+    _write(samples / "samples-1.jsonl", [{**_episode("a", 0.0, 2, 2), "tool_errors": 3.0},
+                                         {**_episode("a", 1.0, 1, 2), "tool_errors": 0.0}])
+    _write(log, [{"step": 1, "data": {"critic/score/mean": 0.5}}])
+    [row] = StepMetricsWriter(log, samples, out).poll()
+    assert row["tool_errors"] == 1.5
+    assert json.loads(out.read_text().splitlines()[0])["tool_errors"] == 1.5
+
+
 def test_a_step_without_signal_is_logged_loudly(tmp_path: Path, caplog) -> None:
     log, samples, out = tmp_path / "verl.jsonl", tmp_path / "samples", tmp_path / "metrics.jsonl"
     _write(samples / "samples-1.jsonl", [_episode("a", 0.0, 0, 1), _episode("a", 0.0, 0, 1),

@@ -191,7 +191,8 @@ def test_sample_record_is_the_episode_record() -> None:
         "global_steps": 2, "split": "train", "data_source": "bfcl", "task": 'bfcl:{"test_id": "t"}', "reward": 0.75,
         "prompt_length": 3, "response_length": 3, "acc": 0.5, "progress": 0.5, "format_errors": 1.0,
         "num_calls": 2.0, "num_steps": 3.0, "num_generations": 3.0, "turns_completed": 1.0, "zero_call": 0.0,
-        "truncated": 0.0, "stop_reason": "done", "group": "u7", "valid_calls": 2, "format_error_generations": 1}
+        "truncated": 0.0, "tool_errors": 0.0,
+        "stop_reason": "done", "group": "u7", "valid_calls": 2, "format_error_generations": 1}
     assert SampleRecord.from_dict(record.as_dict()) == record
     # no global_steps kwarg (verl's async trainers): one past the server's newest weight version; no split: train
     async_row = {"extra_info": {"index": 4, "env": extra["env"]}}

@@ -20,7 +20,8 @@ COLLAPSE_KEYS = ("group", "valid_calls", "format_error_generations")
 FULL = {"global_steps": 3, "split": "train", "data_source": "bfcl", "task": 'bfcl:{"test_id": "t"}', "reward": 0.5,
         "prompt_length": 120, "response_length": 40, "acc": 1.0, "progress": 0.5, "format_errors": 0.0,
         "num_calls": 2.0, "num_steps": 2.0, "num_generations": 3.0, "turns_completed": 1.0, "zero_call": 0.0,
-        "truncated": 0.0, "stop_reason": "done", "group": "uid-1", "valid_calls": 2, "format_error_generations": 0}
+        "truncated": 0.0, "tool_errors": 0.0,
+        "stop_reason": "done", "group": "uid-1", "valid_calls": 2, "format_error_generations": 0}
 
 
 def test_fields_are_the_row_keys_the_metric_keys_and_the_collapse_keys() -> None:

@@ -45,7 +45,7 @@ Bad input, each a counted outcome, never a crash or a hang:
   :mod:`agent_tune.envs.time_limits`), scored 0; the env and tools not built within ``start_timeout`` at an
   episode's start: ``reset`` raises ``StartTimeoutError``, which the runner counts as an episode not played (stop
   reason ``timeout``); the build goes on, shared by the process's later episodes;
-* a reward function that raises: reward 0, its error in ``reward_error`` (``env_error``).
+* a reward function that raises: reward 0, its error in ``reward_error`` and ``error`` (``env_error``).
 
 The catalogue (:mod:`.tasks`) reads the dataset files an Agent-R1 preprocessing script writes; a task's reset kwargs
 are ``{"row": JSON text}``.
@@ -66,7 +66,7 @@ from agent_tune.envs.agent_r1.loading import (
     shared_key,
 )
 from agent_tune.envs.agent_r1.tasks import ROW_FIELDS, agent_r1_tasks, row_prompt
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
+from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.time_limits import (
@@ -82,8 +82,9 @@ from agent_tune.envs.time_limits import (
     timeout_text,
     wait_future,
 )
-from agent_tune.parsing import ParsedResponse
+from agent_tune.errors import error_text
 from agent_tune.utils.imports import import_object
+from agent_tune.utils.jsonl import json_safe
 from agent_tune.utils.typed_config import OptionError
 
 # Keys of a score dict that say the answer is correct (true, or a number >= 1).
@@ -109,13 +110,6 @@ def _check_options(stop: Any, max_steps: Any, env_kwargs: Any) -> None:
         raise OptionError("env_kwargs", f"must be a mapping, got {type(env_kwargs).__name__}")
     if "tools" in env_kwargs:
         raise OptionError("env_kwargs.tools", "give the env's tools with the `tools` option")
-
-
-def _json_safe(value: Any) -> Any:
-    try:
-        return json.loads(json.dumps(value, default=repr))
-    except (TypeError, ValueError):
-        return repr(value)
 
 
 def _step_output(out: Any) -> tuple[str, list[bool], bool]:
@@ -146,7 +140,7 @@ def _call_name(call: Any, tools: Sequence[Any]) -> str:
 
 
 @register_env("agent_r1")
-class AgentR1Env(BaseToolEnv):
+class AgentR1Env(WholeTextEnv):
     """An Agent-R1 ``BaseToolEnv`` and its tools: the env steps the raw text, its answer is appended as it is."""
 
     description: ClassVar[str] = ("any Agent-R1 tool env (module:Class) with its tools: raw-text steps "
@@ -191,7 +185,7 @@ class AgentR1Env(BaseToolEnv):
         self.env_kwargs = dict(env_kwargs)
         self.reward_fn = _load_reward_fn(reward_fn) if reward_fn is not None else None
         self.custom_system_prompt = bool(custom_system_prompt)
-        self.step_limit = None if max_steps is None else int(max_steps)  # not the template's: the last one is stepped
+        self.max_steps = None if max_steps is None else int(max_steps)  # the tier's: the last one is stepped
         self.stop_strings = tuple(stop)
         # reset may wait for the process's first build of the env and its tools: the runner calls it off its loop
         self.sampler_hints = SamplerHints(stop=self.stop_strings, include_stop_str_in_output=True,
@@ -244,8 +238,6 @@ class AgentR1Env(BaseToolEnv):
     def _reset_episode(self, task: Mapping[str, Any]) -> None:
         self.task = dict(task)
         self.segments: list[str] = []
-        self.tool_failures = 0
-        self.error: str | None = None
 
     def reset(self, prompt: Sequence[Mapping[str, Any]] | str | None = None,
               reward_model: Mapping[str, Any] | None = None, data_source: str | None = None,
@@ -296,13 +288,6 @@ class AgentR1Env(BaseToolEnv):
             return [{**messages[0], "content": messages[0]["content"] + system_prompt}, *messages[1:]]
         return [{"role": "system", "content": system_prompt}, *messages]
 
-    # the Agent-R1 env parses its own text: every generation reaches act
-    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        return ParsedResponse(content=raw_response)
-
-    def stop(self, raw_response: str) -> bool:
-        return False
-
     def format_tool_response(self, results: Sequence[Any]) -> Observation:
         """The env's ``tool_response``, appended as it is."""
         return Observation(text=results[0]) if results else Observation()
@@ -318,11 +303,11 @@ class AgentR1Env(BaseToolEnv):
             response, success, active = _step_output(out)
             stopped = bool(stopped)
         except EnvTimeoutError as exc:  # the time-limit rule; the abandoned call's thread keeps only itself
-            return self._failed(step, timeout_text(exc.seconds, f"agent_r1 env {self.env_path} {stage[0]}"),
-                                StopReason.TIMEOUT)
+            return step.fail(StopReason.TIMEOUT, timeout_text(exc.seconds, f"agent_r1 env {self.env_path} {stage[0]}"))
         except Exception as exc:  # noqa: BLE001 - the env failed on the policy's text: counted, never a crash
-            return self._failed(step, f"agent_r1 env {self.env_path}: {stage[0]} failed ({type(exc).__name__}: {exc})",
-                                StopReason.ENV_ERROR, format_error=True)
+            step.format_errors += 1
+            return step.fail(StopReason.ENV_ERROR,
+                             f"agent_r1 env {self.env_path}: {stage[0]} failed ({error_text(exc)})")
         calls = list(calls) if isinstance(calls, (list, tuple)) else []
         undecodable = sum(c is None for c in calls)
         unread = not calls and any(step.raw.endswith(s) for s in self.stop_strings)
@@ -332,33 +317,22 @@ class AgentR1Env(BaseToolEnv):
         step.info.update(calls=[_call_name(c, tools) for c in decoded[:len(success)]], tool_success=success,
                          active=active, stopped=stopped)
         self.status.num_calls += len(success)
-        self.tool_failures += success.count(False)
+        self.status.tool_errors += success.count(False)
         if not active or stopped:
             step.done = True
             self.status.turns_completed = 1
             return None
         step.results.append(response)
-        if self.step_limit is not None and self.status.num_steps >= self.step_limit:
-            step.done, self.status.stop_reason = True, StopReason.STEP_LIMIT
-        else:
-            self.segments.append(response)
+        self.segments.append(response)
         return None
-
-    def _failed(self, step: Step, error: str, reason: StopReason, format_error: bool = False) -> None:
-        """The env could not go on: the episode ends here (``reason``: ``env_error``, or ``timeout``), its error
-        recorded."""
-        self.error = error
-        step.format_errors += format_error
-        step.info["error"] = error
-        self.status.stop_reason = reason
-        step.done = True
 
     def outcome(self) -> Outcome:
         """The reward function on the response (see the module docstring); an episode the env failed scores 0."""
-        extras: dict[str, Any] = {"agent_r1_env": self.env_path, "tool_failures": self.tool_failures}
-        if self.error is not None:
-            extras["error"] = self.error
+        extras: dict[str, Any] = {"agent_r1_env": self.env_path, "tool_failures": self.status.tool_errors}
+        if self.status.error is not None:
             return Outcome(0.0, 0.0, extras=extras)
+        # the answer of a generation that hit the step limit was never shown to the policy: not part of the response
+        segments = self.segments[:-1] if self.status.stop_reason is StopReason.STEP_LIMIT else self.segments
         fn = self.reward_fn
         if fn is None and self.r1 is not None and callable(getattr(self.r1.env, "compute_score", None)):
             fn = self.r1.env.compute_score
@@ -367,19 +341,17 @@ class AgentR1Env(BaseToolEnv):
             return Outcome(0.0, 0.0, extras=extras)
         task = self.task
         try:
-            score = call_in_thread(lambda: fn(data_source=task["data_source"], solution_str="".join(self.segments),
+            score = call_in_thread(lambda: fn(data_source=task["data_source"], solution_str="".join(segments),
                                               ground_truth=task["ground_truth"], extra_info=task["extra_info"]),
                                    timeout=self.limits.call_timeout, what=f"agent_r1 env {self.env_path} reward")
             reward, accuracy, more = self._read_score(score)
         except EnvTimeoutError as exc:  # the scoring is a call too: the time-limit rule's outcome
-            extras["error"] = str(exc)
-            if not self.status.stop_reason.by_runner:
-                self.status.stop_reason = StopReason.TIMEOUT
+            self.status.fail(StopReason.TIMEOUT, str(exc))
             return Outcome(0.0, 0.0, extras=extras)
         except Exception as exc:  # noqa: BLE001 - a reward function's failure is counted, the episode scores 0
-            extras["reward_error"] = f"{type(exc).__name__}: {exc}"
-            if not self.status.stop_reason.by_runner:
-                self.status.stop_reason = StopReason.ENV_ERROR
+            extras["reward_error"] = error_text(exc)
+            self.status.fail(StopReason.ENV_ERROR, f"agent_r1 env {self.env_path}: the reward function failed "
+                                                   f"({extras['reward_error']})")
             return Outcome(0.0, 0.0, extras=extras)
         if more:
             extras["reward_extra"] = more
@@ -392,7 +364,7 @@ class AgentR1Env(BaseToolEnv):
         if isinstance(score, Mapping):
             if "score" not in score:
                 raise TypeError(f"the reward function returned a dict without 'score': {dict(score)!r:.200}")
-            more = {str(k): _json_safe(v) for k, v in score.items() if k != "score"}
+            more = {str(k): json_safe(v) for k, v in score.items() if k != "score"}
             value = score["score"]
         else:
             value = score

@@ -9,8 +9,9 @@ submit coroutines to that loop and wait for them with a deadline, so a batch of 
 and no call can hang a rollout: every request has the call timeout, the start has the start timeout (the
 time-limit rule, :mod:`agent_tune.envs.time_limits`: a start that times out raises ``StartTimeoutError``).
 
-Errors: :class:`ServerStartError` (the server never answered ``initialize``: the command, its exit and the tail of
-its stderr), :class:`ServerGoneError` (the connection closed or the server stopped answering mid-episode).
+Errors: :class:`~agent_tune.errors.BackendGoneError`, the contract's: the server did not start (never answered
+``initialize``: the command, its exit and the tail of its stderr), or went away mid-episode (the connection closed,
+or it stopped answering: ``timed_out``).
 """
 
 from __future__ import annotations
@@ -36,19 +37,11 @@ from agent_tune.envs.time_limits import (
     StartTimeoutError,
     timeout_text,
 )
-from agent_tune.errors import EnvError
+from agent_tune.errors import BackendGoneError, error_text
 from agent_tune.sync import background_loop, submit, wait
 from agent_tune.utils.typed_config import ConfigModel, OptionError
 
 STDERR_TAIL_CHARS = 2000
-
-
-class ServerStartError(EnvError, RuntimeError):
-    """The MCP server did not start (or did not answer ``initialize`` in time)."""
-
-
-class ServerGoneError(EnvError, RuntimeError):
-    """The MCP server went away mid-episode (it exited, closed the connection, or a request timed out)."""
 
 
 class ServerSpec(ConfigModel):
@@ -144,7 +137,7 @@ class MCPConnection:
 
     # -- start and stop
     def open(self) -> MCPConnection:
-        """Start the server, ``initialize``, and list its tools; :class:`ServerStartError` if that fails."""
+        """Start the server, ``initialize``, and list its tools; :class:`BackendGoneError` if that fails."""
         ready: Future[None] = Future()
         self._task = submit(self._hold(ready))
         try:
@@ -154,7 +147,7 @@ class MCPConnection:
             self.close()
             if _is_timeout(exc):  # the time-limit rule: the runner counts a start that timed out
                 raise StartTimeoutError(self.start_timeout, f"MCP server `{self.spec.describe()}` start") from None
-            raise ServerStartError(message) from None
+            raise BackendGoneError(message) from None
         return self
 
     async def _hold(self, ready: Future[None]) -> None:
@@ -225,10 +218,10 @@ class MCPConnection:
 
     # -- requests
     async def acall(self, name: str, arguments: Mapping[str, Any]) -> CallResult:
-        """Call tool ``name`` on the loop; :class:`ServerGoneError` when the server is gone or does not answer."""
+        """Call tool ``name`` on the loop; :class:`BackendGoneError` when the server is gone or does not answer."""
         session = self._session
         if session is None or self.gone:
-            raise ServerGoneError(self.gone or "the server is not connected")
+            raise BackendGoneError(self.gone or "the server is not connected", self.timed_out)
         try:
             result = await asyncio.wait_for(
                 session.call_tool(name, dict(arguments), read_timeout_seconds=self.call_timeout),
@@ -237,7 +230,7 @@ class MCPConnection:
             raise
         except BaseException as exc:  # noqa: BLE001 - the SDK raises MCPError, anyio and OS errors
             self._went(exc, name)
-            raise ServerGoneError(self.gone) from None
+            raise BackendGoneError(self.gone or "", self.timed_out) from None
         return result_text(result)
 
     def _went(self, exc: BaseException, what: str) -> None:
@@ -252,13 +245,13 @@ class MCPConnection:
             return wait(self.acall(name, arguments), self.call_timeout + 5.0)
         except EnvTimeoutError as exc:
             self._went(exc, name)
-            raise ServerGoneError(self.gone) from None
+            raise BackendGoneError(self.gone or "", self.timed_out) from None
 
     def read_resource(self, uri: str) -> str:
         """The text of resource ``uri`` (its text parts joined)."""
         session = self._session
         if session is None or self.gone:
-            raise ServerGoneError(self.gone or "the server is not connected")
+            raise BackendGoneError(self.gone or "the server is not connected", self.timed_out)
 
         async def read() -> str:
             result = await asyncio.wait_for(session.read_resource(uri), self.call_timeout)
@@ -267,14 +260,14 @@ class MCPConnection:
         try:
             return wait(read(), self.call_timeout + 5.0)
         except (TimeoutError, asyncio.TimeoutError) as exc:
-            raise ServerGoneError(timeout_text(self.call_timeout, f"mcp resource {uri}")) from exc
+            raise BackendGoneError(timeout_text(self.call_timeout, f"mcp resource {uri}"), timed_out=True) from exc
 
 
 def _first_error(exc: BaseException) -> str:
     """The innermost first error of an exception group (anyio wraps the transport's errors), as text."""
     while getattr(exc, "exceptions", None):  # a (Base)ExceptionGroup
         exc = exc.exceptions[0]  # type: ignore[attr-defined]
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return error_text(exc)
 
 
 def _is_timeout(exc: BaseException) -> bool:

@@ -58,7 +58,6 @@ from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.mcp.connection import (
     CallResult,
     MCPConnection,
-    ServerGoneError,
     ServerSpec,
 )
 from agent_tune.envs.registry import register_env
@@ -71,7 +70,9 @@ from agent_tune.envs.time_limits import (
     StartTimeoutError,
     TimeLimits,
     call_in_thread,
+    step_time_limit,
 )
+from agent_tune.errors import BackendGoneError, error_text
 from agent_tune.parsing import ToolCall, get_tool_parser
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.sync import on_background_loop
@@ -234,7 +235,7 @@ class MCPToolEnv(BaseToolEnv):
         env = cls(**kwargs)
         try:
             conn = MCPConnection(env.spec, env.start_timeout, env.call_timeout).open()
-        except Exception as exc:  # noqa: BLE001 - ServerStartError and the SDK's own
+        except Exception as exc:  # noqa: BLE001 - BackendGoneError and the SDK's own
             raise ValueError(str(exc)) from None
         tools = [t["function"]["name"] for t in conn.tools]
         conn.close()
@@ -282,16 +283,13 @@ class MCPToolEnv(BaseToolEnv):
         for i, call in enumerate(task.get("setup") or []):
             try:
                 result = self.connection.call(call["name"], call.get("arguments") or {})
-            except ServerGoneError:
-                if self.connection.timed_out:  # part of the start: the time-limit rule counts it
+            except BackendGoneError as exc:
+                if exc.timed_out:  # part of the start: the time-limit rule counts it
                     raise StartTimeoutError(self.call_timeout, f"mcp setup call {i} ({call['name']})") from None
                 raise
             if result.is_error:
                 raise ValueError(f"mcp env: setup call {i} ({call['name']}) failed: {result.text}")
         self.task = {"question": question, **task}
-        self.tool_errors = 0
-        self.server_error: str | None = None
-        self.timed_out = False
         self.transcript = [dict(m) for m in messages]
         super().reset()
         return Observation(messages=messages, tools=self.tools)
@@ -314,7 +312,7 @@ class MCPToolEnv(BaseToolEnv):
                 try:
                     if not conn.call(self.reset_tool, {}).is_error:
                         return conn
-                except ServerGoneError:
+                except BackendGoneError:
                     pass
                 conn.close()
         conn = MCPConnection(self.spec, self.start_timeout, self.call_timeout).open()
@@ -333,12 +331,11 @@ class MCPToolEnv(BaseToolEnv):
                 continue
             try:
                 result = await self.connection.acall(call.name, call.arguments)
-            except ServerGoneError as exc:
-                self.server_error, self.timed_out = str(exc), self.connection.timed_out
-                step.results.append(ToolResult(f"Error: the tool server stopped ({exc})", call.name))
-                step.done = True
+            except BackendGoneError as exc:
+                stopped = ToolResult(f"Error: the tool server stopped ({exc})", call.name)
+                step.fail(StopReason.of(exc), str(exc), stopped)
                 return
-            self.tool_errors += result.is_error
+            self.status.tool_errors += result.is_error
             step.results.append(ToolResult(result.text, call.name))
 
     async def act(self, step: Step) -> None:
@@ -347,12 +344,12 @@ class MCPToolEnv(BaseToolEnv):
         if step.answer:
             step.end_turn()
         else:
-            timeout = self.call_timeout * (len(step.parsed.calls) + 1) + 10.0
+            timeout = step_time_limit(self.call_timeout, len(step.parsed.calls))
             try:  # a backstop: each call has its own call_timeout
                 await on_background_loop(self._run_step(step), timeout)
             except EnvTimeoutError as exc:
-                self.server_error = self.server_error or f"{exc} (mcp step)"
-                self.timed_out = step.done = True
+                if not step.done:
+                    step.fail(StopReason.TIMEOUT, f"{exc} (mcp step)")
                 self._record(step)
                 return
             step.answer_undecodable()
@@ -364,11 +361,7 @@ class MCPToolEnv(BaseToolEnv):
         self.transcript.extend({"role": "tool", "name": r.name, "content": r.content} for r in step.results)
 
     def outcome(self) -> Outcome:
-        extras: dict[str, Any] = {"tool_errors": self.tool_errors}
-        if self.server_error is not None:
-            extras["error"] = self.server_error
-            if not self.status.stop_reason.by_runner:
-                self.status.stop_reason = StopReason.TIMEOUT if self.timed_out else StopReason.SERVER_ERROR
+        extras: dict[str, Any] = {}
         if self.verifier is None or self.connection is None:
             return Outcome(0.0, 0.0, None, extras)
         try:  # the verifier is a call too: bounded by call_timeout (its own calls to the server are, each)
@@ -376,12 +369,10 @@ class MCPToolEnv(BaseToolEnv):
                 self.verifier, dict(self.task), list(self.transcript), VerifierSession(self.connection),
                 timeout=self.call_timeout, what="mcp verifier"))
         except EnvTimeoutError as exc:
-            extras["error"] = str(exc)
-            if not self.status.stop_reason.by_runner:
-                self.status.stop_reason = StopReason.TIMEOUT
+            self.status.fail(StopReason.TIMEOUT, str(exc))
             return Outcome(0.0, 0.0, None, extras)
         except Exception as exc:  # noqa: BLE001 - a verifier's failure is recorded, the episode scores 0
-            extras["verifier_error"] = f"{type(exc).__name__}: {exc}"
+            extras["verifier_error"] = error_text(exc)
             return Outcome(0.0, 0.0, None, extras)
         return Outcome(reward, accuracy, None, extras)
 

@@ -32,7 +32,8 @@ Bad input, each a counted outcome, never a hung rollout:
   /<path>)`` (reward 0: the session is dropped, nothing is verified); a ``/seed_session`` with no answer within
   ``start_timeout`` raises ``StartTimeoutError`` from ``reset``, which the runner counts as an episode not played;
 * a server that is not there fails ``check_kwargs`` (the start-up check of ``agent-tune train`` and ``eval``)
-  naming the URL, and ``reset`` raises :class:`NemoGymServerError` (so does a ``/seed_session`` the server refuses).
+  naming the URL, and ``reset`` raises :class:`~agent_tune.errors.BackendGoneError` (so does a ``/seed_session``
+  the server refuses).
 
 Not carried over: NeMo Gym's agent servers (``responses_api_agents``: agent-tune's runner is the agent) and model
 servers, ``ng_run``'s config composition and server start-up (serve the resource server yourself, give its URL),
@@ -59,29 +60,16 @@ from agent_tune.envs.time_limits import (
     StartTimeoutError,
     TimeLimits,
     bounded,
+    step_time_limit,
     timeout_text,
 )
-from agent_tune.errors import EnvError
+from agent_tune.errors import BackendGoneError, error_text
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.sync import on_background_loop, submit, wait
-from agent_tune.utils.jsonl import jsonl_lines
+from agent_tune.utils.jsonl import json_safe, jsonl_lines
 
 # Extra seconds the waits on the background loop allow beyond each request's own bound (a backstop).
 _SLACK = 5.0
-
-
-class NemoGymServerError(EnvError, RuntimeError):
-    """The resource server could not start an episode (not there, refused ``/seed_session``); a start with no
-    answer in time is :class:`~agent_tune.envs.time_limits.StartTimeoutError` instead (the time-limit rule)."""
-
-
-class _SessionGone(EnvError):
-    """The server failed the session: a dropped connection, a failed ``/verify`` (not a timeout:
-    :class:`~agent_tune.envs.time_limits.EnvTimeoutError`)."""
-
-
-def _why(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def nemo_gym_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
@@ -128,7 +116,8 @@ class NemoGymEnv(BaseToolEnv):
         try:
             httpx.get(f"{env.base_url}/", timeout=env.start_timeout)
         except httpx.HTTPError as exc:
-            raise ValueError(f"nemo_gym env: no NeMo Gym server answers at {env.base_url} ({_why(exc)})") from None
+            raise ValueError(f"nemo_gym env: no NeMo Gym server answers at {env.base_url} "
+                             f"({error_text(exc)})") from None
 
     def __init__(
         self,
@@ -157,41 +146,35 @@ class NemoGymEnv(BaseToolEnv):
         self.log = ResponseLog()
         self.reward: float | None = None
         self.verify_fields: dict[str, Any] = {}
-        self.server_error: str | None = None
-        self.timed_out = False  # the session ended by the time-limit rule (stop reason timeout)
-        self.tool_errors = 0
 
     # ------------------------------------------------------------------ HTTP, on the background loop
     async def _post(self, path: str, body: Any, timeout: float) -> Any:
         """``POST path`` on this episode's client (its cookie jar is the session), the whole request bounded by
         ``timeout`` seconds: :class:`EnvTimeoutError` (``no answer in N s (nemo_gym POST path)``) when it runs
-        out, :class:`_SessionGone` when the connection fails."""
+        out, :class:`BackendGoneError` when the connection fails."""
         import httpx
 
         if self._client is None:
-            raise _SessionGone(self.server_error or "no session")
+            raise BackendGoneError(self.status.error or "no session")
         what = f"nemo_gym POST {path}"
         try:  # httpx's timeout bounds each phase; bounded() the request as a whole
             return await bounded(self._client.post(path, json=body, timeout=timeout), timeout, what)
         except httpx.TimeoutException:
             raise EnvTimeoutError(timeout, what) from None
         except httpx.HTTPError as exc:
-            raise _SessionGone(f"POST {path} failed: {_why(exc)}") from None
+            raise BackendGoneError(f"POST {path} failed: {error_text(exc)}") from None
 
     async def _seed(self, row: dict[str, Any]) -> None:
         import httpx
 
-        await self._drop(None)
+        await self._drop()
         self._client = httpx.AsyncClient(base_url=self.base_url)
         answer = await self._post("/seed_session", row, self.start_timeout)
         if answer.status_code >= 400:
-            raise _SessionGone(f"/seed_session answered HTTP {answer.status_code}: {answer.text[:500]}")
+            raise BackendGoneError(f"/seed_session answered HTTP {answer.status_code}: {answer.text[:500]}")
 
-    async def _drop(self, why: str | None, timed_out: bool = False) -> None:
-        """Close the session's client; ``why``: the server failed (``timed_out``: by the time-limit rule), recorded
-        for the episode."""
-        if why is not None and self.server_error is None:
-            self.server_error, self.timed_out = why, timed_out
+    async def _drop(self) -> None:
+        """Close the session's client."""
         client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(BaseException):
@@ -207,16 +190,15 @@ class NemoGymEnv(BaseToolEnv):
         try:
             wait(self._seed(data), self.start_timeout + _SLACK)
         except EnvTimeoutError:  # the time-limit rule: the runner counts the episode as not played
-            submit(self._drop(None))
+            submit(self._drop())
             raise StartTimeoutError(self.start_timeout, "nemo_gym POST /seed_session") from None
         except Exception as exc:  # noqa: BLE001 - httpx's errors, a refusal
-            submit(self._drop(None))
-            raise NemoGymServerError(f"nemo_gym env: the server at {self.base_url} did not start an episode: "
-                                     f"{_why(exc) if not isinstance(exc, _SessionGone) else exc}") from None
+            submit(self._drop())
+            raise BackendGoneError(f"nemo_gym env: the server at {self.base_url} did not start an episode: "
+                                     f"{exc if isinstance(exc, BackendGoneError) else error_text(exc)}") from None
         self.row, self.tools = data, tools
         self._schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools or []}
         self.log, self.reward, self.verify_fields = ResponseLog(), None, {}
-        self.server_error, self.timed_out, self.tool_errors = None, False, 0
         super().reset()
         return Observation(messages=messages, tools=tools)
 
@@ -229,16 +211,16 @@ class NemoGymEnv(BaseToolEnv):
                 continue
             try:
                 answer = await self._post(f"/{call.name}", dict(call.arguments), self.call_timeout)
-            except (_SessionGone, EnvTimeoutError) as exc:
-                await self._drop(str(exc), isinstance(exc, EnvTimeoutError))
-                step.results.append(ToolResult(f"Error: the environment server stopped ({exc})", call.name))
-                step.done = True
+            except (BackendGoneError, EnvTimeoutError) as exc:
+                await self._drop()
+                step.fail(StopReason.of(exc), str(exc),
+                          ToolResult(f"Error: the environment server stopped ({exc})", call.name))
                 return
             text = answer.text
             rejected = answer.status_code == 422  # the tool's request model refused the arguments
             step.results.append(ToolResult(text, call.name, error=rejected))
             step.format_errors += rejected
-            self.tool_errors += answer.status_code >= 400 and not rejected
+            self.status.tool_errors += answer.status_code >= 400 and not rejected
             if not rejected:
                 self.log.call(call, text)
         step.answer_undecodable()
@@ -250,57 +232,52 @@ class NemoGymEnv(BaseToolEnv):
         if step.answer:
             step.end_turn()
             return
-        timeout = (self.call_timeout + 1.0) * (len(step.parsed.calls) + 1) + _SLACK
+        timeout = step_time_limit(self.call_timeout, len(step.parsed.calls))
         try:
             await on_background_loop(self._run_calls(step), timeout)
         except Exception as exc:  # noqa: BLE001 - a backstop (each request has its own bound), or an adapter bug
             timed_out = isinstance(exc, EnvTimeoutError)
-            why = timeout_text(timeout, "nemo_gym step") if timed_out else f"adapter error: {_why(exc)}"
-            if self.server_error is None:
-                self.server_error, self.timed_out = why, timed_out
-            submit(self._drop(None))
-            step.done = True
+            submit(self._drop())
+            if not step.done:
+                step.fail(StopReason.TIMEOUT if timed_out else StopReason.SERVER_ERROR,
+                          timeout_text(timeout, "nemo_gym step") if timed_out else f"adapter error: {error_text(exc)}")
 
     async def _verify(self) -> dict[str, Any]:
         body = {**self.row, "response": self.log.response(self.row[PARAMS], self.model)}
         answer = await self._post("/verify", body, self.call_timeout)
         if answer.status_code >= 400:
-            raise _SessionGone(f"/verify answered HTTP {answer.status_code}: {answer.text[:500]}")
+            raise BackendGoneError(f"/verify answered HTTP {answer.status_code}: {answer.text[:500]}")
         data = answer.json()
         if not isinstance(data, Mapping) or not isinstance(data.get("reward"), (int, float)):
-            raise _SessionGone(f"/verify answered no numeric reward: {answer.text[:500]}")
+            raise BackendGoneError(f"/verify answered no numeric reward: {answer.text[:500]}")
         return dict(data)
 
     def outcome(self) -> Outcome:
         """``/verify``'s reward (none after a server failure); its own keys beside the request's in
         ``nemo_gym_verify``."""
-        if self.server_error is None:
+        if self.status.error is None:
             try:
                 verdict = wait(self._verify(), self.call_timeout + _SLACK)
                 self.reward = float(verdict["reward"])
                 self.verify_fields = {k: v for k, v in verdict.items()
                                       if k not in self.row and k not in ("response", "reward")}
             except EnvTimeoutError:  # the time-limit rule: scoring is a call too (its bound, or the backstop's)
-                self.server_error = timeout_text(self.call_timeout, "nemo_gym POST /verify")
-                self.timed_out = True
-            except Exception as exc:  # noqa: BLE001 - _SessionGone, a body that is not JSON
-                self.server_error = f"verify failed: {exc if isinstance(exc, _SessionGone) else _why(exc)}"
+                self.status.fail(StopReason.TIMEOUT, timeout_text(self.call_timeout, "nemo_gym POST /verify"))
+            except Exception as exc:  # noqa: BLE001 - BackendGoneError, a body that is not JSON
+                why = exc if isinstance(exc, BackendGoneError) else error_text(exc)
+                self.status.fail(StopReason.SERVER_ERROR, f"verify failed: {why}")
         self.close()  # the session ends with the episode
-        extras: dict[str, Any] = {"tool_errors": self.tool_errors, "nemo_gym_reward": self.reward}
+        extras: dict[str, Any] = {"nemo_gym_reward": self.reward}
         if self.verify_fields:
-            extras["nemo_gym_verify"] = json.loads(json.dumps(self.verify_fields, default=repr))
-        if self.server_error is not None:
-            extras["error"] = self.server_error
-            if not self.status.stop_reason.by_runner:
-                self.status.stop_reason = StopReason.TIMEOUT if self.timed_out else StopReason.SERVER_ERROR
+            extras["nemo_gym_verify"] = json_safe(self.verify_fields)
         reward = self.reward or 0.0
-        solved = self.server_error is None and reward >= self.success_reward
+        solved = self.status.error is None and reward >= self.success_reward
         return Outcome(reward, float(solved), None, extras)
 
     def close(self) -> None:
         if self._client is not None:
             with contextlib.suppress(BaseException):
-                wait(self._drop(None), _SLACK)
+                wait(self._drop(), _SLACK)
 
 
-__all__ = ["NemoGymEnv", "NemoGymServerError", "nemo_gym_tasks"]
+__all__ = ["NemoGymEnv", "nemo_gym_tasks"]

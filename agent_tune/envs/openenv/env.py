@@ -52,11 +52,12 @@ Bad input, each a clear counted outcome, never a hung rollout:
   reset, list the tools) with no answer within ``start_timeout``: ``StartTimeoutError``, which the runner counts
   (the time-limit rule, :mod:`agent_tune.envs.time_limits`);
 * a server that refuses another session (``CAPACITY_REACHED``: OpenEnv serves one session at a time unless
-  ``max_concurrent_envs`` says more): ``reset`` raises :class:`OpenEnvServerError` saying so; concurrent episodes
-  need ``create_app(..., max_concurrent_envs=N)`` and an environment with ``SUPPORTS_CONCURRENT_SESSIONS``;
+  ``max_concurrent_envs`` says more): ``reset`` raises :class:`~agent_tune.errors.BackendGoneError` saying so;
+  concurrent episodes need ``create_app(..., max_concurrent_envs=N)`` and an environment with
+  ``SUPPORTS_CONCURRENT_SESSIONS``;
 * a server that is not there: :meth:`OpenEnvEnv.check_kwargs` (run by ``agent-tune train`` and ``eval`` at
   start-up) fails naming the URL (and checks ``action_field`` against the server's action schema); ``reset`` raises
-  :class:`OpenEnvServerError` naming it.
+  :class:`~agent_tune.errors.BackendGoneError` naming it.
 
 Not carried over: OpenEnv's Docker / Hugging Face Space / uv providers (``from_docker_image``, ``from_env``: serve
 the env yourself and give its URL), its production-mode ``/mcp`` JSON-RPC endpoint (no rewards there), the
@@ -78,6 +79,7 @@ from agent_tune.envs.base import (
     Step,
     StopReason,
     ToolResult,
+    WholeTextEnv,
 )
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import check_limits, function_tool, refusal
@@ -87,9 +89,10 @@ from agent_tune.envs.time_limits import (
     EnvTimeoutError,
     StartTimeoutError,
     TimeLimits,
+    step_time_limit,
     timeout_text,
 )
-from agent_tune.errors import EnvError
+from agent_tune.errors import BackendGoneError, EnvError, error_text
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse
 from agent_tune.sync import on_background_loop, submit, wait
@@ -100,10 +103,6 @@ REJECTED_CODES = frozenset({"VALIDATION_ERROR", "EXECUTION_ERROR", "INVALID_JSON
 # MCP tool errors (openenv.core.env_server.mcp_types.ToolErrorType) that are the call's fault: format errors.
 CALL_FAULTS = frozenset({"tool_not_found", "invalid_args"})
 INSTALL_HINT = "pip install --no-deps openenv-core==0.3.0 && pip install 'agent-tune[openenv]'"
-
-
-class OpenEnvServerError(EnvError, RuntimeError):
-    """The OpenEnv server could not be reached, or refused to start an episode."""
 
 
 class _Refused(EnvError):
@@ -120,14 +119,6 @@ class _Refused(EnvError):
         self.text = f"Error: the environment rejected the action ({message}" + (
             f": {'; '.join(details)})" if details else ")")
         super().__init__(f"{message} (code: {self.code})")
-
-
-class _Gone(EnvError):
-    """The session is lost: the connection closed, the server failed the session, or no answer in time."""
-
-
-class _NoAnswer(_Gone):
-    """The session is lost by the time-limit rule: no answer within ``call_timeout``."""
 
 
 _CLIENT_CLASS: Any = None
@@ -223,11 +214,6 @@ def tool_schema(tool: Mapping[str, Any]) -> dict[str, Any]:
                          tool.get("input_schema") or tool.get("inputSchema"))
 
 
-def _why(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 @register_env("openenv")
 class OpenEnvEnv(BaseToolEnv):
     """An environment served by OpenEnv (``openenv-core``), played over its WebSocket session protocol; see the
@@ -250,7 +236,7 @@ class OpenEnvEnv(BaseToolEnv):
             health.raise_for_status()
             schema = httpx.get(f"{url}/schema", timeout=env.start_timeout).json()
         except (httpx.HTTPError, ValueError) as exc:
-            raise ValueError(f"openenv env: no OpenEnv server answers at {url} ({_why(exc)})") from None
+            raise ValueError(f"openenv env: no OpenEnv server answers at {url} ({error_text(exc)})") from None
         if env.mode == "text":
             fields = sorted((schema.get("action") or {}).get("properties") or {}) if isinstance(schema, dict) else []
             if fields and env.action_field not in fields:
@@ -290,15 +276,12 @@ class OpenEnvEnv(BaseToolEnv):
         self._client: Any = None
         self._schemas: dict[str, Any] = {}
         self.rewards: list[float] = []
-        self.server_error: str | None = None
-        self.timed_out = False
         self.server_done = False
-        self.tool_errors = 0
 
     # ------------------------------------------------------------------ the session
     def reset(self, question: str | None = None, **task: Any) -> Observation:
         """Reset the server's environment (opening the session first) and show its first observation."""
-        if self._client is None or self.server_error is not None:
+        if self._client is None or self.status.error is not None:  # a session lost in the last episode
             self.close()
         try:
             first, tools = wait(self._start(task), self.start_timeout)
@@ -308,24 +291,23 @@ class OpenEnvEnv(BaseToolEnv):
         except Exception as exc:  # noqa: BLE001 - the client raises OSError, websockets' and its own errors
             self.close()
             if isinstance(exc, _Refused) and exc.code == "CAPACITY_REACHED":
-                raise OpenEnvServerError(
+                raise BackendGoneError(
                     f"openenv env: the OpenEnv server at {self.base_url} refused another session ({exc}): each "
                     "episode holds one WebSocket session, and OpenEnv serves one at a time by default; serve the "
                     "env with create_app(..., max_concurrent_envs=N) (N >= the episodes played at once) and an "
                     "Environment whose SUPPORTS_CONCURRENT_SESSIONS is True") from None
-            why = exc.text if isinstance(exc, _Refused) else _why(exc)
-            raise OpenEnvServerError(f"openenv env: the OpenEnv server at {self.base_url} did not start an episode: "
+            why = exc.text if isinstance(exc, _Refused) else error_text(exc)
+            raise BackendGoneError(f"openenv env: the OpenEnv server at {self.base_url} did not start an episode: "
                                      f"{why}") from None
         self.tools = None
         if self.mode == "tools":
             self.tools = [tool_schema(t) for t in tools if isinstance(t, Mapping)]
             if not self.tools:
                 self.close()
-                raise OpenEnvServerError(f"openenv env: the OpenEnv server at {self.base_url} lists no tools "
+                raise BackendGoneError(f"openenv env: the OpenEnv server at {self.base_url} lists no tools "
                                          "(mode='tools' needs an MCPEnvironment; use mode='text')")
             self._schemas = {t["function"]["name"]: t["function"]["parameters"] for t in self.tools}
-        self.rewards, self.server_error, self.server_done, self.tool_errors = [], None, False, 0
-        self.timed_out = False
+        self.rewards, self.server_done = [], False
         text = "\n\n".join(t for t in (question, observation_text(first.observation, self.observation_field)) if t)
         messages = [*([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []),
                     {"role": "user", "content": text}]
@@ -346,28 +328,26 @@ class OpenEnvEnv(BaseToolEnv):
         return first, tools
 
     async def _request(self, payload: dict[str, Any]) -> Any:
-        """One OpenEnv step: its ``StepResult``; :class:`_Refused` for a refused action, :class:`_Gone` else."""
+        """One OpenEnv step: its ``StepResult``; :class:`_Refused` for a refused action, :class:`BackendGoneError`
+        for a lost session (``timed_out``: no answer within ``call_timeout``)."""
         client = self._client
         if client is None:
-            raise _Gone(self.server_error or "not connected")
+            raise BackendGoneError(self.status.error or "not connected")
         try:
             return await asyncio.wait_for(client.step(payload), self.call_timeout + 1.0)
         except _Refused as exc:
             if exc.code in REJECTED_CODES:
                 raise
-            raise _Gone(f"the server failed the session: {exc}") from None
+            raise BackendGoneError(f"the server failed the session: {exc}") from None
         except asyncio.CancelledError:
             raise
         except (asyncio.TimeoutError, TimeoutError):
-            raise _NoAnswer(timeout_text(self.call_timeout, "openenv step")) from None
+            raise BackendGoneError(timeout_text(self.call_timeout, "openenv step"), timed_out=True) from None
         except Exception as exc:  # noqa: BLE001 - websockets' ConnectionClosed, OSError, a bad payload
-            raise _Gone(f"connection lost: {_why(exc)}") from None
+            raise BackendGoneError(f"connection lost: {error_text(exc)}") from None
 
-    async def _drop(self, why: str, timed_out: bool = False) -> None:
-        """The session is lost: record why (``timed_out``: by the time-limit rule) and close the connection
-        (bounded)."""
-        if self.server_error is None:
-            self.server_error, self.timed_out = why, timed_out
+    async def _drop(self) -> None:
+        """The session is lost: close the connection (bounded)."""
         client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(BaseException):
@@ -381,17 +361,6 @@ class OpenEnvEnv(BaseToolEnv):
             self.server_done = step.done = True
 
     # ------------------------------------------------------------------ text mode
-    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        """Text mode: the whole response, reasoning stripped, is the action (no call blocks); tools: the parser."""
-        if self.mode == "tools":
-            return super().extract_tool_calls(raw_response)
-        _, content = self.parser.reasoning_parser.parse(raw_response)
-        return ParsedResponse(content=content.strip())
-
-    def stop(self, raw_response: str) -> bool:
-        """Text mode: every generation is an action (taken in :meth:`act`)."""
-        return self.mode == "text" or super().stop(raw_response)
-
     async def _act_text(self, step: Step) -> None:
         self.status.num_calls += 1
         try:
@@ -400,10 +369,9 @@ class OpenEnvEnv(BaseToolEnv):
             step.format_errors += 1
             step.info["rejected"] = exc.code
             step.messages.append({"role": "user", "content": exc.text})
-        except _Gone as exc:
-            await self._drop(str(exc), isinstance(exc, _NoAnswer))
-            step.messages.append({"role": "user", "content": f"Error: the environment server stopped ({exc})"})
-            step.done = True
+        except BackendGoneError as exc:
+            await self._drop()
+            step.fail(StopReason.of(exc), str(exc), f"Error: the environment server stopped ({exc})")
             return
         else:
             self._record(step, result)
@@ -411,8 +379,6 @@ class OpenEnvEnv(BaseToolEnv):
             step.messages.append({"role": "user", "content": observation_text(result.observation,
                                                                               self.observation_field)})
             self.status.turns_completed += 1
-        if not step.done and self.status.num_steps >= self.max_steps:
-            step.done, self.status.stop_reason = True, StopReason.STEP_LIMIT
 
     # ------------------------------------------------------------------ tools mode
     async def _act_tools(self, step: Step) -> None:
@@ -431,17 +397,17 @@ class OpenEnvEnv(BaseToolEnv):
                 step.format_errors += 1
                 step.info["rejected"] = exc.code
                 continue
-            except _Gone as exc:
-                await self._drop(str(exc), isinstance(exc, _NoAnswer))
-                step.results.append(ToolResult(f"Error: the environment server stopped ({exc})", call.name))
-                step.done = True
+            except BackendGoneError as exc:
+                await self._drop()
+                step.fail(StopReason.of(exc), str(exc),
+                          ToolResult(f"Error: the environment server stopped ({exc})", call.name))
                 return
             self._record(step, result)
             observation = result.observation if isinstance(result.observation, Mapping) else {}
             text, fault = tool_result_text(observation)
             step.results.append(ToolResult(text, call.name, error=fault == "format"))
             step.format_errors += fault == "format"
-            self.tool_errors += fault == "tool"
+            self.status.tool_errors += fault == "tool"
             if step.done:  # the server ended the episode: the rest of the calls are not run
                 self.status.turns_completed += 1
                 if i + 1 < len(calls):
@@ -457,8 +423,8 @@ class OpenEnvEnv(BaseToolEnv):
             else:
                 await self._act_tools(step)
         except Exception as exc:  # noqa: BLE001 - anything unforeseen ends this episode, recorded, never a crash
-            await self._drop(f"adapter error: {_why(exc)}")
-            step.done = True
+            await self._drop()
+            step.fail(StopReason.SERVER_ERROR, f"adapter error: {error_text(exc)}")
 
     async def act(self, step: Step) -> None:
         """An answer (tools mode) ends the episode; else the step's actions run in order on the background loop,
@@ -466,27 +432,20 @@ class OpenEnvEnv(BaseToolEnv):
         if step.answer and self.mode == "tools":
             step.end_turn()
             return
-        timeout = (self.call_timeout + 3.0) * (len(step.parsed.calls) + 1) + 10.0
+        timeout = step_time_limit(self.call_timeout, len(step.parsed.calls))
         try:
             await on_background_loop(self._act(step), timeout)
         except Exception as exc:  # noqa: BLE001 - a backstop: each request has its own timeout
             if not step.done:
-                why = timeout_text(timeout, "openenv step") if isinstance(exc, TimeoutError) else _why(exc)
-                submit(self._drop(why, isinstance(exc, TimeoutError)))
-                if self.server_error is None:
-                    self.server_error, self.timed_out = why, isinstance(exc, TimeoutError)
-                step.done = True
+                timed_out = isinstance(exc, TimeoutError)
+                submit(self._drop())
+                step.fail(StopReason.TIMEOUT if timed_out else StopReason.SERVER_ERROR,
+                          timeout_text(timeout, "openenv step") if timed_out else error_text(exc))
 
     def outcome(self) -> Outcome:
         total = float(sum(self.rewards))
         extras: dict[str, Any] = {"openenv_done": self.server_done}
-        if self.mode == "tools":
-            extras["tool_errors"] = self.tool_errors
-        if self.server_error is not None:
-            extras["error"] = self.server_error
-            if not self.status.stop_reason.by_runner:
-                self.status.stop_reason = StopReason.TIMEOUT if self.timed_out else StopReason.SERVER_ERROR
-        solved = self.server_error is None and total >= self.success_reward
+        solved = self.status.error is None and total >= self.success_reward
         return Outcome(total, float(solved), None, extras)
 
     def close(self) -> None:
@@ -495,5 +454,20 @@ class OpenEnvEnv(BaseToolEnv):
             with contextlib.suppress(BaseException):
                 wait(client.close(), 5.0)
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> OpenEnvEnv:
+        # one registered env, two tiers: text mode acts on the whole generation (OpenEnvTextEnv)
+        mode = kwargs.get("mode", args[1] if len(args) > 1 else "text")
+        return super().__new__(OpenEnvTextEnv if cls is OpenEnvEnv and mode == "text" else cls)
 
-__all__ = ["OpenEnvEnv", "OpenEnvServerError", "client_class", "observation_text", "tool_result_text"]
+
+class OpenEnvTextEnv(WholeTextEnv, OpenEnvEnv):
+    """``mode="text"`` (what ``OpenEnvEnv(...)`` builds for it): every generation is one action, taken in
+    :meth:`OpenEnvEnv.act`; the step limit is the whole-text tier's, so the last allowed action is taken."""
+
+    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
+        """The whole response, reasoning stripped and whitespace trimmed, is the action (no call blocks)."""
+        _, content = self.parser.reasoning_parser.parse(raw_response)
+        return ParsedResponse(content=content.strip())
+
+
+__all__ = ["OpenEnvEnv", "client_class", "observation_text", "tool_result_text"]

@@ -53,7 +53,7 @@ import copy
 import json
 from typing import Any, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
+from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.time_limits import (
@@ -65,8 +65,9 @@ from agent_tune.envs.time_limits import (
     acall_in_thread,
     call_in_thread,
 )
-from agent_tune.parsing import ParsedResponse
+from agent_tune.errors import error_text
 from agent_tune.utils.imports import import_object
+from agent_tune.utils.jsonl import json_safe
 from agent_tune.utils.rows import split_rows, truth_text
 
 # Keys of a step's metadata that say the answer is correct (true, or a number >= 1).
@@ -93,14 +94,6 @@ def _messages(value: Any, where: str) -> list[dict[str, Any]]:
             raise TypeError(f"{where}: every message needs a 'role' string and a 'content', got {m!r:.200}")
         out.append(dict(m))
     return out
-
-
-def _json_safe(value: Any) -> Any:
-    """A JSON-serialisable copy of ``value`` (what is not JSON is written as its repr), for the records."""
-    try:
-        return json.loads(json.dumps(value, default=repr))
-    except (TypeError, ValueError):  # keys that are not strings or numbers
-        return repr(value)
 
 
 def _says_correct(value: Any) -> bool:
@@ -154,7 +147,7 @@ def skyrl_tasks(split: str, path: str | Mapping[str, str], row_env: bool = True)
 
 
 @register_env("skyrl")
-class SkyRLGymEnv(BaseToolEnv):
+class SkyRLGymEnv(WholeTextEnv):
     """A SkyRL-gym ``BaseTextEnv``: it parses the policy's whole text, answers with chat messages and rewards."""
 
     description = "any SkyRL-gym text env (a skyrl_gym id or module:Class): it parses the raw text, answers, rewards"
@@ -204,16 +197,13 @@ class SkyRLGymEnv(BaseToolEnv):
             self._factory = factory
         _check_options(env_config, max_steps, stop)
         self.env_config = dict(env_config or {})
-        # Not the template's max_steps (which would end the episode without stepping the last generation).
-        self.step_limit = None if max_steps is None else int(max_steps)
+        self.max_steps = None if max_steps is None else int(max_steps)  # the tier's: the last generation is stepped
         # reset builds the env and calls its init, bounded by start_timeout: off the runner's start thread
         self.sampler_hints = SamplerHints(stop=tuple(stop), blocking_reset=True)
         self.skyrl_env: Any = None
         self.rewards: list[float] = []
         self.last_metadata: dict[str, Any] = {}
         self.skyrl_done = False
-        self.error: str | None = None
-        self._abandoned = False  # a call of the SkyRL env ran out of time: its thread may still hold it
 
     def _build(self, extras: dict[str, Any]) -> Any:
         from omegaconf import OmegaConf
@@ -242,8 +232,8 @@ class SkyRLGymEnv(BaseToolEnv):
         if prompt is None:
             raise TypeError("skyrl env: reset() needs a prompt (or a row with one)")
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else _messages(prompt, "prompt")
-        if self.step_limit is not None:
-            fields["max_turns"] = self.step_limit  # as SkyRL's generator passes generator.max_turns
+        if self.max_steps is not None:
+            fields["max_turns"] = self.max_steps  # as SkyRL's generator passes generator.max_turns
         fields.update(extras)
         try:
             self.skyrl_env, first = call_in_thread(self._start, fields, messages, timeout=self.limits.start_timeout,
@@ -255,8 +245,7 @@ class SkyRLGymEnv(BaseToolEnv):
             raise ValueError(f"skyrl env {self.env_id!r}: cannot start the task "
                              f"({type(exc).__name__}: {exc})") from exc
         first = _messages(first, f"skyrl env {self.env_id!r}: init()")
-        self.rewards, self.last_metadata, self.skyrl_done, self.error = [], {}, False, None
-        self._abandoned = False
+        self.rewards, self.last_metadata, self.skyrl_done = [], {}, False
         super().reset()
         return Observation(messages=first)
 
@@ -265,13 +254,6 @@ class SkyRLGymEnv(BaseToolEnv):
         env = self._build(fields)
         first, _metadata = env.init(copy.deepcopy(messages))
         return env, first
-
-    # the SkyRL env parses its own actions: no parser, and every generation is acted on
-    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        return ParsedResponse(content=raw_response)
-
-    def stop(self, raw_response: str) -> bool:
-        return False
 
     async def act(self, step: Step) -> None:
         """``skyrl_env.step(raw)`` in a thread of its own, bounded by ``call_timeout`` (a step that does not return
@@ -282,56 +264,47 @@ class SkyRLGymEnv(BaseToolEnv):
                                         what=f"skyrl env {self.env_id} step")
             observations, reward, done, metadata = _step_output(out)
         except EnvTimeoutError as exc:
-            self.error, self._abandoned = str(exc), True
-            self.status.stop_reason = StopReason.TIMEOUT
-            step.messages.append({"role": "user", "content": f"Error: the environment did not answer ({exc})"})
-            step.done = True
+            self.skyrl_env = None  # its thread may still be inside it: dropped, never used or closed again
+            step.fail(StopReason.TIMEOUT, str(exc), f"Error: the environment did not answer ({exc})")
             return
         except Exception as exc:  # noqa: BLE001 - the env failed on model output: counted, never a crash
-            self.error = f"{type(exc).__name__}: {exc}"
+            why = error_text(exc)
             step.format_errors += 1
-            self.status.stop_reason = StopReason.ENV_ERROR
-            step.messages.append({"role": "user", "content": f"Error: the environment could not process the "
-                                                             f"response ({self.error})"})
-            step.done = True
+            step.fail(StopReason.ENV_ERROR, why, f"Error: the environment could not process the response ({why})")
             return
         self.rewards.append(reward)
         self.last_metadata = dict(metadata) if isinstance(metadata, Mapping) else {}
         step.messages.extend(observations)
         step.info["skyrl_reward"] = reward
         if self.last_metadata:
-            step.info["skyrl_metadata"] = _json_safe(self.last_metadata)
+            step.info["skyrl_metadata"] = json_safe(self.last_metadata)
         tool = self.last_metadata.get("tool_name")
         step.info["calls"] = [str(tool)] if tool else []
         self.status.num_calls += bool(tool)
         if done:
             self.skyrl_done = step.done = True
             self.status.turns_completed += 1
-        elif self.step_limit is not None and self.status.num_steps >= self.step_limit:
-            step.done, self.status.stop_reason = True, StopReason.STEP_LIMIT
 
     def outcome(self) -> Outcome:
         last = self.rewards[-1] if self.rewards else 0.0
         solved = last >= 1.0 or any(_says_correct(self.last_metadata.get(k)) for k in CORRECT_KEYS)
         extras: dict[str, Any] = {"skyrl_env": self.env_id, "skyrl_rewards": list(self.rewards),
                                   "skyrl_done": self.skyrl_done}
-        if self.error is not None:
-            extras["error"] = self.error
-        if self.skyrl_env is not None and not self._abandoned:
+        if self.skyrl_env is not None:
             try:
                 metrics = call_in_thread(self.skyrl_env.get_metrics, timeout=self.limits.call_timeout,
                                          what=f"skyrl env {self.env_id} get_metrics")
             except Exception as exc:  # noqa: BLE001 - a metric is not worth the episode
                 metrics = {"error": f"{type(exc).__name__}: {exc}"}
             if metrics:
-                extras["skyrl_metrics"] = _json_safe(metrics)
+                extras["skyrl_metrics"] = json_safe(metrics)
         return Outcome(reward=float(sum(self.rewards)), accuracy=float(solved), extras=extras)
 
     def close(self) -> None:
         """Close the SkyRL env (bounded by ``call_timeout``); one whose call ran out of time is only dropped (its
         thread may still be inside it)."""
         env, self.skyrl_env = self.skyrl_env, None
-        if env is not None and not self._abandoned:
+        if env is not None:
             with contextlib.suppress(EnvTimeoutError):
                 call_in_thread(env.close, timeout=self.limits.call_timeout, what=f"skyrl env {self.env_id} close")
 

@@ -374,8 +374,8 @@ class Tau2ToolEnv(BaseToolEnv):
         }
         if self.protocol == "pipeline":
             extras["format_retries"] = self.format_retries
-        if episode.error_reason is not None:
-            extras["error"] = episode.error_reason
+        if episode.error_reason is not None:  # recorded; the ending is tau2's own (TAU2_STOP)
+            self.status.fail(None, episode.error_reason)
         if eval_error is not None:
             extras["evaluator_error"] = eval_error
         if scored.failures:  # the judge's failed tries (retried; the last one decided when all failed)

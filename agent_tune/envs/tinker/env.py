@@ -50,7 +50,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
+from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.time_limits import (
@@ -61,10 +61,10 @@ from agent_tune.envs.time_limits import (
     TimeLimits,
     call_in_thread,
 )
-from agent_tune.errors import EnvError
-from agent_tune.parsing.types import ParsedResponse
+from agent_tune.errors import EnvError, error_text
 from agent_tune.sync import on_background_loop, wait
 from agent_tune.utils.imports import import_object
+from agent_tune.utils.jsonl import json_safe
 from agent_tune.utils.typed_config import OptionError
 
 # Metrics that say the answer is correct (true, or a number >= 1), newest step first.
@@ -84,10 +84,6 @@ def _types() -> Any:
         raise ImportError("the tinker env needs tinker-cookbook and tinker: see docs/envs.md (installed --no-deps "
                           "with the `tinker` extra)") from exc
     return types
-
-
-def _why(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def token_ids(model_input: Any, where: str) -> list[int]:
@@ -112,10 +108,6 @@ def stop_hints(stop: Any, where: str) -> SamplerHints:
     if all(isinstance(s, int) and not isinstance(s, bool) for s in items):
         return SamplerHints(stop_token_ids=tuple(items), observation_kind="tokens", blocking_reset=True)
     raise TypeError(f"{where}: a stop condition is a list of strings or of token ids, got {stop!r:.200}")
-
-
-def _json_safe(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=repr))
 
 
 # Datasets built once per process: (path, kwargs as JSON) -> (train, test).
@@ -182,7 +174,7 @@ def tinker_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -
 
 
 @register_env("tinker")
-class TinkerEnv(BaseToolEnv):
+class TinkerEnv(WholeTextEnv):
     """A tinker-cookbook ``Env`` built by an ``EnvGroupBuilder``, played token in, token out; see the module
     docstring."""
 
@@ -228,7 +220,7 @@ class TinkerEnv(BaseToolEnv):
             try:
                 self._factory = import_object(builder)
             except (ImportError, AttributeError, ValueError) as exc:
-                raise OptionError("builder", f"{builder!r} cannot be imported ({_why(exc)})") from None
+                raise OptionError("builder", f"{builder!r} cannot be imported ({error_text(exc)})") from None
             if not callable(self._factory):
                 raise OptionError("builder", f"{builder!r} is not callable")
         self._group: Any = None
@@ -237,7 +229,6 @@ class TinkerEnv(BaseToolEnv):
         self._next_ids: list[int] = []
         self.rewards: list[float] = []
         self.metrics: dict[str, Any] = {}
-        self.error: str | None = None
 
     # ------------------------------------------------------------------ one bounded call into the env
     async def _call(self, coro: Any, what: str) -> Any:
@@ -278,7 +269,7 @@ class TinkerEnv(BaseToolEnv):
         except EnvTimeoutError:
             raise
         except Exception as exc:  # noqa: BLE001 - whatever the env's own code raised, named
-            raise TinkerEnvError(f"{what}: cannot start the episode ({_why(exc)})") from exc
+            raise TinkerEnvError(f"{what}: cannot start the episode ({error_text(exc)})") from exc
         return group, env, first
 
     def reset(self, **task: Any) -> Observation:
@@ -300,17 +291,11 @@ class TinkerEnv(BaseToolEnv):
         self.sampler_hints = stop_hints(stop, f"{what}: initial_observation()")
         self._group, self._env, self._context, self._next_ids = group, env, list(ids), []
         self._stop_condition = list(stop or [])
-        self.rewards, self.metrics, self.error = [], {}, None
+        self.rewards, self.metrics = [], {}
         super().reset()
         return Observation(token_ids=list(ids))
 
     # ------------------------------------------------------------------ acting: the env parses its own actions
-    def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
-        return ParsedResponse(content=raw_response)
-
-    def stop(self, raw_response: str) -> bool:
-        return False
-
     def format_tool_response(self, results: Sequence[Any]) -> Observation:
         """The tokens the last step's observation added (none once the episode ended)."""
         ids, self._next_ids = self._next_ids, []
@@ -328,13 +313,6 @@ class TinkerEnv(BaseToolEnv):
                             "encode the text; the episode runner always passes the tokens")
         return list(tokenizer.encode(step.raw, add_special_tokens=False))
 
-    def _fail(self, step: Step, why: str, format_error: bool, reason: StopReason = StopReason.ENV_ERROR) -> None:
-        self.error = why
-        step.format_errors += format_error
-        step.info["error"] = why
-        self.status.stop_reason = reason
-        step.done = True
-
     async def act(self, step: Step) -> None:
         """``env.step(action)``: its reward and metrics, its ``episode_done``; else the tokens its next observation
         adds after the episode's tokens so far (which it must extend)."""
@@ -345,20 +323,21 @@ class TinkerEnv(BaseToolEnv):
             result = await self._call(self._env.step(action, extra={"stop_reason": "stop" if stopped else "length"}),
                                       "tinker env step")
         except EnvTimeoutError as exc:  # the time-limit rule: ended, scored on the rewards so far
-            self._fail(step, str(exc), False, StopReason.TIMEOUT)
+            step.fail(StopReason.TIMEOUT, str(exc))
             return
         except Exception as exc:  # noqa: BLE001 - the env failed on the policy's action: counted, never a crash
-            self._fail(step, f"the env's step raised {_why(exc)}", True)
+            step.format_errors += 1
+            step.fail(StopReason.ENV_ERROR, f"the env's step raised {error_text(exc)}")
             return
         if not isinstance(result, _types().StepResult):
-            self._fail(step, f"the env's step returned a {type(result).__name__}, not a StepResult", False)
+            step.fail(StopReason.ENV_ERROR, f"the env's step returned a {type(result).__name__}, not a StepResult")
             return
         reward = float(result.reward)
         self.rewards.append(reward)
         self.metrics = dict(result.metrics or {})
         step.info["tinker_reward"] = reward
         if self.metrics:
-            step.info["tinker_metrics"] = _json_safe(self.metrics)
+            step.info["tinker_metrics"] = json_safe(self.metrics)
         step.format_errors += int(_says_malformed(self.metrics))
         if result.episode_done:
             step.done = True
@@ -369,12 +348,13 @@ class TinkerEnv(BaseToolEnv):
         try:
             following = token_ids(result.next_observation, "the env's next_observation")
         except TypeError as exc:
-            self._fail(step, str(exc), False)
+            step.fail(StopReason.ENV_ERROR, str(exc))
             return
         context = self._context + action
         if following[: len(context)] != context:
-            self._fail(step, "the env's next observation does not extend the episode's tokens (its renderer "
-                             "re-renders the history: use one with the sequence extension property)", False)
+            step.fail(StopReason.ENV_ERROR, "the env's next observation does not extend the episode's tokens (its "
+                                            "renderer re-renders the history: use one with the sequence extension "
+                                            "property)")
             return
         self._context, self._next_ids = following, following[len(context):]
 
@@ -388,12 +368,11 @@ class TinkerEnv(BaseToolEnv):
             solved = total >= self.success_reward
         extras: dict[str, Any] = {"tinker_rewards": list(self.rewards)}
         if self.metrics:
-            extras["tinker_metrics"] = _json_safe(self.metrics)
+            extras["tinker_metrics"] = json_safe(self.metrics)
             tinker_stop = [k.partition("/")[2] for k, v in self.metrics.items() if k.startswith("stop/") and v]
             if tinker_stop:
                 extras["tinker_stop"] = tinker_stop[0]
-        if self.error is not None:
-            extras["error"] = self.error
+        if self.status.error is not None:
             solved = False
         return Outcome(total, float(solved), None, extras)
 

@@ -84,7 +84,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason
+from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import Task, TaskCatalogue, reset_prompt
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.time_limits import (
@@ -95,10 +95,12 @@ from agent_tune.envs.time_limits import (
     TimeLimits,
     timeout_text,
 )
+from agent_tune.errors import error_text
 from agent_tune.parsing import ParsedResponse
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.sync import on_background_loop, wait
 from agent_tune.utils.imports import import_object
+from agent_tune.utils.jsonl import json_safe
 
 MODEL = "agent-tune"  # the model name verifiers' state records
 SPLITS = {"train": "dataset", "test": "eval_dataset"}
@@ -180,7 +182,7 @@ def _count_tool_failures(env: Any) -> None:
         except Exception as exc:
             failures = _tool_failures.get()
             if failures is not None:
-                failures.append((str(tool_name), f"{type(exc).__name__}: {exc}"))
+                failures.append((str(tool_name), error_text(exc)))
             raise
 
     counted._agent_tune_counted = True  # type: ignore[attr-defined]
@@ -299,13 +301,6 @@ def _row_fields(row: str | Mapping[str, Any] | None, fields: Mapping[str, Any]) 
     return out
 
 
-def _json_safe(value: Any) -> Any:
-    try:
-        return json.loads(json.dumps(value, default=repr))
-    except (TypeError, ValueError):
-        return repr(value)
-
-
 def _same(a: Any, b: Any) -> bool:
     return a is b or a == b
 
@@ -353,7 +348,7 @@ def verifiers_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]
 
 
 @register_env("verifiers")
-class VerifiersEnv(BaseToolEnv):
+class VerifiersEnv(WholeTextEnv):
     """A verifiers ``MultiTurnEnv`` (ToolEnv, SingleTurnEnv, ...): its dataset the tasks, its rubric the reward."""
 
     description = "any verifiers MultiTurnEnv / ToolEnv (module:function or an env id): its dataset, its rubric"
@@ -385,18 +380,14 @@ class VerifiersEnv(BaseToolEnv):
         self.env_args = _env_args(env_args)
         self.vf_env = load_environment(self.environment, self.env_args)
         self.parser = ResponseParser(tool_parser, reasoning_parser)
-        # Not the template's max_steps (which would end the episode without showing verifiers the last generation).
-        self.step_limit = None if max_steps is None else int(max_steps)
+        self.max_steps = None if max_steps is None else int(max_steps)  # the tier's: verifiers sees the last one
         self.accuracy_metric = accuracy_metric
         self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         self.state: Any = None
         self.tool_names: set[str] = set()
         self._prompt: list[Any] = []
         self._finished = False  # verifiers' cleanup ran (the completion is rendered)
-        self._crashed = False  # verifiers' code failed: the rollout is not scored
         self._scored: Outcome | None = None
-        self.error: str | None = None
-        self.tool_errors = 0
 
     def _wait(self, coro: Any) -> Any:
         """Run a coroutine of verifiers' on the process's background loop (one loop for every episode, so what an
@@ -427,7 +418,7 @@ class VerifiersEnv(BaseToolEnv):
                              f"({type(exc).__name__}: {exc})") from exc
         self.tools = tool_schemas(self.state.get("tool_defs"))
         self.tool_names = {t["function"]["name"] for t in self.tools or []}
-        self._finished, self._crashed, self._scored, self.error, self.tool_errors = False, False, None, None, 0
+        self._finished, self._scored = False, None
         super().reset()
         return Observation(messages=[chat_message(m) for m in self._prompt], tools=self.tools)
 
@@ -448,11 +439,8 @@ class VerifiersEnv(BaseToolEnv):
     # the parser decodes calls only when the env has tools; verifiers decides when the episode ends
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
         if self.tools:
-            return super().extract_tool_calls(raw_response)
+            return self.parser.parse(raw_response)[1]
         return ParsedResponse(content=raw_response)
-
-    def stop(self, raw_response: str) -> bool:
-        return False
 
     async def act(self, step: Step) -> None:
         """verifiers' own step (the env's response, its stop conditions) on the background loop, where the
@@ -461,11 +449,8 @@ class VerifiersEnv(BaseToolEnv):
             await on_background_loop(self._act(step), self.call_timeout)
         except EnvTimeoutError:  # the time-limit rule: the episode ends timed out, unscored (its state is mid-step)
             if not step.done:
-                self.error = timeout_text(self.call_timeout, "verifiers step")
-                self.status.stop_reason = StopReason.TIMEOUT
-                self._crashed = step.done = True
-                step.messages.append({"role": "user", "content": f"Error: the environment did not answer "
-                                                                 f"({self.error})"})
+                why = timeout_text(self.call_timeout, "verifiers step")
+                step.fail(StopReason.TIMEOUT, why, f"Error: the environment did not answer ({why})")
         except Exception as exc:  # noqa: BLE001 - counted, never a crash
             if not step.done:
                 self._fail(step, exc)
@@ -526,7 +511,8 @@ class VerifiersEnv(BaseToolEnv):
             prompt = maybe_normalize_messages(prompt, field_name="prompt_messages")
         except vf.Error as exc:  # verifiers' own rule: the error ends the rollout (has_error), which is scored
             state["error"] = exc
-            self._record_error(step, exc)
+            step.format_errors += 1
+            self.status.fail(StopReason.ENV_ERROR, error_text(exc))
             await env.is_completed(state)
             await self._stopped(step)
             return
@@ -535,7 +521,7 @@ class VerifiersEnv(BaseToolEnv):
             state["timing"].env.spans.append(vf.TimeSpan(start=started, end=time.time()))
         failed = [f for f in failures if f[0] in self.tool_names]
         if failed:
-            self.tool_errors += len(failed)
+            self.status.tool_errors += len(failed)
             step.info["tool_errors"] = [f"{name}: {error}" for name, error in failed]
         if len(prompt) < len(before) or not all(_same(a, b) for a, b in zip(prompt, before)):
             raise ValueError("get_prompt_messages did not continue the conversation (a non-linear prompt)")
@@ -547,23 +533,19 @@ class VerifiersEnv(BaseToolEnv):
             return
         self._prompt = list(prompt)
         step.messages.extend(chat_message(m) for m in prompt[len(before):])
-        if self.step_limit is not None and self.status.num_steps >= self.step_limit:
-            step.done, self.status.stop_reason = True, StopReason.STEP_LIMIT
-            await self._finish()
 
-    def _record_error(self, step: Step, exc: BaseException) -> None:
-        self.error = f"{type(exc).__name__}: {exc}"
-        step.format_errors += 1
-        self.status.stop_reason = StopReason.ENV_ERROR
-
-    def _fail(self, step: Step, exc: BaseException) -> None:
+    @staticmethod
+    def _fail(step: Step, exc: BaseException) -> None:
         """The episode ends on a failure of verifiers' code (or a conversation the runner cannot follow): the
         rollout failed, as it does in verifiers' own loop (no score: reward 0)."""
-        self._record_error(step, exc)
-        self._crashed = True
-        step.messages.append({"role": "user", "content": f"Error: the environment could not process the response "
-                                                         f"({self.error})"})
-        step.done = True
+        why = error_text(exc)
+        step.format_errors += 1
+        step.fail(StopReason.ENV_ERROR, why, f"Error: the environment could not process the response ({why})")
+
+    def _rollout_failed(self) -> bool:
+        """The rollout failed outside verifiers' own error rule (which keeps its error in ``state["error"]`` and is
+        scored): a failure the episode recorded, none in the state. Such a rollout is not scored."""
+        return self.status.error is not None and self.state.get("error") is None
 
     async def _stopped(self, step: Step) -> None:
         """verifiers' stop condition fired: the episode's turn is done."""
@@ -596,25 +578,22 @@ class VerifiersEnv(BaseToolEnv):
     def outcome(self) -> Outcome:
         if self._scored is not None:
             return self._scored
-        extras: dict[str, Any] = {"verifiers_env": self.environment, "tool_errors": self.tool_errors}
+        extras: dict[str, Any] = {"verifiers_env": self.environment}
+        crashed = self._rollout_failed()
         try:
-            self._wait(self._finish() if self._crashed else self._score())
+            self._wait(self._finish() if crashed else self._score())
         except EnvTimeoutError:  # the time-limit rule: scoring is a call too
-            self.error = self.error or timeout_text(self.call_timeout, "verifiers scoring")
-            if not self.status.stop_reason.by_runner:
-                self.status.stop_reason = StopReason.TIMEOUT
+            self.status.fail(StopReason.TIMEOUT, timeout_text(self.call_timeout, "verifiers scoring"))
             self.state["reward"] = None
         except Exception as exc:  # noqa: BLE001 - a rubric that fails scores 0, named
-            extras["verifiers_score_error"] = f"{type(exc).__name__}: {exc}"
+            extras["verifiers_score_error"] = error_text(exc)
             self.state["reward"] = None
         state = self.state
-        reward = 0.0 if self._crashed else float(state.get("reward") or 0.0)
+        reward = 0.0 if crashed else float(state.get("reward") or 0.0)
         metrics = dict(state.get("metrics") or {})
         judged = metrics.get(self.accuracy_metric, 0.0) if self.accuracy_metric else reward
         solved = float(judged or 0.0) >= float(getattr(self.vf_env, "pass_threshold", 0.5))
-        extras.update(verifiers_metrics=_json_safe(metrics), verifiers_stop=state.get("stop_condition"))
-        if self.error is not None:
-            extras["error"] = self.error
+        extras.update(verifiers_metrics=json_safe(metrics), verifiers_stop=state.get("stop_condition"))
         self._scored = Outcome(reward=reward, accuracy=float(solved), extras=extras)
         return self._scored
 

@@ -80,6 +80,7 @@ from agent_tune.envs.verl_tools.calls import CallResult, Failed, call_tool, guar
 from agent_tune.envs.verl_tools.loader import LoadedTools, load_tools
 from agent_tune.envs.verl_tools.reward import load_reward, reward_arguments, verdict
 from agent_tune.envs.verl_tools.rows import verl_row_prompt, verl_rows_tasks
+from agent_tune.errors import error_text
 from agent_tune.parsing import ToolCall
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.sync import on_background_loop, wait
@@ -205,13 +206,11 @@ class VerlToolsEnv(BaseToolEnv):
                      "extra_info": info}
         self.transcript = [dict(m) for m in messages]
         self.agent_data = self._agent_data()
-        self.tool_errors, self.tool_rewards, self.dropped_calls = 0, [], 0
-        self.error: str | None = None
-        self.failure: StopReason | None = None  # the episode must end at its next step (a failed start)
+        self.tool_rewards, self.dropped_calls = [], 0
         self.instances = {}
+        super().reset()
         if self.lifecycle == "episode":
             self._create_instances()
-        super().reset()
         return Observation(messages=messages, tools=self.tools)
 
     def _agent_data(self) -> Any:
@@ -228,7 +227,7 @@ class VerlToolsEnv(BaseToolEnv):
     def _create_instances(self) -> None:
         """``create`` of every BaseTool the episode shows, concurrently, within ``start_timeout`` (else
         :class:`StartTimeoutError`; the instances made so far stay in ``instances``, released by ``close``); a
-        ``create`` that raises is kept for the first step to end the episode with."""
+        ``create`` that raises is a failure recorded at the start: the first step ends the episode with it."""
         base_tools = [n for n in self.active if not self.loaded.is_function_tool(n)]
 
         async def create(name: str) -> Failed | None:
@@ -247,15 +246,12 @@ class VerlToolsEnv(BaseToolEnv):
         except EnvTimeoutError as exc:  # the time-limit rule: the runner counts the episode as not played
             raise StartTimeoutError(exc.seconds, exc.what) from None
         if failures:
-            self.error, self.failure = "; ".join(f.error for f in failures), StopReason.ENV_ERROR
+            self.status.fail(StopReason.ENV_ERROR, "; ".join(f.error for f in failures))
 
     # ------------------------------------------------------------------ a step
     async def act(self, step: Step) -> None:
-        """A failed start ends the episode; an answer ends it; else the step's calls run (bounded per call)."""
-        if self.failure is not None:
-            step.done, self.status.stop_reason = True, self.failure
-            step.info["error"] = self.error
-            return
+        """An answer ends the episode; else the step's calls run (bounded per call); a failure of one ends the episode
+        after the step (a failed start, before it: the template's rule)."""
         if step.answer:
             self.transcript.append({"role": "assistant", "content": step.parsed.content})
             step.end_turn()
@@ -276,9 +272,6 @@ class VerlToolsEnv(BaseToolEnv):
         step.info["calls"] = [c.name for c, r in zip(calls, results) if not r.error]
         self.transcript.extend({"role": "tool", "content": r.content} for r in results)
         step.answer_undecodable()
-        if self.failure is not None:
-            step.done, self.status.stop_reason = True, self.failure
-            step.info["error"] = self.error
 
     @staticmethod
     def _assistant_message(step: Step, calls: Sequence[ToolCall]) -> dict[str, Any]:
@@ -304,32 +297,23 @@ class VerlToolsEnv(BaseToolEnv):
                 create_kwargs=self.tools_kwargs.get(call.name, {}).get("create_kwargs") or {},
                 agent_data=self.agent_data, limit=self.max_tool_response_length, side=self.truncate_side,
             ), self.limits.call_timeout, f"verl tool {call.name!r}")
-        except EnvTimeoutError as exc:  # the time-limit rule's outcome
-            self._fail(str(exc), StopReason.TIMEOUT)
+        except EnvTimeoutError as exc:  # the time-limit rule's outcome (the episode ends after this step)
+            self.status.fail(StopReason.TIMEOUT, str(exc))
             return ToolResult(f"Error: {exc}", call.name), None
-        self.tool_errors += result.failed
+        self.status.tool_errors += result.failed
         if result.media:
-            self._fail(f"tool {call.name!r} returned {result.media} image(s)/video(s): this env shows text only "
-                       "(verl needs a vision-language processor for them)", StopReason.ENV_ERROR)
+            self.status.fail(StopReason.ENV_ERROR, f"tool {call.name!r} returned {result.media} image(s)/video(s): "
+                                                   "this env shows text only (verl needs a vision-language processor "
+                                                   "for them)")
         return ToolResult(result.text, call.name), result.reward
-
-    def _fail(self, error: str, reason: StopReason) -> None:
-        """The episode ends after this step, for the first failure's reason; every failure's text is kept."""
-        if self.failure is None:
-            self.failure = reason
-        self._note(error)
 
     # ------------------------------------------------------------------ the episode's end
     def outcome(self) -> Outcome:
         """The tools' ``calc_reward`` s and ``release`` s (lifecycle ``episode``), then the reward: the reward
         function's, else the sum of the ``calc_reward`` s."""
         scores = self._end_instances()
-        extras: dict[str, Any] = {"tool_errors": self.tool_errors, "tool_rewards": list(self.tool_rewards),
-                                  "tool_scores": dict(scores), "dropped_calls": self.dropped_calls}
-        if self.failure is not None and not self.status.stop_reason.by_runner:
-            self.status.stop_reason = self.failure
-        if self.error is not None:
-            extras["error"] = self.error
+        extras: dict[str, Any] = {"tool_rewards": list(self.tool_rewards), "tool_scores": dict(scores),
+                                  "dropped_calls": self.dropped_calls}
         if self.reward_fn is None:
             total = float(sum(scores.values()))
             return Outcome(total, float(total >= 1.0), None, extras)
@@ -339,12 +323,10 @@ class VerlToolsEnv(BaseToolEnv):
         try:
             reward, accuracy = verdict(self._call_reward(given))
         except EnvTimeoutError as exc:  # the scoring is a call too: the time-limit rule's outcome
-            extras["error"] = self.error = f"{self.error}; {exc}" if self.error else str(exc)
-            if not self.status.stop_reason.by_runner:
-                self.status.stop_reason = StopReason.TIMEOUT
+            self.status.fail(StopReason.TIMEOUT, str(exc))
             return Outcome(0.0, 0.0, None, extras)
         except Exception as exc:  # noqa: BLE001 - a reward function's failure is recorded, the episode scores 0
-            extras["reward_error"] = f"{type(exc).__name__}: {exc}"
+            extras["reward_error"] = error_text(exc)
             return Outcome(0.0, 0.0, None, extras)
         return Outcome(reward, accuracy, None, extras)
 
@@ -370,7 +352,8 @@ class VerlToolsEnv(BaseToolEnv):
         the episode's instances, each within ``call_timeout``. A tool that raises there scores 0, counted in
         ``tool_errors`` with its ``error``; one that times out ends the episode as ``timeout``."""
         instances, self.instances = dict(self.instances), {}
-        methods = ("calc_reward", "release") if score and self.failure is None else ("release",)
+        # no score after a failure (a tool that timed out or failed to start)
+        methods = ("calc_reward", "release") if score and self.status.error is None else ("release",)
         scores: dict[str, float] = {}
         for name, instance_id in instances.items():
             tool, kwargs = self.active[name], self.tools_kwargs.get(name, {})
@@ -379,7 +362,7 @@ class VerlToolsEnv(BaseToolEnv):
                 try:
                     value = wait(guarded(call), self.limits.call_timeout, f"verl tool {name!r} {method}")
                 except EnvTimeoutError as exc:
-                    self._fail(str(exc), StopReason.TIMEOUT)
+                    self.status.fail(StopReason.TIMEOUT, str(exc))
                     continue
                 if method == "calc_reward" and not isinstance(value, Failed):
                     try:
@@ -387,13 +370,10 @@ class VerlToolsEnv(BaseToolEnv):
                         continue
                     except (TypeError, ValueError):
                         value = Failed(f"calc_reward returned {value!r}, not a number")
-                if isinstance(value, Failed):
-                    self.tool_errors += 1
-                    self._note(f"tool {name!r}: {method} failed ({value.error})")
+                if isinstance(value, Failed):  # counted and named; the episode's ending stands
+                    self.status.tool_errors += 1
+                    self.status.fail(None, f"tool {name!r}: {method} failed ({value.error})")
         return scores
-
-    def _note(self, error: str) -> None:
-        self.error = error if not self.error else f"{self.error}; {error}"
 
     def close(self) -> None:
         """An episode closed before it ended still releases its tools' instances."""
