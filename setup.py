@@ -1,5 +1,6 @@
 """agent-tune: multi-turn tool-use RL for LLMs on verl, with executable environments."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -7,6 +8,8 @@ from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
+# the one version: agent_tune.__version__ (read as text: importing the package needs its dependencies)
+VERSION = re.search(r'^__version__ = "([^"]+)"', (HERE / "agent_tune" / "__init__.py").read_text(), re.M).group(1)
 
 CORE = [
     "jinja2>=3.1",
@@ -92,7 +95,7 @@ class BuildPyWithConfigs(build_py):
 
 setup(
     name="agent-tune",
-    version="0.1.0",
+    version=VERSION,
     description=(
         "Multi-turn tool-use reinforcement learning for LLMs: executable environments, token-exact rollouts, "
         "verl GRPO"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from agent_tune import __version__
+
 
 def _cmd_envs(_: argparse.Namespace) -> int:
     from agent_tune.envs import describe_envs
@@ -57,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging()  # train and eval configure it themselves
     parser = argparse.ArgumentParser(prog="agent-tune", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"agent-tune {__version__}",
+                        help="print the version (CHANGELOG.md says what changed) and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("envs", help="list registered environments").set_defaults(func=_cmd_envs)
     sub.add_parser("data", help="verl rows of any env with a task catalogue: agent-tune data --env NAME --split S "

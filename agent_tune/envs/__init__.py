@@ -9,6 +9,7 @@ from typing import Any
 from agent_tune.envs.base import (
     BaseToolEnv,
     CallToolEnv,
+    EnvContractError,
     EnvStateError,
     EpisodeInfo,
     EpisodeStatus,
@@ -40,6 +41,7 @@ __all__ = [
     "CallToolEnv",
     "CheckReport",
     "EnvCheckError",
+    "EnvContractError",
     "EnvStateError",
     "EpisodeInfo",
     "EpisodeStatus",

@@ -344,6 +344,52 @@ class EnvStateError(EnvError, RuntimeError):
     """A contract method called out of order (``step`` before ``reset`` or after the episode ended)."""
 
 
+class EnvContractError(EnvError, TypeError):
+    """An env class written to the contract before agent-tune 0.1.0: raised when the class is defined, naming
+    the migration (CHANGELOG.md)."""
+
+
+_CATALOGUE = "declare `catalogue = TaskCatalogue(splits=..., tasks=...)` (agent_tune.envs.catalogue) instead"
+_REPORT = "declare `report = EvalReport(...)` (agent_tune.envs.report) instead"
+# The env contract's names before 0.1.0, each with its one-line migration (CHANGELOG.md, [0.1.0]).
+RETIRED_NAMES: dict[str, str] = {
+    "tasks": _CATALOGUE,
+    "splits": _CATALOGUE,
+    "eval_default": _CATALOGUE,
+    "suites": _CATALOGUE,
+    "eval_kwargs": _CATALOGUE,
+    "row_prompt": _CATALOGUE,
+    "record_fields": _REPORT,
+    "format_report": _REPORT,
+    "write_results": _REPORT,
+    "begin_episode": "call `super().reset()` first in `reset` and start the episode's own state there",
+    "on_finalize": "read `self.status.stop_reason` in `outcome()` instead",
+    "set_global_step": "read `self.status.global_step` (the runner sets it before `reset`) instead",
+}
+
+
+def check_contract(cls: type) -> None:
+    """Raise :class:`EnvContractError` when env class ``cls`` defines a name of the contract before 0.1.0."""
+    own = vars(cls)
+    for name, migration in RETIRED_NAMES.items():
+        if name in own:
+            raise EnvContractError(f"{cls.__qualname__}.{name}: the env contract changed in agent-tune 0.1.0; "
+                                   f"{migration} (CHANGELOG.md, docs/envs.md)")
+    for attr, value in own.items():
+        code = getattr(getattr(value, "__func__", value), "__code__", None)
+        if code is not None and "begin_episode" in code.co_names:  # the old reset called self.begin_episode()
+            raise EnvContractError(f"{cls.__qualname__}.{attr} calls begin_episode(), gone since agent-tune 0.1.0; "
+                                   f"{RETIRED_NAMES['begin_episode']} (CHANGELOG.md, docs/envs.md)")
+    if "report" in own and not isinstance(own["report"], EvalReport):
+        raise EnvContractError(f"{cls.__qualname__}.report: the env contract changed in agent-tune 0.1.0; "
+                               f"{_REPORT} (CHANGELOG.md, docs/envs.md)")
+    if "call_tool" in own and getattr(cls, "act", None) is BaseToolEnv.act:
+        # the call-by-call hook on the base class: the template no longer runs it, so the env would not act
+        raise EnvContractError(f"{cls.__qualname__}.call_tool: the call-by-call tier is its own class since "
+                               "agent-tune 0.1.0; subclass `CallToolEnv` instead of `BaseToolEnv` (CHANGELOG.md, "
+                               "docs/envs.md)")
+
+
 def undecodable_text(index: int, reason: str) -> str:
     """What the policy reads for a call block that could not be decoded (``index`` counts from 0)."""
     return f"Error: tool call #{index + 1} could not be parsed: {reason}"
@@ -409,6 +455,7 @@ class BaseToolEnv(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        check_contract(cls)
         cls._async_act = inspect.iscoroutinefunction(cls.act)
 
     @classmethod

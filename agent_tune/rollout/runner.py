@@ -152,6 +152,18 @@ class EpisodeResult:
     def truncated(self) -> bool:
         return self.stop_reason is StopReason.TOKEN_BUDGET
 
+    def __getattr__(self, name: str) -> Any:
+        # only reached for a name the result lacks: say what an old name became (CHANGELOG.md, [0.1.0])
+        renamed = _RENAMED_RESULT_FIELDS.get(name)
+        if renamed is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        raise AttributeError(f"EpisodeResult.{name} was renamed in agent-tune 0.1.0: read EpisodeResult.{renamed} "
+                             "(CHANGELOG.md)")
+
+
+# EpisodeResult's fields before 0.1.0 and their names since
+_RENAMED_RESULT_FIELDS = {"termination": "stop_reason", "stop_reasons": "finish_reasons"}
+
 
 async def run_episode(
     env: BaseToolEnv,
