@@ -13,9 +13,12 @@ def _cmd_envs(_: argparse.Namespace) -> int:
     from agent_tune.envs import describe_envs
 
     rows = describe_envs()
-    width = max(len(name) for name, _ in rows)
-    for name, desc in rows:
-        print(f"{name:<{width}}  {desc}")
+    width = max(len(row.name) for row in rows)
+    print(f"{'name':<{width}}  tasks  description")
+    for row in rows:
+        print(f"{row.name:<{width}}  {'yes' if row.catalogue else '-':<5}  {row.description}")
+    print("tasks: the env has a task catalogue (agent-tune data --env NAME writes its rows; agent-tune eval --env "
+          "NAME plays its tests)")
     return 0
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,3 +35,17 @@ def test_changelog_has_the_usual_shape_and_the_contract_migrations() -> None:
     for name in [*RETIRED_NAMES, "call_tool", "termination", "CallToolEnv"]:
         assert f"`{name}" in released, f"CHANGELOG's [{agent_tune.__version__}] does not say what became of {name}"
     assert released.count("Migration:") >= 7
+
+
+def test_envs_lists_names_and_catalogues_without_importing_tau2() -> None:
+    probe = ("import sys, contextlib, io; from agent_tune.cli import main; out = io.StringIO()\n"
+             "with contextlib.redirect_stdout(out): main(['envs'])\n"
+             "print(sorted(m for m in ('tau2', 'litellm', 'bfcl_eval', 'torch') if m in sys.modules))\n"
+             "print(out.getvalue())")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT,
+                          timeout=120)
+    first, *lines = proc.stdout.splitlines()
+    assert first == "[]", first  # nothing heavy imported to list names
+    rows = {line.split()[0]: line.split()[1] for line in lines[1:] if line and not line.startswith("tasks:")}
+    assert rows["bfcl"] == "yes" and rows["tau2"] == "yes" and rows["openenv"] == "-"
+    assert "tau2-bench" in next(line for line in lines if line.startswith("tau2"))

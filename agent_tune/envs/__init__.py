@@ -26,6 +26,7 @@ from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.checker import CheckReport, EnvCheckError, check_env
 from agent_tune.envs.registry import (
     BUILTIN_CLASSES,
+    EnvCard,
     UnknownEnvError,
     describe_envs,
     env_names,
@@ -41,6 +42,7 @@ __all__ = [
     "CallToolEnv",
     "CheckReport",
     "EnvCheckError",
+    "EnvCard",
     "EnvContractError",
     "EnvStateError",
     "EpisodeInfo",

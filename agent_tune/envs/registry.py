@@ -8,8 +8,10 @@ group, through which an installed plugin package adds environments. ``make_env``
 
 from __future__ import annotations
 
+import ast
 from importlib.metadata import entry_points
-from typing import Any, Callable, TypeVar
+from pathlib import Path
+from typing import Any, Callable, NamedTuple, TypeVar
 
 from agent_tune.envs.base import BaseToolEnv
 from agent_tune.errors import ConfigError
@@ -120,12 +122,57 @@ def make_env(name: str, **kwargs: Any) -> BaseToolEnv:
     return get_env_class(name)(**kwargs)
 
 
-def describe_envs() -> list[tuple[str, str]]:
-    """(name, one-line description) for every registered environment; import errors are reported inline."""
+class EnvCard(NamedTuple):
+    """What ``agent-tune envs`` shows of an env: its name, its one-line description, whether it has a task
+    catalogue (``agent-tune data`` / ``eval --env``)."""
+
+    name: str
+    description: str
+    catalogue: bool
+
+
+def describe_envs() -> list[EnvCard]:
+    """An :class:`EnvCard` for every registered environment. A built-in one is read from its source (listing must
+    not import tau2 or litellm); an env that is imported to be described and fails says why inline."""
     rows = []
     for name in env_names():
+        entry = _registered[name]
+        card = _card_from_source(name, entry) if isinstance(entry, str) else None
+        if card is not None:
+            rows.append(card)
+            continue
         try:
-            rows.append((name, get_env_class(name).description or ""))
+            cls = get_env_class(name)
+            rows.append(EnvCard(name, cls.description or "", cls.catalogue is not None))
         except Exception as exc:  # an optional dependency is missing: say so, keep listing
-            rows.append((name, f"(unavailable: {type(exc).__name__}: {exc})"))
+            rows.append(EnvCard(name, f"(unavailable: {type(exc).__name__}: {exc})", False))
     return rows
+
+
+def _card_from_source(name: str, path: str) -> EnvCard | None:
+    """The card of a built-in env class ``path`` (``agent_tune....:Class``) from its module's source, when the class
+    itself assigns ``description`` a string and ``catalogue`` a value; None otherwise (the caller imports it)."""
+    module, _, class_name = path.partition(":")
+    root = Path(__file__).resolve().parents[1]  # agent_tune/
+    if not module.startswith("agent_tune."):
+        return None
+    file = root.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    try:
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return None
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name), None)
+    if cls is None:
+        return None
+    values: dict[str, ast.expr] = {}
+    for node in cls.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            values[node.targets[0].id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            values[node.target.id] = node.value
+    description = values.get("description")
+    if not (isinstance(description, ast.Constant) and isinstance(description.value, str)):
+        return None
+    catalogue = values.get("catalogue")
+    has_catalogue = catalogue is not None and not (isinstance(catalogue, ast.Constant) and catalogue.value is None)
+    return EnvCard(name, description.value, has_catalogue)

@@ -10,6 +10,8 @@ alias ``smollm2`` into the converted Hugging Face folder, :func:`check_data_file
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 from pathlib import Path
 from typing import Sequence
 
@@ -61,9 +63,71 @@ def compose_config(config_name: str, overrides: Sequence[str] = (), config_dir: 
             resolve_own(config)  # ${agent_tune_sum:...} values become numbers before verl's Ray actors see them
             return config
     except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(describe_config_error(exc)) from exc
+        raise ConfigError(_explain(exc, config_name, overrides, config_dir)) from exc
     finally:
         GlobalHydra.instance().clear()
+
+
+def shipped_configs(config_dir: str | Path | None = None) -> list[str]:
+    """The config names ``--config-name`` takes: the YAML files at the top of the config folder."""
+    folder = Path(config_dir) if config_dir is not None else default_config_dir()
+    return sorted(p.stem for p in folder.glob("*.yaml"))
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str | None:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+_MISSING_KEY = (re.compile(r"Key '[^']*' is not in struct"), re.compile(r"Could not delete from config\. '([^']+)'"))
+
+
+def _explain(exc: BaseException, config_name: str, overrides: Sequence[str], config_dir: Path) -> str:
+    """One line for a composition error: a missing config lists the shipped ones, a key the config lacks gets the
+    closest existing key; anything else is :func:`describe_config_error`'s message."""
+    detail = describe_config_error(exc)
+    if f"Cannot find primary config '{config_name}'" in detail:
+        names = shipped_configs(config_dir)
+        close = _did_you_mean(config_name, names)
+        hint = f"did you mean {close}? " if close else ""
+        return f"config '{config_name}' does not exist in {config_dir}: {hint}the configs: {', '.join(names)}"
+    key = _missing_key(exc, detail)
+    if key is None:
+        return detail
+    override = next((o for o in overrides if o.lstrip("~").split("=", 1)[0] == key), f"{key}=...")
+    parent, _, leaf = key.rpartition(".")
+    siblings = _keys_under(config_name, [o for o in overrides if o != override], config_dir, parent)
+    close = _did_you_mean(leaf, siblings) if siblings else None
+    if close is not None:
+        suggestion = f"did you mean {parent + '.' if parent else ''}{close}?"
+    else:
+        shown = ", ".join(siblings[:12]) + (f" and {len(siblings) - 12} more" if len(siblings) > 12 else "")
+        suggestion = f"the keys under '{parent or '(top)'}': {shown}" if siblings else "no such key"
+    add = "" if override.startswith("~") else f" (a key the config lacks is added as +{override.lstrip('+')})"
+    return f"config key '{key}' does not exist: {suggestion}{add}"
+
+
+def _missing_key(exc: BaseException, detail: str) -> str | None:
+    """The dotted key an override names that the config lacks, else None."""
+    if _MISSING_KEY[0].search(detail):
+        node: BaseException | None = exc
+        while node is not None:
+            if getattr(node, "full_key", None):
+                return str(node.full_key)
+            node = node.__cause__ or node.__context__
+    deleted = _MISSING_KEY[1].search(detail)
+    return deleted.group(1) if deleted else None
+
+
+def _keys_under(config_name: str, overrides: Sequence[str], config_dir: Path, parent: str) -> list[str]:
+    """The keys the config (composed without the failing override) holds under ``parent``; [] if it does not
+    compose or ``parent`` is not a mapping."""
+    try:
+        config = compose_config(config_name, overrides, config_dir)
+    except ConfigError:
+        return []
+    node = OmegaConf.select(config, parent, default=None) if parent else config
+    return [str(k) for k in node.keys()] if OmegaConf.is_dict(node) else []
 
 
 def describe_config_error(exc: BaseException) -> str:
@@ -125,4 +189,28 @@ def check_data_files(config: DictConfig) -> None:
         if "://" in item:  # hdfs://, s3://...: verl copies those itself
             continue
         if not Path(item).expanduser().exists():
-            raise ConfigError(f"config key '{key}': file {item} does not exist")
+            raise ConfigError(f"config key '{key}': file {item} does not exist; {rows_hint(config)}")
+
+
+def rows_hint(config: DictConfig) -> str:
+    """How to build the rows a config trains on: ``agent-tune data`` for the first env it configures
+    (``agent_tune.env_kwargs``) that declares a task catalogue, and the overrides that point at them."""
+    from agent_tune.envs import get_env_class
+
+    envs = list(OmegaConf.select(config, "agent_tune.env_kwargs", default=None) or [])
+    for name in envs:
+        try:
+            catalogue = get_env_class(str(name)).catalogue
+        except Exception:  # an env that does not import here cannot tell: the next one may
+            continue
+        if catalogue is None:
+            continue
+        splits = list(catalogue.splits)
+        train = "train" if "train" in splits else splits[0]
+        val = next((s for s in ("val", "validation", "test") if s in splits), train)
+        folder = f"data/{name}"
+        wanted = " ".join(dict.fromkeys((train, val)))
+        return (f"build the rows with `agent-tune data --env {name} --split {wanted} --out {folder}`, then pass "
+                f"data.train_files={folder}/{train}.parquet data.val_files={folder}/{val}.parquet")
+    return ("build the rows with `agent-tune data --env NAME --split train test --out DIR` (`agent-tune envs` marks "
+            "the envs with tasks) or a data_preprocess/ script, then pass data.train_files=... data.val_files=...")

@@ -127,3 +127,17 @@ def _has(module: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(module) is not None
+
+
+def test_env_cards_read_from_source_match_the_classes() -> None:
+    """``agent-tune envs`` reads built-ins from their source; what it reads is what the class says."""
+    cards = {card.name: card for card in registry.describe_envs()}
+    assert cards["openenv"].catalogue is False and cards["bfcl"].catalogue is True
+    for name, path in registry._BUILTIN.items():
+        static = registry._card_from_source(name, path)
+        assert static is not None, f"{name}: description is not a literal in its class"
+        try:
+            cls = get_env_class(name)
+        except ImportError:  # an optional dependency this machine lacks
+            continue
+        assert static == (name, cls.description, cls.catalogue is not None), name
