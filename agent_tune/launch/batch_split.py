@@ -91,13 +91,14 @@ def data_parallel(config: DictConfig, role: str) -> DataParallel:
     return DataParallel(world // model_parallel, f"{world_how}{divisors}")
 
 
-def _need_critic(config: DictConfig) -> bool:
-    """Whether verl builds a critic for ``config`` (its own ``need_critic``)."""
-    from verl.trainer.ppo.utils import need_critic
+def need_critic(config: DictConfig) -> bool:
+    """Whether verl builds a critic for ``config`` (its own ``need_critic``), without its warning: verl warns
+    "Disabled critic as algorithm.adv_estimator != gae" on every call, which is GRPO's normal case."""
+    from verl.trainer.ppo.utils import need_critic as verl_need_critic
 
-    with warnings.catch_warnings():  # verl warns that GRPO has no critic; validate_config says it again
-        warnings.simplefilter("ignore")
-        return bool(need_critic(config))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Disabled critic", category=UserWarning)
+        return bool(verl_need_critic(config))
 
 
 def check_batch_split(config: DictConfig, use_critic: bool | None = None) -> None:
@@ -114,7 +115,7 @@ def check_batch_split(config: DictConfig, use_critic: bool | None = None) -> Non
     n = _int(config, "actor_rollout_ref.rollout.n")
     checks = [("actor_rollout_ref.actor", "data.train_batch_size"),
               ("actor_rollout_ref.actor", "actor_rollout_ref.actor.ppo_mini_batch_size")]
-    if use_critic if use_critic is not None else _need_critic(config):
+    if use_critic if use_critic is not None else need_critic(config):
         checks.append(("critic", "critic.ppo_mini_batch_size"))
     for role, key in checks:
         value = OmegaConf.select(config, key, default=None)

@@ -55,8 +55,7 @@ def check_debug(run: RunConfig) -> None:
     a trainer other than verl's v1 ``sync`` one, the task weighting or validation on, another agent loop file or
     manager, rollout-only with a critic or into a folder holding a dump, replay of a folder with no step dump or
     of more steps than it holds."""
-    from verl.trainer.ppo.utils import need_critic
-
+    from agent_tune.launch.batch_split import need_critic
     from verl_ext.trainers import MAIN_PPO
 
     config, debug = run.config, run.options.debug

