@@ -122,11 +122,15 @@ class PhaseDetector:
 
 # --- progress lines --------------------------------------------------------------------------------
 
-# Row keys shown on every progress line, with their console names.
+# The few row keys a person reads on every progress line, with their console names; the rest of a row (timings,
+# losses, per-episode counts, env-specific keys) stays in metrics.jsonl (``agent-tune plot --table`` shows it).
 HEADLINE = (("reward", "reward"), ("acc", "acc"), ("progress", "progress"), ("format_errors", "fmt-err"),
-            ("response_length", "len"), ("truncated", "trunc"))
-# Row keys kept to metrics.jsonl only (step_time_s is the rate); any other key is shown after the headline.
-QUIET = {"step", "samples", "step_time_s", "generate_time_s", "pg_loss", "entropy", "num_steps", "num_turns"}
+            ("response_length", "len"), ("groups_with_signal", "groups_with_signal"))
+# Shown only when not zero: the share of episodes the runner cut short, and of each way an episode ended other
+# than the env's own ``done`` (``stop/<reason>``).
+WHEN_NOT_ZERO = (("truncated", "trunc"),)
+STOP_PREFIX = "stop/"
+STOP_SHOWN_ALWAYS = "stop/done"
 
 
 def _value(value: Any) -> str:
@@ -167,9 +171,11 @@ class Progress:
         else:
             head, timing = f"step {step}", f"{rate:.1f} s/step"
         metrics = [f"{name} {_value(row[key])}" for key, name in HEADLINE if key in row]
-        known = {key for key, _ in HEADLINE} | QUIET
-        metrics += [f"{key} {_value(value)}" for key, value in row.items() if key not in known]
-        return " | ".join([head, timing] + ([" ".join(metrics)] if metrics else []))
+        metrics += [f"{name} {_value(row[key])}" for key, name in WHEN_NOT_ZERO if row.get(key)]
+        stops = [f"{key[len(STOP_PREFIX):]} {_value(value)}" for key, value in row.items()
+                 if key.startswith(STOP_PREFIX) and key != STOP_SHOWN_ALWAYS and value]
+        return " | ".join([head, timing] + ([" ".join(metrics)] if metrics else [])
+                          + (["stop " + " ".join(stops)] if stops else []))
 
 
 def validation_line(row: dict[str, Any]) -> str:

@@ -84,13 +84,30 @@ def test_progress_line_rate_eta_and_extra_keys() -> None:
            "pg_loss": 0.1, "groups_with_signal": 0.5}
     line = progress.line(row, now=100.0)
     assert line.startswith("step 1/4 (25%) | 40.0 s/step, ETA 2m00s | reward 0.125 acc 0.000 fmt-err 0.500")
-    assert "groups_with_signal 0.500" in line  # keys the console does not know are shown
+    assert "groups_with_signal 0.500" in line
     assert "pg_loss" not in line and "samples" not in line  # detail kept to metrics.jsonl
     # the rate is the mean of this launch's step times
     assert "30.0 s/step, ETA 1m00s" in progress.line({"step": 2, "step_time_s": 20.0}, now=120.0)
     # no step time in the row: wall time since the previous row
     assert "31.7 s/step" in progress.line({"step": 3}, now=155.0)  # mean of 40, 20 and 155 - 120
     assert progress.line({"step": 4, "step_time_s": 10.0}, now=165.0).split(" | ")[1].endswith("ETA 0s")
+
+
+def test_progress_line_is_the_few_numbers_a_user_reads_and_stop_reasons_only_when_not_zero() -> None:
+    row = {"step": 1, "samples": 32, "reward": 0.85, "response_length": 53.9, "step_time_s": 84.9,
+           "generate_time_s": 16.0, "pg_loss": -0.0019, "acc": 0.625, "progress": 0.825, "format_errors": 0.0,
+           "num_calls": 1.0, "num_steps": 1.0, "num_generations": 1.0, "turns_completed": 1.0, "zero_call": 0.0,
+           "truncated": 0.0, "tool_calls_per_generation": 1.0, "valid_call_rate": 1.0, "format_error_rate": 0.0,
+           "groups": 8.0, "groups_with_signal": 0.75, "stop/done": 1.0,
+           **{f"stop/{r}": 0.0 for r in ("step_limit", "token_budget", "generation_limit", "empty_generation",
+                                         "aborted", "prompt_too_long", "server_error", "timeout", "env_error")}}
+    line = Progress(total_steps=32, started=0.0).line(row, now=90.0)
+    assert line == ("step 1/32 (3%) | 84.9 s/step, ETA 43m52s | reward 0.850 acc 0.625 progress 0.825 fmt-err 0.000 "
+                    "len 53.900 groups_with_signal 0.750")
+    assert len(line) <= 140 and "stop" not in line and "trunc" not in line  # 537 characters before
+    cut = Progress(total_steps=32, started=0.0).line({**row, "truncated": 0.125, "stop/token_budget": 0.125,
+                                                      "stop/timeout": 0.0625, "stop/done": 0.8125}, now=90.0)
+    assert cut.endswith("groups_with_signal 0.750 trunc 0.125 | stop token_budget 0.125 timeout 0.062")
 
 
 def test_progress_without_total() -> None:
