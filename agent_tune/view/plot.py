@@ -18,21 +18,46 @@ one line a step, instead of drawing:
 from __future__ import annotations
 
 import argparse
-import json
+import difflib
+import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
+from agent_tune.errors import AgentTuneError, ConfigError, DataError, exit_code
 from agent_tune.utils.jsonl import read_jsonl
 
 PLOT_KEYS = ["reward", "acc", "format_errors"]
 
 
 def read_rows(path: Path) -> list[dict]:
-    """The steps of one metrics.jsonl, in order; a file without steps is an error naming it."""
-    rows = [row for _, row in read_jsonl(path, SystemExit)]
-    if not rows:
-        raise SystemExit(f"{path}: no steps")
+    """The steps of one metrics file, in order. Raises :class:`DataError` naming the file: missing, not JSON
+    lines, or without steps."""
+    if path.is_dir():
+        inside = next((path / n for n in ("metrics.jsonl", "checkpoints/metrics.jsonl") if (path / n).is_file()), None)
+        hint = f"did you mean {inside}?" if inside else "give the metrics.jsonl inside a run folder"
+        raise DataError(f"{path}: a folder, not a metrics file; {hint}")
+    if not path.is_file():
+        raise DataError(f"{path}: no such file (a training run writes metrics.jsonl and verl_metrics.jsonl in its "
+                        "run folder, trainer.default_local_dir)")
+    try:
+        rows = [row for _, row in read_jsonl(path, DataError)]
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: not a text file (a metrics file holds one JSON object a line)") from None
+    if not rows or not all(isinstance(row, dict) and "step" in row for row in rows):
+        raise DataError(f"{path}: no steps (a metrics file holds one JSON object with a 'step' a line)")
     return rows
+
+
+def check_keys(wanted: Sequence[str], present: Iterable[str], where: str) -> None:
+    """Raise :class:`ConfigError` for a key of ``wanted`` that no step of ``where`` has: the closest one it has, or
+    the keys it has."""
+    present = sorted(set(present))
+    for key in wanted:
+        if key in present:
+            continue
+        close = difflib.get_close_matches(key, present, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else f"its keys: {' '.join(present)}"
+        raise ConfigError(f"--keys {key}: no step of {where} has it; {hint}")
 
 
 def step_lines(rows: Sequence[dict], keys: Sequence[str]) -> list[str]:
@@ -46,15 +71,17 @@ def step_lines(rows: Sequence[dict], keys: Sequence[str]) -> list[str]:
 
 
 def print_table(metrics: Path, keys: Sequence[str]) -> None:
-    """Read verl's step log and print its steps."""
-    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    """Read verl's step log and print its steps; a key no step has is an error (:func:`check_keys`)."""
+    rows = read_rows(metrics)
+    check_keys(keys, (key for row in rows for key in row.get("data", {})), str(metrics))
     print("\n".join(step_lines(rows, keys)))
 
 
 def plot(metrics: Sequence[Path], out: Path, keys: Sequence[str], labels: Sequence[str] | None = None,
          title: str | None = None, window: int | None = None) -> None:
     """Draw ``keys`` of each metrics file (the stages of one run, in order) into ``out`` and print each stage's
-    first ``window`` steps' means against its last ``window`` steps'."""
+    first ``window`` steps' means against its last ``window`` steps'. A key that no file has is an error when asked
+    for (``keys`` not the defaults), else left out; :class:`DataError` / :class:`ConfigError` name the file or key."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -62,9 +89,15 @@ def plot(metrics: Sequence[Path], out: Path, keys: Sequence[str], labels: Sequen
 
     labels = labels or [p.parent.parent.name if len(metrics) > 1 else p.parent.name for p in metrics]
     if len(labels) != len(metrics):
-        raise SystemExit(f"--labels: {len(labels)} names for {len(metrics)} metrics files")
+        raise ConfigError(f"--labels: {len(labels)} names for {len(metrics)} metrics files")
     stages = [read_rows(p) for p in metrics]
-    keys = [k for k in keys if any(k in r for rows in stages for r in rows)]
+    present = {k for rows in stages for r in rows for k in r}
+    where = ", ".join(str(p) for p in metrics)
+    if list(keys) != PLOT_KEYS:
+        check_keys(keys, present, where)
+    keys = [k for k in keys if k in present]
+    if not keys:
+        raise DataError(f"{where}: none of {' '.join(PLOT_KEYS)}; choose --keys from: {' '.join(sorted(present))}")
     fig, axes = plt.subplots(len(keys), 1, figsize=(7, 2.4 * len(keys)), sharex=True, squeeze=False)
     offset = 0
     for label, rows in zip(labels, stages):
@@ -110,14 +143,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--window", type=int, default=None,
                     help="compare the first and last N steps of each file (default: a quarter of its steps)")
     args = ap.parse_args(argv)
-    if args.table:
-        if len(args.metrics) != 1 or not args.keys:
-            ap.error("--table takes one verl_metrics.jsonl and --keys")
-        print_table(args.metrics[0], args.keys)
-        return 0
-    if args.out is None:
+    if args.table and (len(args.metrics) != 1 or not args.keys):
+        ap.error("--table takes one verl_metrics.jsonl and --keys")
+    if not args.table and args.out is None:
         ap.error("the following arguments are required: --out")
-    plot(args.metrics, args.out, args.keys or PLOT_KEYS, args.labels, args.title, args.window)
+    try:
+        if args.table:
+            print_table(args.metrics[0], args.keys)
+        else:
+            plot(args.metrics, args.out, args.keys or PLOT_KEYS, args.labels, args.title, args.window)
+    except AgentTuneError as exc:  # one line naming the file or key, no traceback
+        print(f"agent-tune plot: error: {exc}", file=sys.stderr)
+        return exit_code(exc)
     return 0
 
 
