@@ -61,7 +61,17 @@ def main(argv: list[str] | None = None) -> int:
     from agent_tune.utils.logs import setup_logging
 
     setup_logging()  # train and eval configure it themselves
-    parser = argparse.ArgumentParser(prog="agent-tune", description=__doc__)
+    from agent_tune.utils.cli_args import HelpFormatter, examples
+
+    parser = argparse.ArgumentParser(prog="agent-tune", description=__doc__, formatter_class=HelpFormatter,
+                                     epilog=examples(
+                                         "agent-tune envs",
+                                         "agent-tune data --env bfcl --split train val --out data/bfcl",
+                                         "agent-tune train --config-name agent_tune_bfcl_cpu "
+                                         "data.train_files=data/bfcl/train.parquet "
+                                         "data.val_files=data/bfcl/val.parquet --dry-run",
+                                         "agent-tune view outputs/bfcl_cpu/checkpoints",
+                                         "agent-tune COMMAND -h      (its options, their defaults, examples)"))
     parser.add_argument("--version", action="version", version=f"agent-tune {__version__}",
                         help="print the version (CHANGELOG.md says what changed) and exit")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -18,11 +18,16 @@ import sys
 from typing import Sequence
 
 from agent_tune.errors import AgentTuneError, exit_code
-from agent_tune.utils.cli_args import json_object
+from agent_tune.utils.cli_args import HelpFormatter, examples, json_object
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="agent-tune data", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="agent-tune data", description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter,
+        epilog=examples("agent-tune data --env bfcl --split train val --out data/bfcl",
+                        "agent-tune data --env examples.envs.calculator:CalculatorEnv --split train test "
+                        "--out data/calc --options '{\"size\": 256}'",
+                        "agent-tune envs      (the envs; 'tasks yes': the ones this command takes)"))
     p.add_argument("--env", required=True, help="a registered env name or a module:Class path")
     p.add_argument("--split", nargs="+", required=True, help="one or more of the env's splits")
     p.add_argument("--out", required=True, help="output folder")

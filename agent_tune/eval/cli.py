@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from agent_tune.errors import AgentTuneError, ConfigError, exit_code
-from agent_tune.utils.cli_args import json_object
+from agent_tune.utils.cli_args import HelpFormatter, examples, json_object
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -39,6 +39,12 @@ def run_parser() -> argparse.ArgumentParser:
         description="Evaluate a served model with the training episode runner: BFCL v4 (multi-turn: the bfcl env; "
         "single-turn: the toolcall env; leaderboard rules), tau2-bench, the rows of a training file (any env), or "
         "any env's task catalogue (--env NAME --split S). `agent-tune eval report FILE...` re-prints/plots results.",
+        formatter_class=HelpFormatter,
+        epilog=examples(
+            "agent-tune eval --base-url http://127.0.0.1:8000/v1 --model NAME --split test          (BFCL multi-turn)",
+            "agent-tune eval --base-url ... --model NAME --env examples.envs.calculator:CalculatorEnv --split test",
+            "agent-tune eval --base-url ... --model NAME --rows data/bfcl/val.parquet --n 4 --temperature 0.7",
+            "agent-tune eval report eval.jsonl --png eval.png"),
     )
     p.add_argument("--config", default=None, metavar="FILE.yaml",
                    help="take flags from a YAML file: keys are the flag names (dashes or underscores), values "
@@ -56,7 +62,8 @@ def run_parser() -> argparse.ArgumentParser:
     srv.add_argument("--mode", choices=("tokens", "chat"), default="tokens",
                      help="tokens: token ids to /completions, exactly as training (default); "
                      "chat: /chat/completions with tools= (not token-exact)")
-    srv.add_argument("--concurrency", type=int, default=16, help="episodes in flight at once")
+    srv.add_argument("--concurrency", type=int, default=16,
+                     help="episodes in flight at once (more keeps a GPU server busy; fewer spares a CPU one)")
     srv.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
     srv.add_argument("--retries", type=int, default=5, help="retries per request on 5xx/429/connection errors")
     sel = p.add_argument_group("entries (an env's task catalogue: agent-tune envs lists the envs)")
@@ -88,7 +95,7 @@ def run_parser() -> argparse.ArgumentParser:
     mdl.add_argument("--tokenizer", default=None, help="local HF tokenizer folder (default: --model if it is a folder)")
     mdl.add_argument("--template", default="tokenizer",
                      help="chat template name or .jinja path (default: the tokenizer's)")
-    mdl.add_argument("--tool-parser", default="hermes")
+    mdl.add_argument("--tool-parser", default="hermes", help="the tool-call parser (agent_tune/parsing/)")
     mdl.add_argument("--reasoning-parser", default="none",
                      help="a reasoning parser name (none, qwen3, deepseek_r1, thinking) or any tag pair: "
                           "'tags:start=<S>,end=<E>[,opened_in_prompt=true]'")
@@ -102,7 +109,7 @@ def run_parser() -> argparse.ArgumentParser:
     usr.add_argument("--user-model", default=None, help="served model name of the user simulator")
     usr.add_argument("--user-api-key-env", default=None, help="environment variable holding the user server's key")
     usr.add_argument("--user-temperature", type=float, default=0.0, help="tau2's default: 0.0")
-    usr.add_argument("--user-max-tokens", type=int, default=1024)
+    usr.add_argument("--user-max-tokens", type=int, default=1024, help="max new tokens per user reply")
     jdg = p.add_argument_group("tau2's NL-assertion judge (optional; only tasks whose reward counts NL assertions "
                                "ask it; checked at start-up)")
     jdg.add_argument("--judge-base-url", default=None, help="e.g. http://127.0.0.1:8002/v1")
@@ -110,9 +117,11 @@ def run_parser() -> argparse.ArgumentParser:
     jdg.add_argument("--judge-api-key-env", default=None, help="environment variable holding the judge's key")
     jdg.add_argument("--judge-temperature", type=float, default=0.0, help="tau2's default: 0.0")
     smp = p.add_argument_group("sampling")
-    smp.add_argument("--n", type=int, default=1, help="samples per entry (pass@k for k <= n)")
-    smp.add_argument("--temperature", type=float, default=0.0)
-    smp.add_argument("--top-p", type=float, default=1.0)
+    smp.add_argument("--n", type=int, default=1, help="samples per entry (pass@k for k <= n; e.g. --n 4 "
+                     "--temperature 0.7 for pass@4)")
+    smp.add_argument("--temperature", type=float, default=0.0,
+                     help="sampling temperature (0: greedy, one answer per entry; > 0 with --n > 1 for pass@k)")
+    smp.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling's probability mass")
     smp.add_argument("--top-k", type=int, default=None,
                      help="sample from the K most likely tokens (vLLM's top_k; default: not sent, all tokens)")
     smp.add_argument("--seed", type=int, default=None, help="per-request seed (sample i uses seed+i)")
@@ -133,7 +142,7 @@ def run_parser() -> argparse.ArgumentParser:
                      help="also write pass@1 (the first sample's success) and pass@k (any success among the k = --n "
                      "samples), overall and per category, in the shape of Tau2-RL-Pipeline's eval_passk.py output "
                      "(examples/eval/tau2_pipeline_pass4.yaml)")
-    out.add_argument("--no-progress", action="store_true")
+    out.add_argument("--no-progress", action="store_true", help="no progress bar")
     rft = p.add_argument_group("rejection sampling (RFT)")
     rft.add_argument("--sft-out", default=None,
                      help="also write every successful episode as an SFT row with its exact tokens (jsonl, "
@@ -255,7 +264,10 @@ def parse_run_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def report_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="agent-tune eval report", description="Report one or several results files.")
+    p = argparse.ArgumentParser(prog="agent-tune eval report", description="Report one or several results files.",
+                                formatter_class=HelpFormatter,
+                                epilog=examples("agent-tune eval report base.jsonl grpo.jsonl --labels base grpo "
+                                                "--png compare.png"))
     p.add_argument("results", nargs="+", help="results jsonl files")
     p.add_argument("--labels", nargs="+", default=None, help="chart labels, one per file")
     p.add_argument("--json", dest="json_out", default=None, help="write the report(s) as JSON")

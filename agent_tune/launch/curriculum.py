@@ -59,6 +59,7 @@ from pydantic import Field, field_validator, model_validator
 
 from agent_tune.errors import AgentTuneError, ConfigError, RolloutError, exit_code
 from agent_tune.launch.compose import check_override_syntax
+from agent_tune.utils.cli_args import HelpFormatter, examples
 from agent_tune.utils.run_paths import read_path, store_path
 from agent_tune.utils.typed_config import ConfigModel, OptionError
 
@@ -602,7 +603,10 @@ class Runner:
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="agent-tune curriculum",
-        description="Run a curriculum of GRPO stages (config/curriculum/NAME.yaml); run again to resume.")
+        description="Run a curriculum of GRPO stages (config/curriculum/NAME.yaml); run again to resume.",
+        formatter_class=HelpFormatter,
+        epilog=examples("agent-tune curriculum --curriculum cpu_tiny --run-dir outputs/cpu_tiny --dry-run",
+                        "agent-tune curriculum --curriculum bfcl_cpu --run-dir outputs/bfcl_curriculum"))
     parser.add_argument("--curriculum", "-c", required=True, help="curriculum name (config/curriculum/) or YAML path")
     parser.add_argument("--run-dir", "-o", required=True,
                         help="folder of the run: state, each stage's checkpoints and model")

@@ -152,6 +152,7 @@ class Launcher:
 
     command: str = ""  # prog is "agent-tune <command>"
     description: str = ""
+    examples: tuple[str, ...] = ()  # command lines shown under --help
     default_config_name: str = ""
     module: str = ""  # the child runs ``python -m <module> --_child <run folder>/<child_config>``
     child_config: str = ""  # the config the child runs, saved in the run folder
@@ -164,8 +165,12 @@ class Launcher:
 
     def parse_args(self, argv: Sequence[str]) -> argparse.Namespace:
         """Split ``argv`` into launcher options and Hydra overrides."""
-        parser = argparse.ArgumentParser(prog=f"agent-tune {self.command}", description=self.description)
-        parser.add_argument("--config-name", "-cn", default=self.default_config_name, help="config to compose")
+        from agent_tune.utils.cli_args import HelpFormatter, examples
+
+        parser = argparse.ArgumentParser(prog=f"agent-tune {self.command}", description=self.description,
+                                         formatter_class=HelpFormatter, epilog=examples(*self.examples))
+        parser.add_argument("--config-name", "-cn", default=self.default_config_name,
+                            help="config to compose: a YAML file of the config folder (a wrong name lists them)")
         parser.add_argument("--config-dir", "-cd", default=None,
                             help="folder of configs (default: repo config/)")
         parser.add_argument("--cfg", action="store_true", help="print the composed config and exit")
@@ -176,7 +181,9 @@ class Launcher:
                             help=f"show the training's whole output live (it always goes to {self.log_name} in "
                                  "the run folder)")
         parser.add_argument("--_child", dest="child", metavar="CONFIG_YAML", default=None, help=argparse.SUPPRESS)
-        parser.add_argument("overrides", nargs="*", help="Hydra overrides")
+        parser.add_argument("overrides", nargs="*",
+                            help="Hydra overrides: key=value, +new_key=value, ~key (a key the config lacks is named, "
+                                 "with the closest one it has)")
         args = parser.parse_args(list(argv))
         check_override_syntax(parser, args.overrides)
         return args

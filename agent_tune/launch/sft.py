@@ -174,6 +174,11 @@ class SFTLauncher(Launcher):
     command = "sft"
     description = ("Multi-turn SFT with verl's SFT trainer on an agent-tune Hydra config. "
                    "Overrides: key=value, +key=value, ~key.")
+    examples = (
+        "agent-tune sft-data --format rlla_sft rlla.jsonl data/sft/train.parquet      (rows from other projects' data)",
+        "agent-tune sft --config-name agent_tune_sft_cpu data.train_files=data/sft/train.parquet "
+        "data.val_files=data/sft/train.parquet --dry-run",
+    )
     default_config_name = "agent_tune_sft"
     module = "agent_tune.launch.sft"
     child_config = CHILD_CONFIG

@@ -285,6 +285,13 @@ class TrainLauncher(Launcher):
 
     command = "train"
     description = "Run verl GRPO with an agent-tune Hydra config. Overrides: key=value, +key=value, ~key."
+    examples = (
+        "agent-tune data --env bfcl --split train val --out data/bfcl      (the rows first)",
+        "agent-tune train --config-name agent_tune_bfcl_cpu data.train_files=data/bfcl/train.parquet "
+        "data.val_files=data/bfcl/val.parquet trainer.total_training_steps=2 --dry-run",
+        "agent-tune train --config-name agent_tune_bfcl_cpu data.train_files=data/bfcl/train.parquet "
+        "data.val_files=data/bfcl/val.parquet trainer.total_training_steps=2",
+    )
     default_config_name = "agent_tune_grpo"
     module = "agent_tune.launch.train"
     child_config = CHILD_CONFIG

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from agent_tune.errors import AgentTuneError, DataError, exit_code
-from agent_tune.utils.cli_args import json_object
+from agent_tune.utils.cli_args import HelpFormatter, examples, json_object
 from agent_tune.utils.jsonl import jsonl_lines
 
 FORMATS = ("rlla_sft", "tau2_seed", "reference")
@@ -363,7 +363,10 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="agent-tune sft-data",
         description="Convert other projects' SFT data into agent-tune sft rows (messages + tools): ToolRL's "
-        "rlla_sft (DeepSeek-R1 thoughts) and the Tau2-RL-Pipeline's SFT seed jsonl. See docs/sft.md.")
+        "rlla_sft (DeepSeek-R1 thoughts) and the Tau2-RL-Pipeline's SFT seed jsonl. See docs/sft.md.",
+        formatter_class=HelpFormatter,
+        epilog=examples("agent-tune sft-data --format rlla_sft rlla_sft.json data/sft/train.parquet",
+                        "agent-tune sft-data --format tau2_seed seed.jsonl data/sft/tau2.parquet"))
     p.add_argument("input", help="the data file (.json list, .jsonl or .parquet)")
     p.add_argument("output", help="the SFT rows to write (.parquet or .jsonl)")
     p.add_argument("--format", required=True, choices=FORMATS)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from agent_tune.errors import AgentTuneError, ConfigError, DataError, exit_code
+from agent_tune.utils.cli_args import HelpFormatter
 from agent_tune.utils.jsonl import read_jsonl
 
 PLOT_KEYS = ["reward", "acc", "format_errors"]
@@ -130,8 +131,7 @@ def plot(metrics: Sequence[Path], out: Path, keys: Sequence[str], labels: Sequen
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="agent-tune plot", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="agent-tune plot", description=__doc__, formatter_class=HelpFormatter)
     ap.add_argument("metrics", type=Path, nargs="+",
                     help="one metrics.jsonl, or one per curriculum stage in order (--table: one verl_metrics.jsonl)")
     ap.add_argument("--table", action="store_true",
