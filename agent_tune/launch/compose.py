@@ -210,7 +210,8 @@ def rows_hint(config: DictConfig) -> str:
         val = next((s for s in ("val", "validation", "test") if s in splits), train)
         folder = f"data/{name}"
         wanted = " ".join(dict.fromkeys((train, val)))
-        return (f"build the rows with `agent-tune data --env {name} --split {wanted} --out {folder}`, then pass "
+        return (f"build the rows with `agent-tune data --env {name} --split {wanted} --out {folder}` (--options JSON "
+                f"for the catalogue's own choices, such as a source file), then pass "
                 f"data.train_files={folder}/{train}.parquet data.val_files={folder}/{val}.parquet")
     return ("build the rows with `agent-tune data --env NAME --split train test --out DIR` (`agent-tune envs` marks "
             "the envs with tasks) or a data_preprocess/ script, then pass data.train_files=... data.val_files=...")

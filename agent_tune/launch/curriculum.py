@@ -59,6 +59,7 @@ from pydantic import Field, field_validator, model_validator
 
 from agent_tune.errors import AgentTuneError, ConfigError, RolloutError, exit_code
 from agent_tune.launch.compose import check_override_syntax
+from agent_tune.launch.quiet import held_library_output, write_held
 from agent_tune.utils.cli_args import HelpFormatter, examples
 from agent_tune.utils.run_paths import read_path, store_path
 from agent_tune.utils.typed_config import ConfigModel, OptionError
@@ -640,8 +641,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_dir = Path(args.run_dir).expanduser().resolve()
     own, common = split_overrides(args.overrides)
     try:
-        curriculum = load_curriculum(args.curriculum, run_dir, own, args.config_dir)
-        check_stages(curriculum, run_dir, common, args.config_dir)
+        with held_library_output() as held:  # verl's import-time warnings: to the first stage's log, not here
+            curriculum = load_curriculum(args.curriculum, run_dir, own, args.config_dir)
+            configs = check_stages(curriculum, run_dir, common, args.config_dir)
+        if not args.dry_run:
+            from agent_tune.launch.train import TRAIN_LOG
+
+            write_held(Path(str(configs[0].trainer.default_local_dir)) / TRAIN_LOG, held)
         logger.info("Curriculum %s: %d stages (%s), run folder %s", curriculum.name, len(curriculum.stages),
                     ", ".join(curriculum.stage_names), run_dir)
         if args.dry_run:
