@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib.util
 import re
 from pathlib import Path
 from typing import Sequence
@@ -59,13 +60,37 @@ def compose_config(config_name: str, overrides: Sequence[str] = (), config_dir: 
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir.resolve()), version_base=None):
-            config = compose(config_name=config_name, overrides=list(overrides))
+            config = compose(config_name=config_name,
+                             overrides=[*overrides, *_file_search_path(config_dir, config_name, overrides)])
             resolve_own(config)  # ${agent_tune_sum:...} values become numbers before verl's Ray actors see them
             return config
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(_explain(exc, config_name, overrides, config_dir)) from exc
     finally:
         GlobalHydra.instance().clear()
+
+
+VERL_CONFIGS = "pkg://verl.trainer.config"
+
+
+def _file_search_path(config_dir: Path, config_name: str, overrides: Sequence[str]) -> list[str]:
+    """The override that reads verl's configs from their folder rather than as a package: Hydra's ``pkg://`` source
+    imports ``verl`` (torch with it, several seconds and verl's import-time warnings) before any key is checked. [] when
+    the config's search path is not the shipped one, the user sets it, or verl is not installed (Hydra then says so)."""
+    if any(o.lstrip("+~").startswith("hydra.searchpath") for o in overrides):
+        return []
+    try:
+        declared = OmegaConf.select(OmegaConf.load(config_dir / f"{config_name}.yaml"), "hydra.searchpath")
+        spec = importlib.util.find_spec("verl")  # a top-level package: found, not imported
+    except Exception:  # a missing or unreadable config: compose reports it
+        return []
+    if declared is None or VERL_CONFIGS not in list(declared) or spec is None or not spec.submodule_search_locations:
+        return []
+    folder = Path(next(iter(spec.submodule_search_locations))) / "trainer" / "config"
+    if not folder.is_dir():
+        return []
+    paths = [folder.as_uri() if p == VERL_CONFIGS else str(p) for p in declared]
+    return [f"hydra.searchpath=[{','.join(paths)}]"]
 
 
 def shipped_configs(config_dir: str | Path | None = None) -> list[str]:

@@ -57,3 +57,23 @@ def test_a_missing_data_file_says_how_to_build_the_rows(tmp_path: Path) -> None:
 def test_rows_hint_without_a_catalogue_env_names_the_general_way() -> None:
     config = compose_config("agent_tune_grpo_cpu")
     assert "agent-tune data --env NAME" in rows_hint(config) and "data_preprocess/" in rows_hint(config)
+
+
+def test_composing_reads_verls_configs_without_importing_verl() -> None:
+    """Hydra's pkg:// source would import verl (torch, seconds, its warnings) before any key is checked."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from agent_tune.launch.compose import compose_config; "
+             "c = compose_config('agent_tune_bfcl_cpu'); "
+             "print(c.actor_rollout_ref.rollout.name, sorted(m for m in ('verl', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.split("\n")[0] == "vllm []", out.stdout + out.stderr
+
+
+def test_the_file_search_path_composes_what_the_package_one_does() -> None:
+    from omegaconf import OmegaConf
+
+    for name in ("agent_tune_bfcl_cpu", "agent_tune_sft_cpu"):
+        through_package = compose_config(name, ["hydra.searchpath=[pkg://verl.trainer.config]"])
+        assert OmegaConf.to_yaml(compose_config(name)) == OmegaConf.to_yaml(through_package), name
