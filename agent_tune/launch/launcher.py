@@ -210,7 +210,7 @@ class Launcher:
         except (ConfigError, InstallError) as exc:
             print(f"agent-tune {self.command}: error: {exc}", file=sys.stderr)
             return exit_code(exc)
-        if verbose:
+        if verbose and held:  # --verbose shows everything, these too
             print("\n".join(held), file=sys.stderr)
         if args.dry_run:
             phase(started, f"Dry run: every start-up check passed; nothing started (run without --dry-run to "
