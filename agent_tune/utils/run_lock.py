@@ -106,12 +106,14 @@ class Holder:
             return None
 
     def here(self) -> bool:
-        """Whether it ran on this machine since its last boot (only then can its processes be looked up)."""
-        return self.host == socket.gethostname() and (not self.boot or self.boot == _boot_id())
+        """Whether it ran on this host (only then can its processes be looked up)."""
+        return self.host == socket.gethostname()
 
     def alive(self) -> bool:
-        """Whether one of its processes still runs (on this host)."""
-        return self.here() and (_alive(self.pid, self.ticks) or _alive(self.child_pid, self.child_ticks))
+        """Whether one of its processes still runs on this host (none has since a reboot)."""
+        if not self.here() or (self.boot and self.boot != _boot_id()):
+            return False
+        return _alive(self.pid, self.ticks) or _alive(self.child_pid, self.child_ticks)
 
     def describe(self) -> str:
         child = f", training child pid {self.child_pid}" if self.child_pid else ""
@@ -180,22 +182,6 @@ class RunLock:
         if previous is None:
             return None
         return f"took over the lock of {self.target} from a run that is gone ({previous.describe()})"
-
-    @classmethod
-    def inherited(cls, fd: int, run_dir: str | os.PathLike[str]) -> "RunLock":
-        """The lock a launcher passed to its training child as descriptor ``fd``, checked to be the lock of
-        ``run_dir`` (a wrong descriptor is a ConfigError)."""
-        lock = cls.folder(run_dir)
-        lock.fd = fd
-        try:
-            same = lock._same_file(fd)
-        except OSError:
-            same = False
-        if not same:
-            lock.fd = None
-            raise ConfigError(f"descriptor {fd} is not the lock {lock.lock_file}; start the run with its launcher")
-        lock.holder = lock._recorded()
-        return lock
 
     def set_child(self, pid: int) -> None:
         """Record the training child, so a refusal names it and a gone launcher's lock is not taken over
