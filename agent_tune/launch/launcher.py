@@ -229,7 +229,7 @@ class Launcher:
             RunFolderBusy: another run holds it (a ConfigError: exit 2).
         """
         lock = RunLock.folder(run_dir, elsewhere="choose another folder (trainer.default_local_dir=...)")
-        note = lock.acquire(shlex.join([f"agent-tune {self.command}", *sys.argv[1:]]))
+        note = lock.acquire(shlex.join(["agent-tune", self.command, *sys.argv[1:]]))
         if note:
             logger.info("note: %s", note)
         return lock

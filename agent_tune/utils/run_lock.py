@@ -49,14 +49,15 @@ def _boot_id() -> str:
 
 
 def process_start(pid: int) -> int | None:
-    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat`` field 22); None when there
-    is no such process (or no ``/proc``)."""
+    """When process ``pid`` started, in clock ticks since boot (``/proc/<pid>/stat`` field 22); None when no
+    such process runs (none, a zombie nobody reaped yet, or no ``/proc``)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     # the command name (field 2) is in parentheses and may hold spaces: count fields after the last ')'
-    return int(stat[stat.rindex(")") + 2:].split()[19])
+    fields = stat[stat.rindex(")") + 2:].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 def _alive(pid: int | None, ticks: int | None) -> bool:
@@ -64,6 +65,8 @@ def _alive(pid: int | None, ticks: int | None) -> bool:
     if pid is None:
         return False
     now = process_start(pid)
+    if now is None and Path("/proc/self/stat").is_file():
+        return False
     if now is None:
         try:
             os.kill(pid, 0)  # no /proc: existence is all we can tell
