@@ -630,7 +630,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging()
     run_dir = Path(args.run_dir).expanduser().resolve()
     own, common = split_overrides(args.overrides)
+    lock = None
     try:
+        if not args.dry_run:  # a dry run writes nothing: it may check a folder a run is using
+            lock = RunLock.folder(run_dir, elsewhere="choose another --run-dir")
+            note = lock.acquire()
+            if note:
+                logger.info("note: %s", note)
         curriculum = load_curriculum(args.curriculum, run_dir, own, args.config_dir)
         check_stages(curriculum, run_dir, common, args.config_dir)
         logger.info("Curriculum %s: %d stages (%s), run folder %s", curriculum.name, len(curriculum.stages),
@@ -641,12 +647,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                             stage.config_name, " ".join(stage_overrides(curriculum, i, run_dir, common)))
             return 0
         runner = Runner(curriculum, run_dir, common, args.config_dir, args.verbose)
-        lock = RunLock.folder(run_dir, elsewhere="choose another --run-dir")
-        note = lock.acquire()
-        if note:
-            logger.info("note: %s", note)
-    except AgentTuneError as exc:  # a CurriculumError (a ConfigError: exit 2)
+    except AgentTuneError as exc:  # a CurriculumError or a busy folder (ConfigErrors: exit 2)
         print(f"agent-tune curriculum: error: {exc}", file=sys.stderr)
+        if lock is not None:
+            lock.release()
         return exit_code(exc)
 
     def interrupt(signum: int, _frame: Any) -> None:
@@ -661,7 +665,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("%s", exc)
         return 1
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
         for s, handler in previous.items():
             signal.signal(s, handler)
 
