@@ -168,6 +168,8 @@ class RunLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
+                if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                    break  # a file system without flock: the record below is the only check
                 os.close(fd)
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
                     raise

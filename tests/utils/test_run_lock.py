@@ -146,3 +146,18 @@ def test_process_start_reads_proc_and_tells_a_gone_process(tmp_path: Path) -> No
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert process_start(proc.pid) is None
+
+
+def test_without_flock_the_record_alone_decides(tmp_path: Path, monkeypatch) -> None:
+    import errno
+
+    from agent_tune.utils import run_lock
+
+    def no_flock(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(run_lock.fcntl, "flock", no_flock)
+    with RunLock.folder(tmp_path):
+        with pytest.raises(RunFolderBusy, match=f"pid {os.getpid()} "):
+            RunLock.folder(tmp_path).acquire()
+    assert RunLock.folder(tmp_path).acquire() is None  # released cleanly: free
