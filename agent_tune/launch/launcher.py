@@ -148,7 +148,6 @@ class Child:
     log_offset: int  # where this launch's part of the log starts (the log is appended to across resumes)
     started: float
     stop_requested: Callable[[], bool]  # true once the launcher got SIGTERM
-    lock: RunLock | None = None  # the run folder's lock, which the child inherited
 
 
 class Launcher:
@@ -333,7 +332,7 @@ class Launcher:
 
             previous = signal.signal(signal.SIGTERM, on_sigterm)
             try:
-                return self.follow(Child(proc, run, out, log, log_path, offset, started, stop.is_set, lock), verbose)
+                return self.follow(Child(proc, run, out, log, log_path, offset, started, stop.is_set), verbose)
             finally:
                 signal.signal(signal.SIGTERM, previous)
 
@@ -345,14 +344,14 @@ class Launcher:
         """The training child: run the config the launcher saved (:meth:`run_child`); a ConfigError exits 2.
 
         ``locked``: the launcher holds the run folder's lock and this process inherited it; else (a child
-        started by hand) it takes the lock itself. Unless ``detached``, the child stops when its parent dies
-        (:func:`~agent_tune.launch.lifeline.watch_parent`)."""
+        started by hand) it takes the lock of ``trainer.default_local_dir`` itself. Unless ``detached``, the
+        child stops when its parent dies (:func:`~agent_tune.launch.lifeline.watch_parent`)."""
         config = OmegaConf.load(config_path)
         if not detached:
             watch_parent()
         lock = None
         try:
-            if not locked:
+            if not locked and OmegaConf.select(config, "trainer.default_local_dir", default=None):
                 lock = RunLock.folder(RunConfig.parse(config).run_dir)
                 note = lock.acquire()
                 if note:

@@ -101,6 +101,28 @@ def test_the_child_side_exits_2_on_a_config_error(tmp_path: Path) -> None:
     assert Failing("").main(["--_child", str(path)]) == 2
 
 
+def test_a_child_started_by_hand_takes_the_folders_lock_itself(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "c.yaml"
+    OmegaConf.save(_config(tmp_path / "run"), path)
+    held_while_running = []
+
+    class ByHand(Scripted):
+        def run_child(self, config: DictConfig) -> None:
+            with pytest.raises(RunFolderBusy):
+                RunLock.folder(tmp_path / "run").acquire()
+            held_while_running.append(True)
+
+    with RunLock.folder(tmp_path / "run"):  # a launcher runs there
+        assert ByHand("").main(["--_child", str(path), "--_detached"]) == 2
+    assert f"{(tmp_path / 'run').resolve()} is in use by another run: pid {os.getpid()} " in capsys.readouterr().err
+    assert not held_while_running
+    assert ByHand("").main(["--_child", str(path), "--_detached"]) == 0  # free: it runs, holding the folder
+    assert held_while_running == [True]
+    lock = RunLock.folder(tmp_path / "run")
+    assert lock.acquire() is None  # and lets go at its end
+    lock.release()
+
+
 def _sft_child(tmp_path: Path, script: str, monkeypatch) -> SFTLauncher:
     launcher = SFTLauncher()
     monkeypatch.setattr(launcher, "child_command",

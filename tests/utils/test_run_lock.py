@@ -160,4 +160,6 @@ def test_without_flock_the_record_alone_decides(tmp_path: Path, monkeypatch) -> 
     with RunLock.folder(tmp_path):
         with pytest.raises(RunFolderBusy, match=f"pid {os.getpid()} "):
             RunLock.folder(tmp_path).acquire()
-    assert RunLock.folder(tmp_path).acquire() is None  # released cleanly: free
+    lock = RunLock.folder(tmp_path)
+    assert lock.acquire() is None  # released cleanly: free
+    lock.release()
