@@ -55,7 +55,7 @@ from agent_tune.launch.compose import (
     resolve_model_paths,
     smollm2_dir,
 )
-from agent_tune.launch.lifeline import die_with_parent, watch_parent
+from agent_tune.launch.lifeline import die_with_parent, tie_to_parent
 from agent_tune.launch.run_config import RunConfig
 from agent_tune.options import ConsoleMode
 from agent_tune.utils.run_lock import RunLock
@@ -345,10 +345,10 @@ class Launcher:
 
         ``locked``: the launcher holds the run folder's lock and this process inherited it; else (a child
         started by hand) it takes the lock of ``trainer.default_local_dir`` itself. Unless ``detached``, the
-        child stops when its parent dies (:func:`~agent_tune.launch.lifeline.watch_parent`)."""
+        child stops when its parent dies (:func:`~agent_tune.launch.lifeline.tie_to_parent`)."""
         config = OmegaConf.load(config_path)
         if not detached:
-            watch_parent()
+            tie_to_parent()
         lock = None
         try:
             if not locked and OmegaConf.select(config, "trainer.default_local_dir", default=None):

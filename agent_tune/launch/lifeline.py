@@ -72,6 +72,15 @@ def parent_death_signal() -> int:
     return value.value
 
 
+def tie_to_parent(grace_s: float = GRACE_S) -> threading.Thread:
+    """What a training child does first (unless detached): :func:`watch_parent`, and a closed terminal's
+    SIGHUP left to the launcher. The launcher dies of it and the kernel's SIGTERM follows (:func:`die_with_parent`);
+    a second signal would cut the shut-down short. A Python handler, not ``SIG_IGN``: the processes the child
+    starts get the default action back at ``exec``."""
+    signal.signal(signal.SIGHUP, lambda *_: None)
+    return watch_parent(grace_s)
+
+
 def watch_parent(grace_s: float = GRACE_S, interval_s: float = 1.0,
                  exit_now: Callable[[int], None] = os._exit) -> threading.Thread:
     """Watch this process's parent from a daemon thread: once it is gone, SIGTERM to this process (unless

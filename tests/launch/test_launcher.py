@@ -214,7 +214,8 @@ def _start_fake(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen, Path]:
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
     proc = subprocess.Popen([sys.executable, "-m", "fake_command", str(run_dir), *flags], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # a terminal of its own, as a user's shell
     start = time.monotonic()
     while not (run_dir / "state").is_file():
         assert time.monotonic() - start < 120 and proc.poll() in (None, 0), "the fake run did not start"
@@ -226,12 +227,17 @@ def _child_pid(run_dir: Path) -> int:
     return json.loads((run_dir / LOCK_NAME).read_text())["child_pid"]
 
 
-def test_sigkill_of_the_launcher_stops_the_child_which_shuts_down_and_frees_the_folder(tmp_path: Path) -> None:
+@pytest.mark.parametrize("death", ["SIGKILL to the launcher", "SIGHUP to its terminal's process group"])
+def test_the_launchers_death_stops_the_child_which_shuts_down_and_frees_the_folder(tmp_path: Path,
+                                                                                   death: str) -> None:
     launcher, run_dir = _start_fake(tmp_path)
     child = _child_pid(run_dir)
     with pytest.raises(RunFolderBusy, match=f"pid {launcher.pid}, training child pid {child} on host "):
         RunLock.folder(run_dir).acquire()
-    launcher.kill()  # an OOM kill, a closed terminal
+    if death.startswith("SIGKILL"):
+        launcher.kill()  # an OOM kill
+    else:
+        os.killpg(launcher.pid, signal.SIGHUP)  # a closed terminal: the child leaves it to the launcher
     launcher.wait()
     wait_gone(child)  # within the 60 s bound
     assert (run_dir / "state").read_text() == "stopped cleanly"  # through its finally, as on SIGTERM

@@ -18,12 +18,16 @@ BOUND_S = 60.0  # the contract: nothing of a run outlives its launcher by more t
 
 
 def gone(pid: int) -> bool:
-    """Whether ``pid`` has exited (a zombie nobody reaped counts: it runs nothing)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rindex(")") + 2] == "Z"
+    """Whether ``pid`` has exited (a zombie nobody reaped counts: it runs nothing). Every thread is looked at:
+    a leader thread turns zombie before its other threads have ended, and they still hold its files."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        states.append(stat[stat.rindex(")") + 2])
+    return all(state in "ZX" for state in states)
 
 
 def wait_gone(pid: int, bound_s: float = BOUND_S) -> float:
