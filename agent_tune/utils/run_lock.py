@@ -133,8 +133,8 @@ def busy_message(target: Path, lock_file: Path, holder: Holder | None, elsewhere
                 f"is gone delete {lock_file}, or {elsewhere}")
     pids = [str(p) for p, t in ((holder.pid, holder.ticks), (holder.child_pid, holder.child_ticks)) if _alive(p, t)]
     stop = f"kill {' '.join(pids or [str(holder.pid)])}"
-    return (f"{target} is in use by another run: {holder.describe()}; stop it with `{stop}` (it stops like on "
-            f"Ctrl-C, checkpoints kept), or {elsewhere}")
+    return (f"{target} is in use by another run: {holder.describe()}; stop it with `{stop}` (it shuts down "
+            f"cleanly, keeping what it saved), or {elsewhere}")
 
 
 class RunLock:

@@ -272,6 +272,6 @@ def test_a_busy_run_folder_is_refused_by_the_cli_before_the_start_up(tmp_path: P
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         f"agent-tune train: error: {run_dir} is in use by another run: {holder}; stop it with "
-        f"`kill {os.getpid()}` (it stops like on Ctrl-C, checkpoints kept), or choose another folder "
+        f"`kill {os.getpid()}` (it shuts down cleanly, keeping what it saved), or choose another folder "
         "(trainer.default_local_dir=...)")
     assert "Install check" not in proc.stdout and not (run_dir / "train_config.yaml").exists()
