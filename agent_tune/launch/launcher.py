@@ -175,9 +175,11 @@ class Launcher:
         parser.add_argument("--verbose", "-v", action="store_true",
                             help=f"show the training's whole output live (it always goes to {self.log_name} in "
                                  "the run folder)")
-        parser.add_argument("--detach", action="store_true",
-                            help="after the start-up checks, run the training in the background, detached from "
-                                 "this terminal: prints its pid and log, then returns (stop it with kill PID)")
+        parser.set_defaults(detach=False)
+        if not self.pipe_output:  # a launcher that writes the log itself cannot return before the training ends
+            parser.add_argument("--detach", action="store_true",
+                                help="after the start-up checks, run the training in the background, detached from "
+                                     "this terminal: prints its pid and log, then returns (stop it with kill PID)")
         parser.add_argument("--_child", dest="child", metavar="CONFIG_YAML", default=None, help=argparse.SUPPRESS)
         # the child's side: its launcher holds the run folder's lock for it / it outlives its launcher
         parser.add_argument("--_locked", dest="locked", action="store_true", help=argparse.SUPPRESS)
@@ -206,10 +208,6 @@ class Launcher:
                     print(OmegaConf.to_yaml(config))
                     return 0
                 verbose = console_mode(run, args.verbose) == "verbose"
-                if args.detach and self.pipe_output:
-                    raise ConfigError(f"--detach: agent-tune {self.command} writes its log and metrics from the "
-                                      "training's output, so it cannot return before the training ends; drop "
-                                      "--detach")
                 lock = self.lock_run_dir(run.run_dir)
                 run = self.start_up(run, args.config_name, len(args.overrides), started)
             except (ConfigError, InstallError) as exc:
