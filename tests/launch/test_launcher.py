@@ -275,3 +275,12 @@ def test_a_busy_run_folder_is_refused_by_the_cli_before_the_start_up(tmp_path: P
         f"`kill {os.getpid()}` (it shuts down cleanly, keeping what it saved), or choose another folder "
         "(trainer.default_local_dir=...)")
     assert "Install check" not in proc.stdout and not (run_dir / "train_config.yaml").exists()
+
+
+def test_detach_is_a_flag_of_train_not_of_sft(capsys) -> None:
+    from agent_tune.launch.train import TrainLauncher
+
+    assert TrainLauncher().parse_args(["--detach"]).detach and not TrainLauncher().parse_args([]).detach
+    with pytest.raises(SystemExit):  # sft's launcher writes the log from the training's output: it must stay
+        SFTLauncher().parse_args(["--detach"])
+    assert "unrecognized arguments: --detach" in capsys.readouterr().err
