@@ -72,6 +72,17 @@ def parent_death_signal() -> int:
     return value.value
 
 
+def shield_shutdown() -> None:
+    """From now on SIGINT and SIGTERM do nothing in this process (main thread only): the shut-down under way
+    runs whole. A Ctrl-C reaches the child twice (from the terminal, then passed on by the launcher) and the
+    second would cut ``ray.shutdown()`` short; a shut-down that hangs is still ended by the launcher's kill
+    or :func:`watch_parent`'s deadline."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, _frame: logger.info("%s: already stopping", signal.Signals(signum).name))
+
+
 def tie_to_parent(grace_s: float = GRACE_S) -> threading.Thread:
     """What a training child does first (unless detached): :func:`watch_parent`, and a closed terminal's
     SIGHUP left to the launcher. The launcher dies of it and the kernel's SIGTERM follows (:func:`die_with_parent`);

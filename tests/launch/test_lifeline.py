@@ -108,3 +108,20 @@ def test_a_parent_gone_before_the_tie_is_made_sends_the_signal_at_once(monkeypat
     monkeypatch.setattr(lifeline, "_PRCTL", None)  # not on the test process itself
     lifeline.die_with_parent(parent=os.getpid() + 10**6)()  # this process's parent is not that one
     assert sent == [(os.getpid(), 15)]
+
+
+def test_a_shielded_shut_down_is_not_cut_short_by_more_signals() -> None:
+    code = textwrap.dedent("""
+        import os, signal, time
+        from agent_tune.launch.lifeline import shield_shutdown
+        from agent_tune.utils.logs import setup_logging
+        setup_logging()
+        shield_shutdown()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C twice, then the launcher's stop
+            os.kill(os.getpid(), sig)
+        time.sleep(0.2)
+        print("shut-down finished", flush=True)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("shut-down finished")
+    assert "SIGINT: already stopping" in proc.stdout + proc.stderr
