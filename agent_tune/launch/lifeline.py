@@ -12,6 +12,10 @@ Two ties, both Linux's (elsewhere they do nothing):
   ``grace_s`` if the shut-down hangs. Ray's own processes share its fate: Ray starts its head processes with
   a parent-death SIGKILL, and its workers exit when their raylet goes.
 
+Once the shut-down has begun, :func:`shield_shutdown` keeps further SIGINT / SIGTERM from cutting it short
+(Ctrl-C reaches the child from the terminal and again from the launcher); :func:`tie_to_parent` leaves a closed
+terminal's SIGHUP to the launcher, whose death then brings the one SIGTERM.
+
 The child is not made a child-subreaper: Ray's orphans would then be ours to reap, and a reaper that waits on
 any child takes exit statuses Ray's own ``Popen`` objects are waiting for.
 """
