@@ -42,6 +42,7 @@ from agent_tune.parsing import get_tool_parser
 from agent_tune.rollout import ChatRenderer, EpisodeResult, Policy, PromptTooLongError, RolloutLimits, run_episode
 from agent_tune.rollout.dump import episode_record
 from agent_tune.rollout.episode_metrics import METRIC_KEYS, episode_metrics
+from agent_tune.utils.run_lock import RunLock
 
 MODES = ("tokens", "chat")
 ROWS_ENV = "rows"  # EvalSettings.env of a run on training rows: each row names its own env
@@ -306,7 +307,17 @@ class Evaluator:
             env.close()
 
     async def run(self, test_ids: Sequence[str], output: str | Path) -> EvalOutcome:
-        """Evaluate ``test_ids`` (``n`` samples each), appending to ``output``; skip what it already holds."""
+        """Evaluate ``test_ids`` (``n`` samples each), appending to ``output``; skip what it already holds.
+
+        ``output`` and ``sft_out`` are locked for the run (:class:`~agent_tune.utils.run_lock.RunLock`): another
+        eval appending to either is refused with :class:`~agent_tune.utils.run_lock.RunFolderBusy`."""
+        with contextlib.ExitStack() as locks:
+            locks.enter_context(RunLock.file(output, elsewhere="choose another --output"))
+            if self.settings.sft_out:
+                locks.enter_context(RunLock.file(self.settings.sft_out, elsewhere="choose another --sft-out"))
+            return await self._run(test_ids, output)
+
+    async def _run(self, test_ids: Sequence[str], output: str | Path) -> EvalOutcome:
         s = self.settings
         started = time.time()
         if not self.task_rows:  # test ids of the env's catalogue

@@ -232,6 +232,8 @@ def exit_status(code: int) -> int:
     return code if code >= 0 else 128 - code
 
 
+INTERRUPT_GRACE_S = 60.0  # how long Ctrl-C waits for the trainer's own shut-down before killing it
+
 # --- following files -------------------------------------------------------------------------------
 
 class Tail:
@@ -342,15 +344,17 @@ def watch(
         for row in read_rows(val, final):
             logger.info(validation_line(row))
 
+    interrupted = False
     try:
         while proc.poll() is None:
             poll()
             time.sleep(interval_s)
     except KeyboardInterrupt:
-        logger.warning("interrupted: stopping the trainer")
+        interrupted = True
+        logger.warning("interrupted: stopping the trainer (Ray and vLLM with it; up to %ds)", int(INTERRUPT_GRACE_S))
         proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(60)
+            proc.wait(INTERRUPT_GRACE_S)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -371,9 +375,12 @@ def watch(
                      "the log:\n%s", elapsed, "\n".join("    " + line for line in failure_excerpt(launch_lines())))
         logger.info("full log: %s", files.log)
         return 1
-    if code == 0 or stop_requested():
+    if code == 0 or stop_requested() or interrupted:
         done = f"{len(steps_done)} step{'s' if len(steps_done) != 1 else ''}"
-        if code == 0:
+        if interrupted:
+            logger.info("interrupted (Ctrl-C) after %s: %s this launch; run the same command again to resume from "
+                        "the latest checkpoint", elapsed, done)
+        elif code == 0:
             logger.info("done: %s in %s", done, elapsed)
         else:
             logger.info("stopped on request (%s) after %s: %s", describe_exit(code), elapsed, done)
@@ -390,4 +397,4 @@ def watch(
         logger.error("training failed (%s) after %s; from the log:\n%s", describe_exit(code), elapsed,
                      "\n".join("    " + line for line in cause))
     logger.info("full log: %s", files.log)
-    return exit_status(code)
+    return 128 + signal.SIGINT if interrupted else exit_status(code)

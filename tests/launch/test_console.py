@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import signal
 import subprocess
 import sys
 import textwrap
@@ -323,3 +324,42 @@ def test_data_phase_counts_parquet_rows(tmp_path: Path) -> None:
     cfg = compose_config("agent_tune_grpo_cpu", [f"data.train_files={tmp_path / 'train.parquet'}",
                                                  "data.val_files=hdfs://x/val.parquet"])
     assert describe_data(cfg) == "train.parquet 3 rows, val.parquet"
+
+
+class _CtrlC:
+    """A training child the user interrupts: Ctrl-C reaches the launcher while it waits; the child then ends
+    on the SIGINT passed on to it."""
+
+    def __init__(self) -> None:
+        self.returncode: int | None = None
+        self.signals: list[int] = []
+
+    def poll(self) -> int | None:
+        if not self.signals:
+            raise KeyboardInterrupt
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        self.signals.append(sig)
+        self.returncode = -sig
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        return self.returncode
+
+
+def test_ctrl_c_stops_the_child_and_says_what_was_saved(tmp_path: Path) -> None:
+    files = RunFiles(log=tmp_path / "train.log", metrics=tmp_path / "metrics.jsonl",
+                     val_metrics=tmp_path / "val_metrics.jsonl", checkpoints=tmp_path)
+    files.log.write_text("Traceback (most recent call last):\nKeyboardInterrupt\n")
+    (tmp_path / "latest_checkpointed_iteration.txt").write_text("4\n")
+    child, out = _CtrlC(), io.StringIO()
+    setup_logging(stdout=out, stderr=out)
+    try:
+        status = watch(child, files, interval_s=0.01)
+    finally:
+        setup_logging()
+    console = out.getvalue()
+    assert child.signals == [signal.SIGINT] and status == 128 + signal.SIGINT
+    assert "interrupted (Ctrl-C) after 0s: 0 steps this launch; run the same command again to resume" in console
+    assert f"[agent-tune] checkpoints: {tmp_path} (latest {tmp_path / 'global_step_4'})" in console
+    assert "training failed" not in console and "KeyboardInterrupt" not in console

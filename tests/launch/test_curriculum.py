@@ -537,3 +537,19 @@ def test_launch_script_passes_paths_and_only_exported_variables(tmp_path):
     argv = run(MODEL_PATH="/m", CURRICULUM="bfcl_t3rl_gpu", GPUS_PER_NODE="4")
     assert "bfcl_t3rl_gpu" in argv and "actor_rollout_ref.model.path=/m" in argv
     assert "trainer.n_gpus_per_node=4" in argv and not any(a.startswith("trainer.nnodes") for a in argv)
+
+
+def test_a_busy_run_folder_is_refused_before_the_stages_are_composed(tmp_path, capsys):
+    from agent_tune.utils.run_lock import RunLock
+
+    run_dir = tmp_path / "run"
+    with RunLock.folder(run_dir):  # another curriculum runs there
+        assert cur.main(["--curriculum", "cpu_tiny", "--run-dir", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"agent-tune curriculum: error: {run_dir} is in use by another run: pid {os.getpid()} ")
+    assert err.rstrip().endswith("or choose another --run-dir") and not (run_dir / "curriculum_state.json").exists()
+    # free again: a dry run of the same folder is not refused while a run holds it (it writes nothing)
+    with RunLock.folder(run_dir):
+        assert cur.main(["--curriculum", "cpu_tiny", "--run-dir", str(run_dir), "--dry-run",
+                         f"curriculum.data_dir={tmp_path}/nothing"]) == 2  # refused for its data, not the lock
+    assert "is in use" not in capsys.readouterr().err

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -19,6 +21,10 @@ from agent_tune.errors import ConfigError
 from agent_tune.launch.launcher import Child, Launcher
 from agent_tune.launch.run_config import RunConfig
 from agent_tune.launch.sft import SFTLauncher
+from agent_tune.utils.run_lock import LOCK_NAME, RunFolderBusy, RunLock
+from tests.launch.test_lifeline import gone, wait_gone
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Scripted(Launcher):
@@ -114,6 +120,29 @@ def test_the_child_side_exits_2_on_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     OmegaConf.save(OmegaConf.create({"trainer": {"x": "bad"}}), path)
     assert Failing("").main(["--_child", str(path)]) == 2
+
+
+def test_a_child_started_by_hand_takes_the_folders_lock_itself(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "run" / "c.yaml"  # where a launcher saves it: in the run folder (the child reads it there)
+    path.parent.mkdir()
+    OmegaConf.save(_config(tmp_path / "run"), path)
+    held_while_running = []
+
+    class ByHand(Scripted):
+        def run_child(self, config: DictConfig) -> None:
+            with pytest.raises(RunFolderBusy):
+                RunLock.folder(tmp_path / "run").acquire()
+            held_while_running.append(True)
+
+    with RunLock.folder(tmp_path / "run"):  # a launcher runs there
+        assert ByHand("").main(["--_child", str(path), "--_detached"]) == 2
+    assert f"{(tmp_path / 'run').resolve()} is in use by another run: pid {os.getpid()} " in capsys.readouterr().err
+    assert not held_while_running
+    assert ByHand("").main(["--_child", str(path), "--_detached"]) == 0  # free: it runs, holding the folder
+    assert held_while_running == [True]
+    lock = RunLock.folder(tmp_path / "run")
+    assert lock.acquire() is None  # and lets go at its end
+    lock.release()
 
 
 def _sft_child(tmp_path: Path, script: str, monkeypatch) -> SFTLauncher:
@@ -225,3 +254,117 @@ def test_a_missing_data_file_is_named_before_the_install_check(tmp_path: Path, c
     assert Scripted("").main(["--config-dir", str(folder), "--config-name", "tiny", "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "config key 'data.train_files': file " in err and "build the rows with `agent-tune data" in err
+# A command whose child, like the train child, shuts down through its ``finally`` on SIGTERM (ray.init's
+# handler raises SystemExit), run as a real launcher process: ``python FAKE RUN_DIR [--detach]``.
+FAKE_COMMAND = textwrap.dedent('''
+    import signal, sys, time
+    from pathlib import Path
+    from omegaconf import OmegaConf
+    from agent_tune.launch.launcher import Launcher
+    from agent_tune.launch.run_config import RunConfig
+    from agent_tune.utils.logs import setup_logging
+
+    class Fake(Launcher):
+        command = "fake"
+        module = "fake_command"
+        child_config = "child.yaml"
+        log_name = "child.log"
+
+        def follow(self, child, verbose):
+            return child.proc.wait()
+
+        def run_child(self, config):
+            state = Path(config.trainer.default_local_dir) / "state"
+            signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+            state.write_text("running")
+            try:
+                time.sleep(300)
+            finally:
+                state.write_text("stopped cleanly")
+
+    if __name__ == "__main__":
+        if "--_child" in sys.argv:
+            sys.exit(Fake().main())
+        setup_logging()
+        launcher = Fake()
+        run = RunConfig.parse(OmegaConf.create({"trainer": {"default_local_dir": sys.argv[1]}}))
+        lock = launcher.lock_run_dir(run.run_dir)
+        sys.exit(launcher.launch(run, "cfg", False, time.monotonic(), lock=lock, detach="--detach" in sys.argv))
+''')
+
+
+def _start_fake(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen, Path]:
+    (tmp_path / "fake_command.py").write_text(FAKE_COMMAND)
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    proc = subprocess.Popen([sys.executable, "-m", "fake_command", str(run_dir), *flags], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # a terminal of its own, as a user's shell
+    start = time.monotonic()
+    while not (run_dir / "state").is_file():
+        assert time.monotonic() - start < 120 and proc.poll() in (None, 0), "the fake run did not start"
+        time.sleep(0.1)
+    return proc, run_dir
+
+
+def _child_pid(run_dir: Path) -> int:
+    return json.loads((run_dir / LOCK_NAME).read_text())["child_pid"]
+
+
+@pytest.mark.parametrize("death", ["SIGKILL to the launcher", "SIGHUP to its terminal's process group"])
+def test_the_launchers_death_stops_the_child_which_shuts_down_and_frees_the_folder(tmp_path: Path,
+                                                                                   death: str) -> None:
+    launcher, run_dir = _start_fake(tmp_path)
+    child = _child_pid(run_dir)
+    with pytest.raises(RunFolderBusy, match=f"pid {launcher.pid}, training child pid {child} on host "):
+        RunLock.folder(run_dir).acquire()
+    if death.startswith("SIGKILL"):
+        launcher.kill()  # an OOM kill
+    else:
+        os.killpg(launcher.pid, signal.SIGHUP)  # a closed terminal: the child leaves it to the launcher
+    launcher.wait()
+    wait_gone(child)  # within the 60 s bound
+    assert (run_dir / "state").read_text() == "stopped cleanly"  # through its finally, as on SIGTERM
+    lock = RunLock.folder(run_dir)
+    assert "from a run that is gone" in lock.acquire()  # a restart is accepted
+    lock.release()
+
+
+def test_detach_returns_at_once_and_leaves_the_run_holding_its_folder(tmp_path: Path) -> None:
+    launcher, run_dir = _start_fake(tmp_path, "--detach")
+    out, _ = launcher.communicate(timeout=60)
+    child = _child_pid(run_dir)
+    assert launcher.returncode == 0
+    assert f"Training started in the background (pid {child})" in out
+    assert f"log: {run_dir / 'child.log'}" in out and f"stop it: kill {child}" in out
+    time.sleep(2)  # the launcher is gone; the run is not tied to it
+    assert not gone(child) and (run_dir / "state").read_text() == "running"
+    with pytest.raises(RunFolderBusy, match=f"stop it with `kill {child}`"):
+        RunLock.folder(run_dir).acquire()
+    os.kill(child, signal.SIGTERM)
+    wait_gone(child)
+    assert (run_dir / "state").read_text() == "stopped cleanly"
+
+
+def test_a_busy_run_folder_is_refused_by_the_cli_before_the_start_up(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with RunLock.folder(run_dir) as held:
+        proc = subprocess.run([sys.executable, "-m", "agent_tune.cli", "train", "--config-name", "agent_tune_grpo_cpu",
+                               f"trainer.default_local_dir={run_dir}"], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+        holder = held.holder.describe()
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"agent-tune train: error: {run_dir} is in use by another run: {holder}; stop it with "
+        f"`kill {os.getpid()}` (it shuts down cleanly, keeping what it saved), or choose another folder "
+        "(trainer.default_local_dir=...)")
+    assert "Install check" not in proc.stdout and not (run_dir / "train_config.yaml").exists()
+
+
+def test_detach_is_a_flag_of_train_not_of_sft(capsys) -> None:
+    from agent_tune.launch.train import TrainLauncher
+
+    assert TrainLauncher().parse_args(["--detach"]).detach and not TrainLauncher().parse_args([]).detach
+    with pytest.raises(SystemExit):  # sft's launcher writes the log from the training's output: it must stay
+        SFTLauncher().parse_args(["--detach"])
+    assert "unrecognized arguments: --detach" in capsys.readouterr().err

@@ -1,0 +1,117 @@
+"""No orphans: a training child stops when the process that started it dies, by any signal (SIGKILL included).
+
+Two ties, both Linux's (elsewhere they do nothing):
+
+- :func:`die_with_parent` (a ``preexec_fn``) asks the kernel to send the child SIGTERM when its parent dies
+  (``prctl(PR_SET_PDEATHSIG)``), so the child shuts down as on the launcher's own SIGTERM: the train child's
+  SIGTERM handler (Ray's, installed by ``ray.init``) leaves through the ``finally`` of
+  :func:`agent_tune.launch.train.run`: ``ray.shutdown()`` and the ``/dev/shm`` clean-up; checkpoints are
+  written whole or not at all by verl, so what is on disk stays resumable;
+- :func:`watch_parent` (a thread in the child) sees the parent go, sends SIGTERM where the kernel did not
+  (a child started without the ``preexec_fn``, such as torchrun's workers), and ends the process after
+  ``grace_s`` if the shut-down hangs. Ray's own processes share its fate: Ray starts its head processes with
+  a parent-death SIGKILL, and its workers exit when their raylet goes.
+
+Once the shut-down has begun, :func:`shield_shutdown` keeps further SIGINT / SIGTERM from cutting it short
+(Ctrl-C reaches the child from the terminal and again from the launcher); :func:`tie_to_parent` leaves a closed
+terminal's SIGHUP to the launcher, whose death then brings the one SIGTERM.
+
+The child is not made a child-subreaper: Ray's orphans would then be ours to reap, and a reaper that waits on
+any child takes exit statuses Ray's own ``Popen`` objects are waiting for.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Callable
+
+logger = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1
+PR_GET_PDEATHSIG = 2
+GRACE_S = 40.0  # the shut-down's bound after the parent died: Ray's teardown fits, 60 s overall holds
+
+
+def _prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()  # looked up before any fork: the preexec_fn only calls it
+
+
+def die_with_parent(parent: int | None = None) -> Callable[[], None]:
+    """A ``preexec_fn`` for ``subprocess.Popen``: the child gets SIGTERM when ``parent`` (default: the process
+    calling this, i.e. the one about to start the child) dies; a parent already gone sends it at once.
+
+    The kernel ties the signal to the thread that forks: call ``Popen`` from a thread that lives as long as
+    the child should (the launcher's main thread)."""
+    parent = os.getpid() if parent is None else parent
+
+    def preexec() -> None:
+        if _PRCTL is not None:
+            _PRCTL(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the tie was made
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+def parent_death_signal() -> int:
+    """The signal this process gets when its parent dies (0: none)."""
+    if _PRCTL is None:
+        return 0
+    value = ctypes.c_int(0)
+    _PRCTL(PR_GET_PDEATHSIG, ctypes.byref(value), 0, 0, 0)
+    return value.value
+
+
+def shield_shutdown() -> None:
+    """From now on SIGINT and SIGTERM do nothing in this process (main thread only): the shut-down under way
+    runs whole. A Ctrl-C reaches the child twice (from the terminal, then passed on by the launcher) and the
+    second would cut ``ray.shutdown()`` short; a shut-down that hangs is still ended by the launcher's kill
+    or :func:`watch_parent`'s deadline."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, _frame: logger.info("%s: already stopping", signal.Signals(signum).name))
+
+
+def tie_to_parent(grace_s: float = GRACE_S) -> threading.Thread:
+    """What a training child does first (unless detached): :func:`watch_parent`, and a closed terminal's
+    SIGHUP left to the launcher. The launcher dies of it and the kernel's SIGTERM follows (:func:`die_with_parent`);
+    a second signal would cut the shut-down short. A Python handler, not ``SIG_IGN``: the processes the child
+    starts get the default action back at ``exec``."""
+    signal.signal(signal.SIGHUP, lambda *_: None)
+    return watch_parent(grace_s)
+
+
+def watch_parent(grace_s: float = GRACE_S, interval_s: float = 1.0,
+                 exit_now: Callable[[int], None] = os._exit) -> threading.Thread:
+    """Watch this process's parent from a daemon thread: once it is gone, SIGTERM to this process (unless
+    the kernel sends it, :func:`die_with_parent`) and, ``grace_s`` later, ``exit_now(128 + SIGTERM)``."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        logger.warning("the launcher (pid %d) is gone: stopping the run (at most %ds)", parent, int(grace_s))
+        if parent_death_signal() != signal.SIGTERM:
+            os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace_s)
+        logger.error("the run did not stop %ds after its launcher died: exiting now", int(grace_s))
+        exit_now(128 + signal.SIGTERM)
+
+    thread = threading.Thread(target=watch, name="agent-tune-parent-watch", daemon=True)
+    thread.start()
+    return thread

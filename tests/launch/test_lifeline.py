@@ -1,0 +1,127 @@
+"""The training child's tie to its launcher (:mod:`agent_tune.launch.lifeline`): a parent killed by SIGKILL
+takes the child with it, by the kernel's parent-death signal or by the child's own watch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death ties are Linux's")
+
+BOUND_S = 60.0  # the contract: nothing of a run outlives its launcher by more than this
+
+
+def gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie nobody reaped counts: it runs nothing). Every thread is looked at:
+    a leader thread turns zombie before its other threads have ended, and they still hold its files."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        states.append(stat[stat.rindex(")") + 2])
+    return all(state in "ZX" for state in states)
+
+
+def wait_gone(pid: int, bound_s: float = BOUND_S) -> float:
+    """Seconds until ``pid`` exits; fails past ``bound_s``."""
+    start = time.monotonic()
+    while not gone(pid):
+        assert time.monotonic() - start < bound_s, f"pid {pid} still runs {bound_s:.0f}s after its parent died"
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+# A parent that starts argv[1] (python code) as its child and prints the child's pid, then waits.
+PARENT = textwrap.dedent("""
+    import subprocess, sys, time
+    from agent_tune.launch.lifeline import die_with_parent
+    tie = {"preexec_fn": die_with_parent()} if sys.argv[2] == "kernel" else {}
+    child = subprocess.Popen([sys.executable, "-c", sys.argv[1]], **tie)
+    print(child.pid, flush=True)
+    time.sleep(120)
+""")
+
+
+def _family(child_code: str, tie: str, marker: Path) -> tuple[subprocess.Popen, int]:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, child_code, tie], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    start = time.monotonic()
+    while not marker.exists():  # the child is up and has set its handlers
+        assert time.monotonic() - start < 60 and not gone(child)
+        time.sleep(0.05)
+    return parent, child
+
+
+def test_the_kernel_sends_sigterm_when_the_parent_is_killed(tmp_path: Path) -> None:
+    marker = tmp_path / "up"
+    code = textwrap.dedent(f"""
+        import pathlib, signal, sys, time
+        def stop(*_):
+            pathlib.Path({str(tmp_path / 'stopped')!r}).write_text("SIGTERM")
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, stop)
+        from agent_tune.launch.lifeline import parent_death_signal
+        pathlib.Path({str(marker)!r}).write_text(str(parent_death_signal()))
+        time.sleep(120)
+    """)
+    parent, child = _family(code, "kernel", marker)
+    assert marker.read_text() == "15"  # the tie survived exec
+    parent.kill()
+    parent.wait()
+    wait_gone(child)
+    assert (tmp_path / "stopped").read_text() == "SIGTERM"  # a shut-down, not a kill: the finally blocks run
+
+
+def test_the_childs_watch_stops_it_and_ends_a_hung_shut_down(tmp_path: Path) -> None:
+    # no kernel tie (as torchrun's workers), and a SIGTERM that does not stop the process: the watch sends
+    # SIGTERM, then ends the process after its grace
+    marker = tmp_path / "up"
+    code = textwrap.dedent(f"""
+        import pathlib, signal, time
+        signal.signal(signal.SIGTERM, lambda *_: pathlib.Path({str(tmp_path / 'term')!r}).write_text("seen"))
+        from agent_tune.launch.lifeline import watch_parent
+        watch_parent(grace_s=1.0, interval_s=0.1)
+        pathlib.Path({str(marker)!r}).write_text("up")
+        while True:
+            time.sleep(0.1)
+    """)
+    parent, child = _family(code, "none", marker)
+    parent.kill()
+    parent.wait()
+    wait_gone(child)
+    assert (tmp_path / "term").read_text() == "seen"
+
+
+def test_a_parent_gone_before_the_tie_is_made_sends_the_signal_at_once(monkeypatch) -> None:
+    from agent_tune.launch import lifeline
+
+    sent = []
+    monkeypatch.setattr(lifeline.os, "kill", lambda pid, sig: sent.append((pid, sig)))
+    monkeypatch.setattr(lifeline, "_PRCTL", None)  # not on the test process itself
+    lifeline.die_with_parent(parent=os.getpid() + 10**6)()  # this process's parent is not that one
+    assert sent == [(os.getpid(), 15)]
+
+
+def test_a_shielded_shut_down_is_not_cut_short_by_more_signals() -> None:
+    code = textwrap.dedent("""
+        import os, signal, time
+        from agent_tune.launch.lifeline import shield_shutdown
+        from agent_tune.utils.logs import setup_logging
+        setup_logging()
+        shield_shutdown()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C twice, then the launcher's stop
+            os.kill(os.getpid(), sig)
+        time.sleep(0.2)
+        print("shut-down finished", flush=True)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("shut-down finished")
+    assert "SIGINT: already stopping" in proc.stdout + proc.stderr
