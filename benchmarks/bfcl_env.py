@@ -86,21 +86,21 @@ not hold here for any version of the code, and the official side does the same w
 4.09-4.15x, miss_func 3.93-4.10x, miss_param 4.14-4.18x, long_context 3.72-3.83x). ``callgrind``, instructions per
 episode (11 passes minus 1): bfcl-eval 8,597k (8,622k above: unchanged), ours at 177b25c 1,224k (1,097k above: the
 same code runs ~12% more instructions in this interpreter), main 1,227k, so 7.0x in instructions against ~4.0x
-in wall time. The wall ratio rises with load (bfcl-eval slows more: 4.6-4.9x at load 4-5 in the runs below) and
+in wall time. The wall ratio rises with load (bfcl-eval slows more: 4.6-4.9x in runs at load 4-4.5) and
 falls with a faster interpreter (Debian's optimized python3.11 on the same packages: 3.6x). What this round
-changed (fewer calls per step: the schema checks and the no-call grade inline in ``act``; ``outcome`` hands the
+changed: fewer calls per step (the schema checks and the no-call grade inline in ``act``; ``outcome`` hands the
 finished episode's lists to its record instead of copying them; the hermes parser skips the tag search in gaps
 too short for a tag; ``ResponseParser`` returns its kept result as is; ``format_tool_response`` as one
-comprehension): 1,227k -> 1,188k instructions (-3.2%); wall, main and this change alternated, ``all`` 4.04x ->
-4.16x at load ~1.4 (base 4.12 -> 4.28x, miss_func 4.09 -> 4.21x, miss_param 4.12 -> 4.37x, long_context 3.88 ->
-3.90x), 4.02/4.60x -> 4.93/4.81x in two runs at load 4-4.5; identity digests unchanged (68,420 episodes). Not
-reached: 6x here (``all``) and 5x per category. Profiled (py-spy, this box): comparing states with bfcl-eval's
-``__eq__`` 15%, parsing 16% (ablated: a cached parse saves that much), copying the pristine backends 8%, the
-floor of the episode's own work (parse, schema check, calls, results, scoring, copy) 59% of the env's time, the
-rest spread over ~700 Python calls per episode. Leads, measured but not taken: the env is cache-bound here (an
-entry replayed 4 times in a row runs 17% faster than 50 entries round robin; 39% of the ground truth's per-turn
-state attributes equal the previous turn's, which a trace could share); the garbage collector costs ours ~4.5%
-in wall time and bfcl-eval ~0.
+comprehension): 1,227k -> 1,188k instructions (-3.2%), ~+3% wall; then the ground-truth trace shares each state
+attribute equal to the previous turn's (39% of them), so a turn's state check walks objects the previous one has
+just walked (the env is cache-bound here: an entry replayed 4 times in a row runs 17% faster than 50 entries
+round robin): ~+2.7% wall. Wall, main and this branch alternated three times at load ~3, ``all`` 3.98-4.14x ->
+4.23-4.30x (base 4.02-4.26x -> 4.36-4.41x, miss_func 4.06-4.18x -> 4.21-4.43x, miss_param 4.15-4.25x ->
+4.40-4.45x, long_context 3.78-3.97x -> 3.96-4.05x); identity digests unchanged (68,420 episodes). Not reached:
+6x here (``all``) and 5x per category. Profiled (py-spy, this box): comparing states with bfcl-eval's ``__eq__``
+15%, parsing 16% (ablated: a cached parse saves that much), copying the pristine backends 8%; the episode's own
+work (parse, schema check, calls, results, scoring, copy) is 59% of the env's time, the rest spread over ~700
+Python calls per episode. Measured and left: the garbage collector costs ours ~4.5% of wall time, bfcl-eval ~0.
 """
 
 from __future__ import annotations
