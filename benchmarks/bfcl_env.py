@@ -79,6 +79,28 @@ hooks) costs about 9% per step: ``--per-category 30 --repeats 3`` on a quiet mac
 alternated four times, 6.5k against 5.9k episodes/s. The cost is a few more Python calls per step (the
 template's open and close, ``stop`` through the parser's cache, the per-step ``Step`` record); identity
 digests unchanged.
+
+Issue 41 (this box, 2026-11-29: pyenv CPython 3.11.7, bfcl-eval 2026.3.23, 2 shared cores): the ratios above do
+not hold here for any version of the code, and the official side does the same work as before. At load ~0,
+``--repeats 20``: 177b25c (5.6x above) gives 4.12x ``all``, 53daeff (5.52x above) 4.48x, main 3.97-4.02x (base
+4.09-4.15x, miss_func 3.93-4.10x, miss_param 4.14-4.18x, long_context 3.72-3.83x). ``callgrind``, instructions per
+episode (11 passes minus 1): bfcl-eval 8,597k (8,622k above: unchanged), ours at 177b25c 1,224k (1,097k above: the
+same code runs ~12% more instructions in this interpreter), main 1,227k, so 7.0x in instructions against ~4.0x
+in wall time. The wall ratio rises with load (bfcl-eval slows more: 4.6-4.9x in runs at load 4-4.5) and
+falls with a faster interpreter (Debian's optimized python3.11 on the same packages: 3.6x). What this round
+changed: fewer calls per step (the schema checks and the no-call grade inline in ``act``; ``outcome`` hands the
+finished episode's lists to its record instead of copying them; the hermes parser skips the tag search in gaps
+too short for a tag; ``ResponseParser`` returns its kept result as is; ``format_tool_response`` as one
+comprehension): 1,227k -> 1,188k instructions (-3.2%), ~+3% wall; then the ground-truth trace shares each state
+attribute equal to the previous turn's (39% of them), so a turn's state check walks objects the previous one has
+just walked (the env is cache-bound here: an entry replayed 4 times in a row runs 17% faster than 50 entries
+round robin): ~+2.7% wall. Wall, main and this branch alternated three times at load ~3, ``all`` 3.98-4.14x ->
+4.23-4.30x (base 4.02-4.26x -> 4.36-4.41x, miss_func 4.06-4.18x -> 4.21-4.43x, miss_param 4.15-4.25x ->
+4.40-4.45x, long_context 3.78-3.97x -> 3.96-4.05x); identity digests unchanged (68,420 episodes). Not reached:
+6x here (``all``) and 5x per category. Profiled (py-spy, this box): comparing states with bfcl-eval's ``__eq__``
+15%, parsing 16% (ablated: a cached parse saves that much), copying the pristine backends 8%; the episode's own
+work (parse, schema check, calls, results, scoring, copy) is 59% of the env's time, the rest spread over ~700
+Python calls per episode. Measured and left: the garbage collector costs ours ~4.5% of wall time, bfcl-eval ~0.
 """
 
 from __future__ import annotations

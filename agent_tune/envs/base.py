@@ -506,12 +506,11 @@ class BaseToolEnv(ABC):
 
     def format_tool_response(self, results: Sequence[Any]) -> Observation:
         """One ``tool`` message per result, in call order, named after the function when there is one."""
-        messages = []
-        for r in results:
-            msg: dict[str, Any] = {"role": "tool", "content": r.content}
-            if r.name is not None:
-                msg["name"] = r.name
-            messages.append(msg)
+        messages: list[dict[str, Any]] = [
+            {"role": "tool", "content": r.content, "name": r.name} if r.name is not None
+            else {"role": "tool", "content": r.content}
+            for r in results
+        ]
         return Observation(messages=messages, tools=self.tools)
 
     def stop(self, raw_response: str) -> bool:

@@ -27,6 +27,7 @@ _BLOCK = re.compile(rf"{re.escape(OPEN)}\n(.*?)\n{re.escape(CLOSE)}", re.DOTALL)
 _OPEN_NL, _NL_CLOSE = OPEN + "\n", "\n" + CLOSE
 _WS_CLOSE = re.compile(r"\s*" + re.escape(CLOSE))
 _TAG = re.compile(rf"{re.escape(OPEN)}|{re.escape(CLOSE)}")
+_MIN_TAG = min(len(OPEN), len(CLOSE))
 
 
 @register_tool_parser("hermes")
@@ -45,7 +46,8 @@ class HermesToolParser(ToolCallParser):
             if close < 0:
                 break
             end = close + len(_NL_CLOSE)
-            content.append(_scan_gap(text, pos, start, out))
+            # a gap shorter than a tag holds none (the usual "\n" between blocks): no search
+            content.append(text[pos:start] if start - pos < _MIN_TAG else _scan_gap(text, pos, start, out))
             raw = text[start:end]
             result = _decode_block(text[start + len(_OPEN_NL) : close], raw)
             if isinstance(result, ToolCall):
@@ -53,7 +55,7 @@ class HermesToolParser(ToolCallParser):
             else:
                 out.errors.append(ToolCallError(_next_index(out), raw, result))
             pos = end
-        content.append(_scan_gap(text, pos, len(text), out))
+        content.append(text[pos:] if len(text) - pos < _MIN_TAG else _scan_gap(text, pos, len(text), out))
         out.content = "".join(content).strip()
         return out
 

@@ -16,11 +16,13 @@ class ResponseParser:
     def __init__(self, tool_parser: str = "hermes", reasoning_parser: str = "none") -> None:
         self.tool_parser = get_tool_parser(tool_parser)
         self.reasoning_parser = get_reasoning_parser(reasoning_parser)
-        self._last: tuple[str, str | None, ParsedResponse] | None = None
+        self._last_raw: str | None = None
+        self._last: tuple[str | None, ParsedResponse] | None = None  # the result for _last_raw, returned as is
 
     def parse(self, raw_response: str) -> tuple[str | None, ParsedResponse]:
         """``(reasoning or None, the calls, errors and content outside them)``; never raises on model text."""
-        if self._last is None or self._last[0] != raw_response:
+        if self._last is None or self._last_raw != raw_response:
             reasoning, content = self.reasoning_parser.parse(raw_response)
-            self._last = (raw_response, reasoning, self.tool_parser.parse(content))
-        return self._last[1], self._last[2]
+            self._last = (reasoning, self.tool_parser.parse(content))
+            self._last_raw = raw_response
+        return self._last

@@ -243,12 +243,24 @@ class BFCLToolEnv(BaseToolEnv):
         """One generation: grade its call format; an answer (:meth:`stop`) ends the user turn, otherwise its
         calls run (:meth:`_run_calls`) within the turn's and the episode's step limits."""
         parsed = step.parsed
-        step.format_errors = len(parsed.errors)
-        checks = [self._check_call(call) for call in parsed.calls]  # against the tools visible now, once
-        grade: float | None = rewards.syntax_grade_of(step.format_errors, checks)  # = schema.syntax_grade
-        if rewards.closes_acted_turn(parsed, self._turn_acted):
-            grade = None  # the text that answers the user after the turn's calls: not a format attempt
-        else:
+        calls, undecodable = parsed.calls, len(parsed.errors)
+        step.format_errors = undecodable
+        grade: float | None
+        if calls:
+            # = [self._check_call(call) for call in calls], inlined: one per call of every step
+            tools = self._tools
+            checks = [None if (tool := tools.get(call.name)) is None else validate_arguments(tool, call.arguments)
+                      for call in calls]
+            grade = rewards.syntax_grade_of(undecodable, checks)  # = schema.syntax_grade
+        elif undecodable:
+            checks = []
+            grade = rewards.syntax_grade_of(undecodable, checks)
+        else:  # no call block: rewards.syntax_grade_of(0, []), and rewards.closes_acted_turn is the turn's
+            checks = []
+            grade = rewards.GRADE_NO_CALL
+            if self._turn_acted:
+                grade = None  # the text that answers the user after the turn's calls: not a format attempt
+        if grade is not None:
             self._syntax_grades.append(grade)
         if step.answer:  # the policy has finished this user turn
             step.info = {"syntax_grade": grade}
@@ -364,7 +376,9 @@ class BFCLToolEnv(BaseToolEnv):
         unfinished turns count as failed."""
         if self.status.stop_reason.by_runner:
             self._end_reason = self.status.stop_reason.value
-        info = self.metrics()
+        # metrics() without its copies: the episode is over, so its lists are handed to the record as they are
+        # (nothing appends to them again; reset starts new ones)
+        info = self._metrics(copy=False)
         info["end_reason"] = self._end_reason
         accuracy, progress = info["accuracy"], info["progress"]
         reward = accuracy if self.eval_mode else self._reward(info)
@@ -380,15 +394,20 @@ class BFCLToolEnv(BaseToolEnv):
         (turns never reached count as failed). With ``max_turns`` both are over the turns the episode plays
         (``num_turns``).
         """
+        return self._metrics(copy=True)
+
+    def _metrics(self, copy: bool) -> dict[str, Any]:
+        """:meth:`metrics`; ``copy=False`` shares the episode's own lists instead of copying them."""
         assert self.entry is not None
         required = _required_turns(self.entry.id)[: self._num_turns]
+        scores, decoded = self._turn_scores, self._decoded
         return {
             "test_id": self.entry.id,
             "category": self.entry.category,
-            "turn_scores": list(self._turn_scores),
-            "turn_errors": list(self._turn_errors),
-            "accuracy": rewards.accuracy(self._turn_scores, required, self._force_terminated, self._forced_turns),
-            "progress": rewards.progress(self._turn_scores, [r or self.score_empty_turns for r in required]),
+            "turn_scores": list(scores) if copy else scores,
+            "turn_errors": list(self._turn_errors) if copy else self._turn_errors,
+            "accuracy": rewards.accuracy(scores, required, self._force_terminated, self._forced_turns),
+            "progress": rewards.progress(scores, [r or self.score_empty_turns for r in required]),
             "format_errors": self.status.format_errors,
             "num_steps": self.status.num_steps,
             "num_calls": self.status.num_calls,
@@ -396,8 +415,8 @@ class BFCLToolEnv(BaseToolEnv):
             "turns_completed": self.status.turns_completed,
             "force_terminated": self._force_terminated,
             "forced_turns": self._forced_turns,
-            "decoded_calls": [list(map(list, turn)) for turn in self._decoded],
-            "syntax_grades": list(self._syntax_grades),
+            "decoded_calls": [list(map(list, turn)) for turn in decoded] if copy else decoded,
+            "syntax_grades": list(self._syntax_grades) if copy else self._syntax_grades,
         }
 
     def _reward(self, info: dict[str, Any]) -> float:
