@@ -20,7 +20,7 @@ from agent_tune.errors import AgentTuneError, exit_code
 def record_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="agent-tune eval record",
-        description="Add one evaluated model's pass@1 / pass@4 (with 95%% intervals) from an eval report to a "
+        description="Add one evaluated model's pass@1 / pass@4 (with 95% intervals) from an eval report to a "
         "results file (replacing the record of the same env, stage, split and category).",
         epilog="example: agent-tune eval record out/eval/grpo.report.json --results docs/results/calculator_rl.json "
         "--env calculator --stage GRPO --from base --split test --steps 32 --command 'bash examples/chain/...'")
@@ -54,7 +54,7 @@ def tables_parser() -> argparse.ArgumentParser:
 def curve_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="agent-tune eval curve",
-        description="Draw test pass@1 (95%% interval) against training steps and training wall time.",
+        description="Draw test pass@1 (95% interval) against training steps and training wall time.",
         epilog="example: agent-tune eval curve docs/results/calculator_rl.json --out docs/img/calculator_rl.png")
     p.add_argument("results", help="a results file")
     p.add_argument("--out", required=True, help="the PNG to write")
