@@ -33,9 +33,14 @@ from typing import Callable
 
 logger = logging.getLogger(__name__)
 
+# What must still run when a hung shut-down is ended (the /dev/shm clean-up): called in order, each guarded, just
+# before the deadline's exit (:func:`at_forced_exit`). Per process, like the signal handlers it stands beside.
+_AT_FORCED_EXIT: list[Callable[[], object]] = []
+
 PR_SET_PDEATHSIG = 1
 PR_GET_PDEATHSIG = 2
-GRACE_S = 40.0  # the shut-down's bound after the parent died: Ray's teardown fits, 60 s overall holds
+GRACE_S = 35.0  # the shut-down's bound after the parent died: Ray's teardown fits; with the forced-exit hooks
+# (the /dev/shm clean-up, at most ~10 s) 60 s overall holds
 
 
 def _prctl() -> Callable[..., int] | None:
@@ -87,6 +92,20 @@ def shield_shutdown() -> None:
         signal.signal(sig, lambda signum, _frame: logger.info("%s: already stopping", signal.Signals(signum).name))
 
 
+def at_forced_exit(fn: Callable[[], object]) -> None:
+    """Run ``fn`` if :func:`watch_parent`'s deadline ends this process (a shut-down that hung: the ``finally``
+    blocks it would have run are skipped); it should be quick and bounded."""
+    _AT_FORCED_EXIT.append(fn)
+
+
+def _run_forced_exit_hooks() -> None:
+    for fn in _AT_FORCED_EXIT:
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - the process ends next whatever a hook does
+            logger.exception("while ending the run")
+
+
 def tie_to_parent(grace_s: float = GRACE_S) -> threading.Thread:
     """What a training child does first (unless detached): :func:`watch_parent`, and a closed terminal's
     SIGHUP left to the launcher. The launcher dies of it and the kernel's SIGTERM follows (:func:`die_with_parent`);
@@ -110,6 +129,7 @@ def watch_parent(grace_s: float = GRACE_S, interval_s: float = 1.0,
             os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(grace_s)
         logger.error("the run did not stop %ds after its launcher died: exiting now", int(grace_s))
+        _run_forced_exit_hooks()
         exit_now(128 + signal.SIGTERM)
 
     thread = threading.Thread(target=watch, name="agent-tune-parent-watch", daemon=True)

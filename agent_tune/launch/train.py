@@ -242,8 +242,11 @@ def run(config: DictConfig) -> None:
 
         enable_cpu_support(config)
         if options.cleanup_shm:  # only the files this run's processes hold: another run's are left alone
+            from agent_tune.launch.lifeline import at_forced_exit
+
             snapshot = ShmSnapshot.take()
             snapshot.watch()
+            at_forced_exit(lambda: snapshot.cleanup(wait_s=5.0))  # a shut-down that hangs still cleans up
 
     import ray
     from verl.utils.device import auto_set_device

@@ -87,7 +87,9 @@ def test_the_childs_watch_stops_it_and_ends_a_hung_shut_down(tmp_path: Path) -> 
     code = textwrap.dedent(f"""
         import pathlib, signal, time
         signal.signal(signal.SIGTERM, lambda *_: pathlib.Path({str(tmp_path / 'term')!r}).write_text("seen"))
-        from agent_tune.launch.lifeline import watch_parent
+        from agent_tune.launch.lifeline import at_forced_exit, watch_parent
+        at_forced_exit(lambda: 1 / 0)  # a failing hook does not keep the next from running
+        at_forced_exit(lambda: pathlib.Path({str(tmp_path / 'hook')!r}).write_text("ran"))
         watch_parent(grace_s=1.0, interval_s=0.1)
         pathlib.Path({str(marker)!r}).write_text("up")
         while True:
@@ -98,6 +100,7 @@ def test_the_childs_watch_stops_it_and_ends_a_hung_shut_down(tmp_path: Path) -> 
     parent.wait()
     wait_gone(child)
     assert (tmp_path / "term").read_text() == "seen"
+    assert (tmp_path / "hook").read_text() == "ran"  # what the hung shut-down skipped (the /dev/shm clean-up) ran
 
 
 def test_a_parent_gone_before_the_tie_is_made_sends_the_signal_at_once(monkeypatch) -> None:
