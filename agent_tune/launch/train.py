@@ -72,13 +72,6 @@ def validate(run: RunConfig) -> None:
     if on_cpu and OmegaConf.select(config, "actor_rollout_ref.actor.strategy") == "fsdp":
         raise ConfigError("config key 'actor_rollout_ref.actor.strategy': FSDP1 needs CUDA; use fsdp2 on CPU")
     check_attention(config, options.attention_fallback)
-    if on_cpu and need_reference_policy(config):
-        key = next((k for k in ("algorithm.use_kl_in_reward", "actor_rollout_ref.actor.use_kl_loss")
-                    if OmegaConf.select(config, k, default=False)), "actor_rollout_ref.ref")
-        raise ConfigError(
-            f"config key '{key}': needs a reference policy, which verl cannot build on CPU (its FSDP engine "
-            "shards a forward-only model under CPUOffloadPolicy(pin_memory=True), and pinning memory needs an "
-            "accelerator: verl/workers/engine/fsdp/transformer_impl.py); set it to false on CPU")
     use_critic = need_critic(config)  # verl's answer without its GRPO warning
     # before verl's own checks, which skip the batch sizes when use_dynamic_bsz is on (the GPU configs)
     check_batch_split(_step_batch_view(run), use_critic=use_critic)

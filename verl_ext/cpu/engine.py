@@ -9,6 +9,10 @@ layout, so verl's loss, its log-prob and reference passes and its metrics read t
 batches the packing does not cover (fused kernels, distillation, sum-pi-squared, multimodal inputs, sequence
 parallelism) take verl's own path.
 
+A forward-only model (the reference policy of a KL penalty) is built without verl's CPU offload: verl offloads it
+to host memory with pinned pages to spare accelerator memory, and pinning needs an accelerator; on CPU the model
+is in host memory already.
+
 It also sets torch's thread count (``fsdp_config.torch_threads``, from ``agent_tune.cpu_threads``) before
 building the model: Ray starts an actor that asks for no CPUs with ``OMP_NUM_THREADS=1``, and verl's workers
 ask only for (logical) GPUs, so without this the update computes on one core of the machine.
@@ -16,6 +20,7 @@ ask only for (logical) GPUs, so without this the update computes on one core of 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass
@@ -91,6 +96,18 @@ class SharedPrefixFSDPEngine(FSDPEngineWithLMHead):
                            torch.get_num_threads(), threads)
             torch.set_num_threads(threads)
         return super().initialize()
+
+    def _build_fsdp_module(self, module):
+        if not self.engine_config.forward_only:
+            return super()._build_fsdp_module(module)
+        # verl reads forward_only here only to choose the offload (pinned host memory, which needs an
+        # accelerator); the model is built as any other, sharded on the CPU mesh
+        config = self.engine_config
+        self.engine_config = dataclasses.replace(config, forward_only=False)
+        try:
+            return super()._build_fsdp_module(module)
+        finally:
+            self.engine_config = config
 
     def forward_backward_batch(self, data, loss_function, forward_only=False):
         if not getattr(self.engine_config, "shared_prefix", False):
