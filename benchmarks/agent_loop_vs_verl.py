@@ -497,10 +497,8 @@ def start_server(port: int | None) -> Any:
     @contextmanager
     def serve():
         log = Path(tempfile.gettempdir()) / f"agent_loop_vs_verl_vllm_{os.getpid()}.log"
-        if port is not None:
-            vllm_server._port = lambda: port  # the helper picks a free port; honour --port
         print(f"starting vLLM (SmolLM2-135M, CPU; ~2 min), log {log}", flush=True)
-        with vllm_server.smollm2_server(log, names=("smol",)) as server:
+        with vllm_server.smollm2_server(log, names=("smol",), port=port) as server:
             print(f"vLLM up in {server.start_s:.0f} s at {server.base_url}", flush=True)
             yield server.base_url
 

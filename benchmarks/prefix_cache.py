@@ -23,15 +23,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # run as a script: the checkout's agent_tune
+    sys.path.insert(0, str(REPO))
+
+from agent_tune.testing.server_process import ServerProcess, free_port, openai_ready  # noqa: E402
+
 COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits")
 
 
@@ -50,30 +55,13 @@ def read_counters(base: str) -> dict[str, float]:
     return totals
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server(model_dir: str, port: int, log: Path) -> subprocess.Popen:
-    """vLLM's OpenAI server on ``model_dir`` (CPU settings of the README), waited for until healthy."""
+def vllm_server(model_dir: str, port: int, log: Path) -> ServerProcess:
+    """vLLM's OpenAI server on ``model_dir`` (CPU settings of the README), not started yet."""
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
            "--served-model-name", "smol", "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "8192",
            "--dtype", "float32", "--enable-prefix-caching"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-    proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"vLLM server exited {proc.returncode}; log: {log}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
-                return proc
-        except OSError:
-            time.sleep(2)
-    proc.terminate()
-    raise TimeoutError(f"vLLM server not healthy after 600 s; log: {log}")
+    return ServerProcess("vLLM server", cmd, log, env=env)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,17 +80,16 @@ def main(argv: list[str] | None = None) -> int:
 
     model_dir = str(ensure_smollm2())
     work = Path(tempfile.mkdtemp(prefix="prefix_cache_"))
-    server = None
-    if args.base_url is None:
-        port = free_port()
-        started = time.monotonic()
-        server = start_server(model_dir, port, work / "vllm.log")
-        print(f"vLLM server up in {time.monotonic() - started:.0f} s (log {work / 'vllm.log'})", flush=True)
-        base_url, model = f"http://127.0.0.1:{port}/v1", "smol"
-    else:
-        base_url, model = args.base_url.rstrip("/"), args.model
-    root = base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
-    try:
+    with ExitStack() as stack:
+        if args.base_url is None:
+            port = free_port()
+            base_url, model = f"http://127.0.0.1:{port}/v1", "smol"
+            server = stack.enter_context(vllm_server(model_dir, port, work / "vllm.log"))
+            up_s = server.wait_ready(openai_ready(base_url), timeout_s=600)
+            print(f"vLLM server up in {up_s:.0f} s (log {work / 'vllm.log'})", flush=True)
+        else:
+            base_url, model = args.base_url.rstrip("/"), args.model
+        root = base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
         before = read_counters(root)
         out = work / "eval.jsonl"
         cmd = [sys.executable, "-m", "agent_tune.cli", "eval", "--base-url", base_url, "--model", model,
@@ -114,10 +101,6 @@ def main(argv: list[str] | None = None) -> int:
                        stdout=open(work / "eval.log", "w"), stderr=subprocess.STDOUT)
         wall = time.monotonic() - started
         after = read_counters(root)
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=60)
     records = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
     generations = sum(len(r.get("finish_reasons") or []) for r in records)
     queries = after["vllm:prefix_cache_queries"] - before["vllm:prefix_cache_queries"]

@@ -60,13 +60,11 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +74,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from agent_tune.testing.server_process import ServerProcess, ServerStartError, free_port, openai_ready  # noqa: E402
 from examples.envs.calculator import CalculatorEnv, run_calculator  # noqa: E402
 
 ENV_PATH = "examples.envs.calculator:CalculatorEnv"
@@ -364,12 +363,6 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 def _median(values: Sequence[float | None]) -> float | None:
     kept = [v for v in values if v is not None]
     return statistics.median(kept) if kept else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env() -> dict[str, str]:
@@ -677,33 +670,17 @@ def trl_child(spec_path: Path) -> int:
 @contextmanager
 def serve(model_dir: Path, log: Path, dtype: str, max_model_len: int, extra: Sequence[str] = ()) -> Iterator[str]:
     """vLLM's OpenAI server on loopback serving ``model_dir`` as ``policy`` (``_chain.sh``'s ``start_server``)."""
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
            "--served-model-name", "policy", "--host", "127.0.0.1", "--port", str(port), "--dtype", dtype,
            "--max-model-len", str(max_model_len), *extra]
-    with log.open("w") as f:
-        proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 900
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"vLLM exited with {proc.returncode}; see {log}")
-            if time.monotonic() > deadline:
-                raise SystemExit(f"vLLM did not answer in 900 s; see {log}")
-            try:
-                with urllib.request.urlopen(f"{base}/models", timeout=2):
-                    break
-            except OSError:
-                time.sleep(3)
-        yield base
-    finally:
-        proc.terminate()
+    with ServerProcess("vLLM", cmd, log, env=_env(), cwd=REPO) as server:
         try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(30)
+            server.wait_ready(openai_ready(base), timeout_s=900, poll_s=3)
+        except ServerStartError as exc:
+            raise SystemExit(str(exc)) from None
+        yield base
 
 
 @dataclass(frozen=True)

@@ -48,3 +48,21 @@ wait_openai() {
   echo "the server for $url did not answer; see $log" >&2
   exit 1
 }
+
+# stop_served PID...: stop servers serve_vllm started: SIGTERM to each, SIGKILL to any still running SERVED_GRACE_S
+# seconds later; waits for each (as agent_tune/testing/server_process.py stops the tests' servers).
+SERVED_GRACE_S=60
+stop_served() {
+  local pid ticks=0
+  for pid in "$@"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "$@"; do
+    while kill -0 "$pid" 2>/dev/null && ((ticks < SERVED_GRACE_S * 10)); do
+      sleep 0.1
+      ticks=$((ticks + 1))
+    done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+}

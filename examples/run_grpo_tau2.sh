@@ -91,7 +91,7 @@ if [[ -n "$served_gpus" ]]; then
     user-simulator --tensor-parallel-size "${#user_gpu_list[@]}" --gpu-memory-utilization "$USER_GPU_MEMORY" \
     --max-model-len "$USER_MAX_MODEL_LEN"
   user_pid=$SERVED_PID
-  trap 'kill "$user_pid" 2>/dev/null || true; wait "$user_pid" 2>/dev/null || true' EXIT
+  trap 'stop_served "$user_pid"' EXIT
   wait_openai "$USER_BASE_URL" "$user_pid" "$WORK_DIR/user_server.log"
 fi
 

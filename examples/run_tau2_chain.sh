@@ -72,13 +72,7 @@ if [[ ! -f "$DATA_DIR/train.parquet" || ! -f "$DATA_DIR/test.parquet" ]]; then
 fi
 
 pids=()
-stop_servers() {
-  local pid
-  for pid in "${pids[@]}"; do
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-}
+stop_servers() { ((${#pids[@]} == 0)) || stop_served "${pids[@]}"; }
 trap stop_servers EXIT
 
 # ---- 1. SFT on the given conversations
@@ -120,8 +114,7 @@ if [[ -z "$RFT_HF" ]]; then
     wait_openai "http://127.0.0.1:$POLICY_PORT/v1" "$policy_pid" "$WORK_DIR/policy_server.log"
     env "${rft_env[@]}" RFT_STAGES=eval bash examples/run_rft.sh
     touch "$WORK_DIR/rft/.eval_done"
-    kill "$policy_pid" 2>/dev/null || true  # its GPUs go to the SFT run
-    wait "$policy_pid" 2>/dev/null || true
+    stop_served "$policy_pid"  # its GPUs go to the SFT run
   fi
   env "${rft_env[@]}" RFT_STAGES=sft bash examples/run_rft.sh "${sft_args[@]}"
   RFT_HF=$(latest_hf "$WORK_DIR/rft/sft")

@@ -1,4 +1,4 @@
-# Helpers sourced by scripts/install.sh and scripts/install_gpu.sh (not run on its own).
+# Helpers sourced by the install scripts (scripts/install*.sh; not run on its own).
 #   step NAME CMD...        run CMD quietly and print one line: the step's name and its seconds; on failure stop
 #                           the script naming the step, with CMD's exit status
 #   import_check PY MODULES DATA_PACKAGES

@@ -4,30 +4,16 @@
 # skipped without it). Idempotent; run it after scripts/install.sh, whose ./.venv it builds on.
 #   bash scripts/install_bfcl_cli.sh
 # Why a venv of its own: the CLI imports every provider SDK and tree-sitter at start-up, and a full bfcl-eval install
-# pins numpy 1.26.4 under the trainer's 2.3.5. This one is an overlay: a .pth file puts the trainer's site-packages
-# (bfcl-eval itself, torch, numpy, openai, ...) on its path, and it adds, --no-deps, only the modules the CLI imports
-# that the trainer lacks, each pinned (its own site-packages comes first, so the trainer's venv is never touched).
+# pins numpy 1.26.4 under the trainer's 2.3.5. This one is an overlay (scripts/_overlay_venv.sh): the trainer's
+# site-packages (bfcl-eval itself, torch, numpy, openai, ...) are on its path, and it adds, --no-deps, only the modules
+# the CLI imports that the trainer lacks, each pinned.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . scripts/_steps.sh
+. scripts/_overlay_venv.sh
 
-TRAINER=.venv/bin/python
-if [[ ! -x $TRAINER ]]; then
-  echo "install_bfcl_cli.sh: no ./.venv (the trainer's venv): run bash scripts/install.sh first" >&2
-  exit 2
-fi
-
-PY=.venv-bfcl-cli/bin/python
-version() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])'; }
-# the trainer's site-packages only loads into the same Python version: built from its base interpreter, and rebuilt
-# when the trainer's venv has moved to another version
-if [[ ! -x $PY ]] || [[ $(version "$PY") != $(version "$TRAINER") ]]; then
-  step "venv .venv-bfcl-cli (the trainer's Python)" "$TRAINER" -m venv --clear .venv-bfcl-cli
-fi
-trainer_site="$("$TRAINER" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
-own_site="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
-echo "$trainer_site" > "$own_site/trainer.pth"
+overlay_venv .venv-bfcl-cli
 
 # What bfcl_eval.__main__ imports beyond the trainer's venv (its provider clients, the tree-sitter parsers, the
 # datamodel code generator, qwen-agent, ...) and, since --no-deps, what those import in turn.

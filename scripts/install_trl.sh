@@ -8,32 +8,17 @@
 # `if is_trl_available(): from trl.experimental.ppo import AutoModelForCausalLMWithValueHead`, falling back to
 # `from trl import ...`; TRL 1.16 has neither (its PPO trainer and value-head models are gone), so with trl in the
 # trainer's venv every `agent-tune train` and `agent-tune sft` stops with an ImportError at the model build
-# (measured: the CPU GRPO run, and the lead's SFT and GRPO runs). This one is an overlay: a .pth file puts the
-# trainer's site-packages (torch, transformers, accelerate, datasets, vLLM, agent-tune's own deps) on its path, and
-# it adds trl alone, --no-deps (its requirements are all met by the trainer's venv: `pip install --dry-run
+# (measured: the CPU GRPO run, and the lead's SFT and GRPO runs). This one is an overlay (scripts/_overlay_venv.sh):
+# the trainer's site-packages (torch, transformers, accelerate, datasets, vLLM, agent-tune's own deps) are on its
+# path, and it adds trl alone, --no-deps (its requirements are all met by the trainer's venv: `pip install --dry-run
 # trl==1.16.0` there installs trl and nothing else, no pin moved). Not trl[vllm]: it pulls the CUDA vllm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . scripts/_steps.sh
+. scripts/_overlay_venv.sh
 
-TRAINER=.venv/bin/python
-if [[ ! -x $TRAINER ]]; then
-  echo "install_trl.sh: no ./.venv (the trainer's venv): run bash scripts/install.sh first" >&2
-  exit 2
-fi
-
-PY=.venv-trl/bin/python
-version() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])'; }
-# the trainer's site-packages only loads into the same Python version: built from its base interpreter, and rebuilt
-# when the trainer's venv has moved to another version
-if [[ ! -x $PY ]] || [[ $(version "$PY") != $(version "$TRAINER") ]]; then
-  step "venv .venv-trl (the trainer's Python)" "$TRAINER" -m venv --clear .venv-trl
-fi
-trainer_site="$("$TRAINER" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
-own_site="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
-echo "$trainer_site" > "$own_site/trainer.pth"
-
+overlay_venv .venv-trl
 step "pip install --no-deps trl==1.16.0" "$PY" -m pip install -q --disable-pip-version-check --no-deps trl==1.16.0
 import_check "$PY" "trl trl.trainer.grpo_trainer trl.chat_template_utils" ""
 echo "TRL ready: $(pwd)/$PY (benchmarks/vs_trl.py runs TRL's side with it)"

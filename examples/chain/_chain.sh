@@ -59,8 +59,7 @@ latest_hf() {
 SERVER_PID=""
 stop_server() {
   if [[ -n "$SERVER_PID" ]]; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
+    stop_served "$SERVER_PID"
     SERVER_PID=""
   fi
 }

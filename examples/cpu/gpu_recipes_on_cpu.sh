@@ -50,7 +50,7 @@ data_args() {
 }
 
 user_pid=""
-stop_user() { [[ -z "$user_pid" ]] || { kill "$user_pid" 2>/dev/null || true; wait "$user_pid" 2>/dev/null || true; }; }
+stop_user() { [[ -z "$user_pid" ]] || stop_served "$user_pid"; }
 trap stop_user EXIT
 
 cd "$REPO_DIR"

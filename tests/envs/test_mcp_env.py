@@ -4,8 +4,6 @@ tasks and verifier, each bad-input outcome, the session pool, streamable HTTP, a
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,6 +16,7 @@ from agent_tune.envs.base import BaseToolEnv
 from agent_tune.envs.mcp.connection import MCPConnection, ServerSpec
 from agent_tune.envs.mcp.env import MCPToolEnv
 from agent_tune.envs.tasks import catalogue_rows, row_task, select_tasks
+from agent_tune.testing.server_process import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = str(ROOT / "examples" / "mcp" / "tasks.jsonl")
@@ -248,27 +247,20 @@ def test_batched_steps_run_each_envs_calls_on_its_own_server() -> None:
             env.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def test_streamable_http_server(tmp_path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
 
+    def ready() -> bool:
+        try:
+            MCPConnection(ServerSpec.parse({"url": url}), start_timeout=5).open().close()
+        except Exception:  # noqa: BLE001 - not serving yet, whatever the client raises
+            return False
+        return True
 
-def test_streamable_http_server() -> None:
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "examples.mcp.notes_server", "--http", str(port)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        url = f"http://127.0.0.1:{port}/mcp"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                MCPConnection(ServerSpec.parse({"url": url}), start_timeout=5).open().close()
-                break
-            except Exception:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.3)
+    cmd = [sys.executable, "-m", "examples.mcp.notes_server", "--http", str(port)]
+    with ServerProcess("the notes MCP server", cmd, tmp_path / "notes_server.log", cwd=ROOT, grace_s=10) as server:
+        server.wait_ready(ready, timeout_s=30, poll_s=0.3)
         env = make_env("mcp", server={"url": url}, verifier=VERIFIER)
         try:
             task = {"question": "Save a note titled 'web' with the text 'ok'.", "kind": "add", "title": "web",
@@ -276,9 +268,6 @@ def test_streamable_http_server() -> None:
             assert play(env, task, gold(task)).reward == 1.0
         finally:
             env.close()
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 async def test_an_episode_is_token_exact_through_the_runner(qwen_tok) -> None:

@@ -10,19 +10,19 @@ as not played), one that fails or is not there a ``server_error`` / :class:`~age
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Iterator
 
-import httpx
 import pytest
 
 from agent_tune.envs import check_env, make_env
 from agent_tune.envs.nemo_gym.env import NemoGymEnv, nemo_gym_tasks
 from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT, StartTimeoutError
 from agent_tune.errors import BackendGoneError
+from agent_tune.testing.server_process import ServerProcess, ServerStartError, free_port, http_ready
 from agent_tune.utils.typed_config import OptionError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,43 +54,24 @@ def call(name: str, **arguments) -> str:
     return f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>'
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def servers() -> Iterator[dict[str, str]]:
+def servers(tmp_path_factory) -> Iterator[dict[str, str]]:
     """Both servers started on free ports (waited for at most 60 s each); stopped at the end."""
-    procs, urls = [], {}
-    try:
+    logs = tmp_path_factory.mktemp("nemo_gym")
+    with ExitStack() as stack:
+        started = {}
         for kind in ("guess", "counter"):
-            port = _free_port()
-            procs.append(subprocess.Popen([str(NEMO_PYTHON), str(SERVER), kind, str(port)], cwd=ROOT,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
-            urls[kind] = f"http://127.0.0.1:{port}"
-        for (kind, url), proc in zip(urls.items(), procs):
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{url}/", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    proc.kill()
-                    pytest.fail(f"the NeMo Gym {kind} server did not start: {proc.stderr.read().decode()[-2000:]}")
-                time.sleep(0.2)
-        yield urls
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
+            port = free_port()
+            cmd = [str(NEMO_PYTHON), str(SERVER), kind, str(port)]
+            started[kind] = (f"http://127.0.0.1:{port}",
+                             stack.enter_context(ServerProcess(f"the NeMo Gym {kind} server", cmd,
+                                                               logs / f"{kind}.log", cwd=ROOT, grace_s=10)))
+        for url, server in started.values():
             try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+                server.wait_ready(http_ready(f"{url}/"), timeout_s=60, poll_s=0.2)
+            except ServerStartError as exc:
+                pytest.fail(f"did not start: {exc}")
+        yield {kind: url for kind, (url, _) in started.items()}
 
 
 def test_the_contract(servers) -> None:
@@ -293,7 +274,7 @@ async def test_the_runner_records_a_start_that_timed_out_and_the_batch_goes_on(s
 
 
 def test_a_server_that_is_not_there_fails_the_reset_in_time() -> None:
-    env = NemoGymEnv(base_url=f"http://127.0.0.1:{_free_port()}", start_timeout=1.0)
+    env = NemoGymEnv(base_url=f"http://127.0.0.1:{free_port()}", start_timeout=1.0)
     t0 = time.monotonic()
     with pytest.raises(BackendGoneError, match="did not start an episode"):
         env.reset(row=guess_row(1))

@@ -32,6 +32,7 @@ from agent_tune.eval.task_rows import catalogue_task_rows, row_env_kwargs
 from agent_tune.rollout import ChatRenderer, RolloutLimits, run_episode
 from agent_tune.rollout.sglang_protocol import SGLangSamplingError
 from agent_tune.testing.scripted_server import Script, chatml_position, first_questions, oracle_script
+from agent_tune.testing.server_process import free_port
 
 IDS = ["multi_turn_base_0", "multi_turn_base_5", "multi_turn_miss_func_1"]
 
@@ -49,12 +50,6 @@ SAMPLING_FIELDS = {
     "stream_interval", "logit_bias", "sampling_seed", "custom_params",
 }
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's default
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class ScriptedSGLang:
@@ -78,7 +73,7 @@ class ScriptedSGLang:
         self.answers: list[dict[str, Any]] = []
         self.emitted: list[int] = []
         self.emitted_logprobs: list[float] = []
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._runner: web.AppRunner | None = None
 
@@ -241,7 +236,7 @@ async def test_a_sampling_parameter_sglang_lacks_fails_before_any_request(qwen_t
 
 
 async def test_start_up_errors_say_what_to_fix(qwen_tok) -> None:
-    dead = f"http://127.0.0.1:{_free_port()}"
+    dead = f"http://127.0.0.1:{free_port()}"
     async with SGLangClient(dead) as client:
         with pytest.raises(ServerUnavailableError, match=r"no SGLang server answers at .*ConnectError.*"
                                                          r"python -m sglang\.launch_server"):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,14 +18,9 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from agent_tune.testing.server_process import free_port
+
 RAY = str(Path(sys.executable).with_name("ray"))
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class LoopbackCluster:

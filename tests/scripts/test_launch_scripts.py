@@ -535,3 +535,26 @@ def _curriculum_stages(name: str) -> list[dict]:
     import yaml
 
     return yaml.safe_load((REPO / "config" / "curriculum" / f"{name}.yaml").read_text())["stages"]
+
+
+STOP_SERVED = r'''
+. examples/_common.sh
+SERVED_GRACE_S=1
+bash -c 'sleep 30' & obeys=$!
+bash -c 'trap "" TERM; echo ready > "$1"; sleep 30' _ "$READY" & ignores=$!
+until [[ -s "$READY" ]]; do sleep 0.05; done
+started=$SECONDS
+stop_served "$obeys" "$ignores"
+echo "took $((SECONDS - started))"
+for pid in "$obeys" "$ignores"; do
+  if kill -0 "$pid" 2>/dev/null; then echo "alive $pid"; fi
+done
+'''
+
+
+def test_stop_served_ends_each_server_and_kills_one_that_ignores_sigterm(tmp_path):
+    result = subprocess.run(["bash", "-c", STOP_SERVED], cwd=REPO, env={**os.environ, "READY": str(tmp_path / "r")},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    took = int(result.stdout.split("took ")[1].split()[0])
+    assert 1 <= took <= 10 and "alive" not in result.stdout  # the grace period, then SIGKILL
