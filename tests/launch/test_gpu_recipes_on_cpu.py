@@ -47,6 +47,7 @@ SIZE_KEYS = {
     f"{ARR}.rollout.prompt_length", f"{ARR}.rollout.response_length", "distillation.teacher_models.",
     "critic.ppo_mini_batch_size", "critic.use_dynamic_bsz", "trainer.total_training_steps", "trainer.save_freq",
     "trainer.test_freq", "trainer.val_before_train", "agent_tune.env_kwargs.toolcall.reward.total_training_steps",
+    "trainer.v1.sampler.sampler_kwargs.train_batch_size",  # data.train_batch_size, handed to the sampler
 }
 # Algorithm keys that cannot run on CPU, switched off by the overlay (docs/gpu.md says why).
 CPU_IMPOSSIBLE = {"algorithm.use_kl_in_reward", f"{ARR}.actor.use_kl_loss"}

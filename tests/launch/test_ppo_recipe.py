@@ -26,6 +26,7 @@ GPU_CONFIGS = ["agent_tune_toolrl", "agent_tune_retool"]
 # What the recipe may change in the config underneath: the estimator, the group settings GRPO needs, the micro
 # batches (samples per step fall to prompts x 1), and the critic.
 PPO_KEYS = ("algorithm.adv_estimator", "algorithm.gamma", "algorithm.lam", "algorithm.filter_groups.enable",
+            "trainer.v1.sampler.sampler_kwargs.filter_groups.enable",  # the sampler's copy of the one above
             "trainer.critic_warmup", "actor_rollout_ref.rollout.n", "actor_rollout_ref.actor.rollout_n",
             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
             "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
@@ -135,7 +136,7 @@ def test_recipe_changes_only_ppo_keys(name):
 
 
 def test_kl_and_rollout_correction_stay_the_configs():
-    """ToolRL keeps its KL penalty in the reward on GPU (a reference policy cannot build on CPU); every config
+    """ToolRL keeps its KL penalty in the reward (on GPU; its CPU probe turns it off); every config
     keeps recipe/grpo's token-level rollout correction."""
     for name in CPU_CONFIGS + GPU_CONFIGS:
         base, ppo = compose_config(name), compose_config(name, [RECIPE])

@@ -34,3 +34,18 @@ def test_initialize_sets_the_threads_before_building_the_model(monkeypatch, sett
         assert seen == [torch_threads(setting)]
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("forward_only", [False, True])
+def test_a_forward_only_model_is_built_without_verls_pinned_offload(monkeypatch, forward_only):
+    """verl offloads a forward-only model (the KL term's reference) to pinned host memory, which needs an
+    accelerator: the CPU engine builds it as any other model and keeps its config afterwards."""
+    seen = []
+    monkeypatch.setattr(cpu_engine.FSDPEngineWithLMHead, "_build_fsdp_module",
+                        lambda self, module: seen.append(self.engine_config.forward_only) or module)
+    engine = SharedPrefixFSDPEngine.__new__(SharedPrefixFSDPEngine)
+    config = CPUFSDPEngineConfig(forward_only=forward_only)
+    engine.engine_config = config
+    assert engine._build_fsdp_module("module") == "module"
+    assert seen == [False]
+    assert engine.engine_config is config
