@@ -13,6 +13,9 @@ from __future__ import annotations
 import numbers
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
+from pydantic import model_validator
+
+from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.agent_r1.loading import (
     Built,
     build,
@@ -31,7 +34,6 @@ from agent_tune.envs.time_limits import (
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
-    TimeLimits,
     acall_in_thread,
     await_future,
     call_in_thread,
@@ -58,15 +60,20 @@ def _load_reward_fn(path: str) -> Callable[..., Any]:
     return fn
 
 
-def _check_options(stop: Any, max_steps: Any, env_kwargs: Any) -> None:
-    if isinstance(stop, str) or not all(isinstance(s, str) and s for s in stop):
-        raise OptionError("stop", f"must be a list of non-empty strings, got {stop!r}")
-    if max_steps is not None and int(max_steps) < 1:
-        raise OptionError("max_steps", f"must be >= 1, got {max_steps}")
-    if not isinstance(env_kwargs, Mapping):
-        raise OptionError("env_kwargs", f"must be a mapping, got {type(env_kwargs).__name__}")
-    if "tools" in env_kwargs:
-        raise OptionError("env_kwargs.tools", "give the env's tools with the `tools` option")
+class AgentR1Options(AdapterOptions):
+    """The agent_r1 env's option values (see :class:`AdapterOptions`), with the env's other constructor arguments
+    (``env_kwargs``: a mapping without ``tools``, which has its own option) and the batching window (> 0 s)."""
+
+    env_kwargs: Mapping[str, Any] = {}
+    batch_window: float = 0.05
+
+    @model_validator(mode="after")
+    def _agent_r1(self) -> AgentR1Options:
+        if "tools" in self.env_kwargs:
+            raise OptionError("env_kwargs.tools", "give the env's tools with the `tools` option")
+        if not self.batch_window > 0:
+            raise OptionError("batch_window", f"must be > 0, got {self.batch_window}")
+        return self
 
 
 def _step_output(out: Any) -> tuple[str, list[bool], bool]:
@@ -133,17 +140,15 @@ class AgentR1Env(WholeTextEnv):
         self.env_class = resolve_env_class(env)
         self.env_path = env
         self.tool_specs = resolve_tools(tools)
-        env_kwargs = {} if env_kwargs is None else env_kwargs
-        _check_options(stop, max_steps, env_kwargs)
-        self.limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
-        if not float(batch_window) > 0:
-            raise OptionError("batch_window", f"must be > 0, got {batch_window}")
-        self.batch_window = float(batch_window) if batch_tool_calls else None
-        self.env_kwargs = dict(env_kwargs)
+        self.limits = AgentR1Options.of(dict(
+            stop=stop, max_steps=max_steps, env_kwargs={} if env_kwargs is None else env_kwargs,
+            batch_window=batch_window, call_timeout=call_timeout, start_timeout=start_timeout))
+        self.batch_window = self.limits.batch_window if batch_tool_calls else None
+        self.env_kwargs = dict(self.limits.env_kwargs)
         self.reward_fn = _load_reward_fn(reward_fn) if reward_fn is not None else None
         self.custom_system_prompt = bool(custom_system_prompt)
-        self.max_steps = None if max_steps is None else int(max_steps)  # the tier's: the last one is stepped
-        self.stop_strings = tuple(stop)
+        self.max_steps = self.limits.max_steps  # the tier's: the last one is stepped
+        self.stop_strings = tuple(self.limits.stop)
         # reset may wait for the process's first build of the env and its tools: the runner calls it off its loop
         self.sampler_hints = SamplerHints(stop=self.stop_strings, include_stop_str_in_output=True,
                                           observation_kind="text", blocking_reset=True)

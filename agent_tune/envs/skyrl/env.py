@@ -13,6 +13,7 @@ import contextlib
 import copy
 from typing import Any, Mapping, Sequence
 
+from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import register_env
@@ -22,7 +23,6 @@ from agent_tune.envs.time_limits import (
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
-    TimeLimits,
     acall_in_thread,
     call_in_thread,
 )
@@ -71,13 +71,10 @@ def _step_output(out: Any) -> tuple[list[dict[str, Any]], float, bool, Any]:
     return observations, float(out.get("reward") or 0.0), bool(out.get("done")), out.get("metadata") or {}
 
 
-def _check_options(env_config: Any, max_steps: Any, stop: Any) -> None:
-    if env_config is not None and not isinstance(env_config, Mapping):
-        raise ValueError(f"skyrl env: env_config must be a mapping, got {type(env_config).__name__}")
-    if max_steps is not None and int(max_steps) < 1:
-        raise ValueError(f"skyrl env: max_steps must be >= 1, got {max_steps}")
-    if isinstance(stop, str) or not all(isinstance(s, str) and s for s in stop):
-        raise ValueError(f"skyrl env: stop must be a list of non-empty strings, got {stop!r}")
+class SkyRLOptions(AdapterOptions):
+    """The skyrl env's option values (see :class:`AdapterOptions`), with SkyRL's ``env_config`` (a mapping)."""
+
+    env_config: Mapping[str, Any] | None = None
 
 
 def skyrl_tasks(split: str, path: str | Mapping[str, str], row_env: bool = True) -> list[Task]:
@@ -118,7 +115,7 @@ class SkyRLGymEnv(WholeTextEnv):
         if "env" in kwargs or "env_class" in kwargs:
             cls(**kwargs)
         else:
-            _check_options(kwargs.get("env_config"), kwargs.get("max_steps"), kwargs.get("stop", ()))
+            SkyRLOptions.of(kwargs)
 
     # ------------------------------------------------------------------ the env
     def __init__(
@@ -131,7 +128,8 @@ class SkyRLGymEnv(WholeTextEnv):
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
-        self.limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
+        self.limits = SkyRLOptions.of(dict(env_config=env_config, max_steps=max_steps, stop=stop,
+                                           call_timeout=call_timeout, start_timeout=start_timeout))
         skyrl_gym = _skyrl()
         if (env is None) == (env_class is None):
             raise ValueError("skyrl env: give one of env (a skyrl_gym id) or env_class (module:Class), "
@@ -152,11 +150,10 @@ class SkyRLGymEnv(WholeTextEnv):
                 raise ValueError(f"skyrl env: env_class {env_class!r} is not a skyrl_gym.Env subclass")
             self.env_id = str(env_class)
             self._factory = factory
-        _check_options(env_config, max_steps, stop)
         self.env_config = dict(env_config or {})
-        self.max_steps = None if max_steps is None else int(max_steps)  # the tier's: the last generation is stepped
+        self.max_steps = self.limits.max_steps  # the tier's: the last generation is stepped
         # reset builds the env and calls its init, bounded by start_timeout: off the runner's start thread
-        self.sampler_hints = SamplerHints(stop=tuple(stop), blocking_reset=True)
+        self.sampler_hints = SamplerHints(stop=tuple(self.limits.stop), blocking_reset=True)
         self.skyrl_env: Any = None
         self.rewards: list[float] = []
         self.last_metadata: dict[str, Any] = {}

@@ -11,8 +11,11 @@ and format errors, time limits, eval, what is not carried over) is docs/envs.md,
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
+from pydantic import model_validator
+
+from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import register_env
@@ -21,7 +24,6 @@ from agent_tune.envs.time_limits import (
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
-    TimeLimits,
     call_in_thread,
 )
 from agent_tune.errors import EnvError, error_text
@@ -71,6 +73,20 @@ def stop_hints(stop: Any, where: str) -> SamplerHints:
     if all(isinstance(s, int) and not isinstance(s, bool) for s in items):
         return SamplerHints(stop_token_ids=tuple(items), observation_kind="tokens", blocking_reset=True)
     raise TypeError(f"{where}: a stop condition is a list of strings or of token ids, got {stop!r:.200}")
+
+
+class TinkerOptions(AdapterOptions):
+    """The tinker env's option values (see :class:`AdapterOptions`): the dataset ``split`` its tasks come from and
+    the ``member`` of the group the episode plays (>= 0)."""
+
+    split: Literal["train", "test"] = "train"
+    member: int = 0
+
+    @model_validator(mode="after")
+    def _member(self) -> TinkerOptions:
+        if self.member < 0:
+            raise OptionError("member", f"must be >= 0, got {self.member}")
+        return self
 
 
 # Datasets built once per process: (path, kwargs as JSON) -> (train, test).
@@ -167,14 +183,11 @@ class TinkerEnv(WholeTextEnv):
             raise OptionError("builder", f"give one of builder (module:callable making an EnvGroupBuilder) or "
                                          f"dataset (module:callable making RLDatasets), got builder={builder!r}, "
                                          f"dataset={dataset!r}")
-        limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
-        if int(member) < 0:
-            raise OptionError("member", f"must be >= 0, got {member}")
-        if split not in ("train", "test"):
-            raise OptionError("split", f"must be 'train' or 'test', got {split!r}")
+        limits = TinkerOptions.of(dict(split=split, member=member, call_timeout=call_timeout,
+                                       start_timeout=start_timeout))
         self.builder_path, self.dataset_path = builder, dataset
         self.builder_kwargs, self.dataset_kwargs = dict(builder_kwargs or {}), dict(dataset_kwargs or {})
-        self.split, self.member = split, int(member)
+        self.split, self.member = limits.split, limits.member
         self.success_reward = float(success_reward)
         self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         self._factory: Any = None

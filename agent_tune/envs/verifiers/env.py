@@ -19,6 +19,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Sequence
 
+from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import Task, TaskCatalogue, reset_prompt
 from agent_tune.envs.registry import register_env
@@ -28,7 +29,6 @@ from agent_tune.envs.time_limits import (
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
-    TimeLimits,
     timeout_text,
 )
 from agent_tune.errors import error_text
@@ -298,14 +298,12 @@ class VerifiersEnv(WholeTextEnv):
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
-        if max_steps is not None and int(max_steps) < 1:
-            raise ValueError(f"verifiers env: max_steps must be >= 1, got {max_steps}")
-        limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
+        limits = AdapterOptions.of(dict(max_steps=max_steps, call_timeout=call_timeout, start_timeout=start_timeout))
         self.environment = str(environment)
         self.env_args = _env_args(env_args)
         self.vf_env = load_environment(self.environment, self.env_args)
         self.parser = ResponseParser(tool_parser, reasoning_parser)
-        self.max_steps = None if max_steps is None else int(max_steps)  # the tier's: verifiers sees the last one
+        self.max_steps = limits.max_steps  # the tier's: verifiers sees the last one
         self.accuracy_metric = accuracy_metric
         self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         self.state: Any = None
