@@ -148,9 +148,8 @@ class AgentR1Env(WholeTextEnv):
         self.reward_fn = _load_reward_fn(reward_fn) if reward_fn is not None else None
         self.custom_system_prompt = bool(custom_system_prompt)
         self.max_steps = self.limits.max_steps  # the tier's: the last one is stepped
-        self.stop_strings = tuple(self.limits.stop)
         # reset may wait for the process's first build of the env and its tools: the runner calls it off its loop
-        self.sampler_hints = SamplerHints(stop=self.stop_strings, include_stop_str_in_output=True,
+        self.sampler_hints = SamplerHints(stop=tuple(self.limits.stop), include_stop_str_in_output=True,
                                           observation_kind="text", blocking_reset=True)
         self._key = shared_key(env, list(tools), self.env_kwargs)
         self.r1: Built | None = None
@@ -268,7 +267,7 @@ class AgentR1Env(WholeTextEnv):
                              f"agent_r1 env {self.env_path}: {stage[0]} failed ({error_text(exc)})")
         calls = list(calls) if isinstance(calls, (list, tuple)) else []
         undecodable = sum(c is None for c in calls)
-        unread = not calls and any(step.raw.endswith(s) for s in self.stop_strings)
+        unread = not calls and any(step.raw.endswith(s) for s in self.sampler_hints.stop)
         step.format_errors += undecodable + unread
         tools = self.r1.tools  # type: ignore[union-attr]
         decoded = [c for c in calls if c is not None]
