@@ -1,7 +1,9 @@
 """Tool environments: the contract, the registry and the built-in environments.
 
-The built-in classes (``BFCLToolEnv``, ``ReToolToolEnv``, ``Tau2ToolEnv``, ``ToolCallToolEnv``) are importable
-from here and load on first access, so importing this package never imports bfcl-eval or tau2.
+The built-in environments (the benchmarks' and the adapters' to other frameworks) are listed, by registered name
+and class path, in ``_BUILTIN`` of :mod:`agent_tune.envs.registry` (``agent-tune envs`` prints them). Their classes
+(``BFCLToolEnv``, ``SkyRLGymEnv``, ...) are importable from here by class name and load on first access, so
+importing this package never imports bfcl-eval, tau2 or any adapted framework.
 """
 
 from typing import Any

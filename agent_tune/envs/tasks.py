@@ -19,6 +19,12 @@ with ``agent-tune data``).
 ``agent-tune eval`` alike: a split, then categories (a name is a category, or one without the prefix all the
 split's categories share: ``base`` is BFCL's ``multi_turn_base``), a suite (the env's named categories), ids, and
 the first ``limit`` tasks of each category.
+
+A catalogue that reads another framework's dataset files (skyrl, verifiers, agent_r1, verl_tools, nemo_gym) makes
+each row's fields its task's reset kwargs (:func:`dataset_row_kwargs`); ``task`` is one JSON text whatever the
+rows' shapes, so rows of differently shaped ``extra_info`` / ``reward_spec`` / ``info`` share one file.
+:func:`task_fields` is what such an env's ``reset`` reads them with; it still reads the form before (a task of
+one key, ``row``: the row as JSON text), deprecated, for one release.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import warnings
 from typing import Any, Mapping, Sequence
 
 from agent_tune.envs.catalogue import Task, TaskCatalogue
@@ -49,6 +56,31 @@ def row_task(extra_info: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(task, Mapping):
         return dict(task)
     return {k: v for k, v in extra_info.items() if k not in ROW_KEYS}
+
+
+def dataset_row_kwargs(row: Mapping[str, Any], who: str, where: str) -> dict[str, Any]:
+    """A dataset file's row as a task's reset kwargs: its fields as a written row gives them back (JSON's values:
+    a tuple is a list), so a task reset from the catalogue and from its row in a file is the same task.
+    ``ValueError`` starting ``who`` and naming ``where`` (``file row N``) for a row JSON cannot hold."""
+    try:
+        return json.loads(json.dumps(dict(row), ensure_ascii=False))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{who}: {where} is not JSON-serialisable ({exc})") from None
+
+
+def task_fields(who: str, row: str | Mapping[str, Any] | None, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a dataset-row task, as ``reset`` reads them: ``fields`` (the task's own keys), over ``row``,
+    the form before (the row as JSON text, or a mapping), read for one release with a ``DeprecationWarning``.
+    ``TypeError`` starting ``who`` for a ``row`` that is not a mapping or its JSON."""
+    if row is None:
+        return dict(fields)
+    warnings.warn(f"{who}: reset(row=...) is deprecated: a task carries the row's fields as its own keys "
+                  "(reset(**row)); write the rows again with `agent-tune data` (CHANGELOG.md)",
+                  DeprecationWarning, stacklevel=3)
+    decoded = json.loads(row) if isinstance(row, str) else row
+    if not isinstance(decoded, Mapping):
+        raise TypeError(f"{who}: row must be a mapping (or its JSON), got {type(decoded).__name__}")
+    return {**decoded, **fields}
 
 
 def row_env(extra_info: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -6,7 +6,8 @@ is one guess (the last integer in the text); the env answers as the user ("Highe
 ends on the right number (reward 1, less 0.1 per extra guess) or after ``max_steps`` guesses (the tier's step
 limit, applied after the guess is read: stop reason ``step_limit``, reward 0). A generation without a
 number is a format error, answered so the policy can read what went wrong. ``act`` could as well be
-``async def`` (an env that waits on a server): the runner would await it on its event loop.
+``async def`` (an env that waits on a server): the runner would await it on its event loop. docs/envs.md ("Tier 2")
+walks through it.
 
     from agent_tune.envs import make_env
     env = make_env("examples.envs.guess:GuessEnv")

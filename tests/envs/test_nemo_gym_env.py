@@ -138,7 +138,7 @@ def test_the_shipped_counter_server_with_its_own_rows(servers) -> None:
                             "print(m.__path__[0])"], capture_output=True, text=True, timeout=60, check=True)
     tasks = nemo_gym_tasks("train", str(Path(where.stdout.strip()) / "data" / "example.jsonl"))
     assert len(tasks) >= 3 and tasks[0].id == "example:1"
-    row = json.loads(tasks[0].kwargs["row"])  # "add 1 then add 2 then get the count", from 3: expects 6
+    row = tasks[0].kwargs  # "add 1 then add 2 then get the count", from 3: expects 6
     assert row["initial_count"] == 3 and row["expected_count"] == 6
     env = NemoGymEnv(base_url=servers["counter"])
     try:

@@ -362,7 +362,7 @@ def test_catalogue_rows_round_trip_through_parquet(tmp_path: Path) -> None:
         env.close()
     test = VerifiersEnv.catalogue.tasks("test", TOOLS)
     assert [(t.id, t.reference) for t in test] == [("test:0", "2")]
-    assert json.loads(test[0].kwargs["row"])["prompt"][-1] == {"role": "user", "content": "What is 1 + 1?"}
+    assert test[0].kwargs["prompt"][-1] == {"role": "user", "content": "What is 1 + 1?"}
     with_args = VerifiersEnv.catalogue.tasks("train", TOOLS, {"max_turns": 2})
     assert json.loads(with_args[0].env_kwargs["env_args"]) == {"max_turns": 2}
     assert VerifiersEnv(**with_args[0].env_kwargs).vf_env.max_turns == 2

@@ -1,62 +1,21 @@
-"""Any Agent-R1 tool env played through agent-tune's runner ("agent_r1", :class:`AgentR1Env`).
+"""Any Agent-R1 tool env played through agent-tune's runner ("agent_r1", :class:`AgentR1Env`): a ``WholeTextEnv``
+that hands every generation unchanged to the Agent-R1 env's ``extract_tool_calls`` / ``step`` (or ``batch_step``) /
+``stop``, appends its ``tool_response`` as raw text, and scores the response with a verl-style reward function. The
+spec (what is called and how, options, reward, ``reset``'s task, bad input, time limits, the catalogue) is
+docs/envs.md, "Agent-R1 envs".
 
     make_env("agent_r1", env="my_pkg.envs:ReToolEnv", tools=["my_pkg.tools:PythonTool"],
              env_kwargs={"max_tool_response_length": 2048}, stop=["</code>"], reward_fn="my_pkg.reward:compute_score")
-
-An Agent-R1 tool env (its ``BaseToolEnv``) is a state transition over raw text: ``step(raw_response)`` extracts the
-calls (its ``extract_tool_calls``), runs them with its tools (each tool's ``execute``), formats their results (its
-``format_tool_response``) and returns ``(tool_response, success, active)``. The adapter builds the env as Agent-R1
-does, ``EnvClass(tools=[...], **env_kwargs)``, once per process (:mod:`.loading`), and hands it every generation
-unchanged: ``extract_tool_calls(raw)`` (to count the calls it could not decode), ``step(raw)``, then ``stop(raw)``.
-With ``batch_tool_calls`` (Agent-R1's ``tool.use_batch_tool_calls``) the ``step`` goes to the env's ``batch_step``
-together with the generations of the process's other episodes arriving within ``batch_window`` seconds
-(:mod:`.batching`), so tools that batch (``batch_execute``) get a batch. ``tool_response`` is appended after the
-policy's tokens as it is (a raw-text observation: the env writes any
-chat-template tokens itself, as Agent-R1's Nous env does). The episode ends when ``active`` is false or ``stop(raw)``
-is true; so does ``max_steps`` (Agent-R1's ``tool.max_turns``: the generation that reaches it is stepped, then the
-episode ends). ``stop`` strings (Agent-R1's ``actor_rollout_ref.rollout.stop``: ``</code>``, ``</tool_call>``) end
-a generation and stay in its text, where the env's parser looks for them.
-
-The prompt (``reset``): the task's chat messages, rendered with the tools' schemas (each tool's
-``tool_description``), as Agent-R1's dataset renders them; with ``custom_system_prompt`` (Agent-R1's
-``data.use_custom_system_prompt``) the env's ``system_prompt`` is added to the system message instead and no tool
-list is rendered.
-
-The reward (:meth:`AgentR1Env.outcome`): Agent-R1 scores the finished response with a verl-style function,
-``compute_score(data_source, solution_str, ground_truth, extra_info)``, returning a number or a dict with a
-``score``; ``reward_fn`` names one (``package.module:function``), else the env's own ``compute_score`` method if it
-has one, else the episode scores 0. ``solution_str`` is the episode's response text: the policy's generations with
-the env's observations between them, as appended (no prompt, no chat-template tokens the runner added);
-``ground_truth`` the task's ``reward_model.ground_truth`` (or ``ground_truth``). The accuracy is the score dict's
-``acc`` (or ``accuracy``) when there is one, else 1.0 for a reward of at least 1.
-
-Bad input, each a counted outcome, never a crash or a hang:
-
-* a call block the env could not decode: each ``None`` in ``extract_tool_calls(raw)`` (Agent-R1's convention, the
-  Nous env answers it with an error text) is a format error; a generation that ends with a ``stop`` string (the
-  policy meant to call) from which ``extract_tool_calls`` gets no call at all is one too (the env's ``step``
-  decides what follows: ReTool's ends the episode);
-* a call the env ran and marked failed (``success`` false: a program that raised, an unknown tool in Nous) counts
-  in ``tool_failures``;
-* the env raising on the policy's text (in any of the three calls), or returning something other than
-  ``(str, list of bool, bool)``: a format error; the episode ends (stop reason ``env_error``, its ``error``), scored 0;
-* no answer within ``call_timeout`` from the env (or the reward function): the episode ends, stop reason
-  ``timeout``, ``error`` ``no answer in N s (agent_r1 env PATH step())`` naming the call (the time-limit rule,
-  :mod:`agent_tune.envs.time_limits`), scored 0; the env and tools not built within ``start_timeout`` at an
-  episode's start: ``reset`` raises ``StartTimeoutError``, which the runner counts as an episode not played (stop
-  reason ``timeout``); the build goes on, shared by the process's later episodes;
-* a reward function that raises: reward 0, its error in ``reward_error`` and ``error`` (``env_error``).
-
-The catalogue (:mod:`.tasks`) reads the dataset files an Agent-R1 preprocessing script writes; a task's reset kwargs
-are ``{"row": JSON text}``.
 """
 
 from __future__ import annotations
 
-import json
 import numbers
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
+from pydantic import model_validator
+
+from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.agent_r1.loading import (
     Built,
     build,
@@ -69,12 +28,12 @@ from agent_tune.envs.agent_r1.tasks import ROW_FIELDS, agent_r1_tasks, row_promp
 from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
+from agent_tune.envs.tasks import task_fields
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
-    TimeLimits,
     acall_in_thread,
     await_future,
     call_in_thread,
@@ -101,15 +60,20 @@ def _load_reward_fn(path: str) -> Callable[..., Any]:
     return fn
 
 
-def _check_options(stop: Any, max_steps: Any, env_kwargs: Any) -> None:
-    if isinstance(stop, str) or not all(isinstance(s, str) and s for s in stop):
-        raise OptionError("stop", f"must be a list of non-empty strings, got {stop!r}")
-    if max_steps is not None and int(max_steps) < 1:
-        raise OptionError("max_steps", f"must be >= 1, got {max_steps}")
-    if not isinstance(env_kwargs, Mapping):
-        raise OptionError("env_kwargs", f"must be a mapping, got {type(env_kwargs).__name__}")
-    if "tools" in env_kwargs:
-        raise OptionError("env_kwargs.tools", "give the env's tools with the `tools` option")
+class AgentR1Options(AdapterOptions):
+    """The agent_r1 env's option values (see :class:`AdapterOptions`), with the env's other constructor arguments
+    (``env_kwargs``: a mapping without ``tools``, which has its own option) and the batching window (> 0 s)."""
+
+    env_kwargs: Mapping[str, Any] = {}
+    batch_window: float = 0.05
+
+    @model_validator(mode="after")
+    def _agent_r1(self) -> AgentR1Options:
+        if "tools" in self.env_kwargs:
+            raise OptionError("env_kwargs.tools", "give the env's tools with the `tools` option")
+        if not self.batch_window > 0:
+            raise OptionError("batch_window", f"must be > 0, got {self.batch_window}")
+        return self
 
 
 def _step_output(out: Any) -> tuple[str, list[bool], bool]:
@@ -176,19 +140,16 @@ class AgentR1Env(WholeTextEnv):
         self.env_class = resolve_env_class(env)
         self.env_path = env
         self.tool_specs = resolve_tools(tools)
-        env_kwargs = {} if env_kwargs is None else env_kwargs
-        _check_options(stop, max_steps, env_kwargs)
-        self.limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
-        if not float(batch_window) > 0:
-            raise OptionError("batch_window", f"must be > 0, got {batch_window}")
-        self.batch_window = float(batch_window) if batch_tool_calls else None
-        self.env_kwargs = dict(env_kwargs)
+        self.limits = AgentR1Options.of(dict(
+            stop=stop, max_steps=max_steps, env_kwargs={} if env_kwargs is None else env_kwargs,
+            batch_window=batch_window, call_timeout=call_timeout, start_timeout=start_timeout))
+        self.batch_window = self.limits.batch_window if batch_tool_calls else None
+        self.env_kwargs = dict(self.limits.env_kwargs)
         self.reward_fn = _load_reward_fn(reward_fn) if reward_fn is not None else None
         self.custom_system_prompt = bool(custom_system_prompt)
-        self.max_steps = None if max_steps is None else int(max_steps)  # the tier's: the last one is stepped
-        self.stop_strings = tuple(stop)
+        self.max_steps = self.limits.max_steps  # the tier's: the last one is stepped
         # reset may wait for the process's first build of the env and its tools: the runner calls it off its loop
-        self.sampler_hints = SamplerHints(stop=self.stop_strings, include_stop_str_in_output=True,
+        self.sampler_hints = SamplerHints(stop=tuple(self.limits.stop), include_stop_str_in_output=True,
                                           observation_kind="text", blocking_reset=True)
         self._key = shared_key(env, list(tools), self.env_kwargs)
         self.r1: Built | None = None
@@ -243,20 +204,16 @@ class AgentR1Env(WholeTextEnv):
               reward_model: Mapping[str, Any] | None = None, data_source: str | None = None,
               extra_info: Mapping[str, Any] | None = None, ground_truth: Any = None,
               row: str | Mapping[str, Any] | None = None) -> Observation:
-        """Start an episode: ``prompt`` (chat messages, or a user message's text) and what the reward function reads
-        (``reward_model={"ground_truth": ...}`` or ``ground_truth``, ``data_source``, ``extra_info``), or ``row``, an
-        Agent-R1 dataset row (a mapping or its JSON text) whose fields those override. The env and its tools not
-        built within ``start_timeout``: :class:`StartTimeoutError` (the runner counts the episode as not played)."""
-        fields: dict[str, Any] = {}
-        if row is not None:
-            decoded = json.loads(row) if isinstance(row, str) else row
-            if not isinstance(decoded, Mapping):
-                raise TypeError(f"agent_r1 env: row must be a mapping (or its JSON), got {type(decoded).__name__}")
-            fields = {k: decoded[k] for k in ROW_FIELDS if k in decoded}
+        """Start an episode on an Agent-R1 dataset row's fields: ``prompt`` (chat messages, or a user message's
+        text) and what the reward function reads (``reward_model={"ground_truth": ...}`` or ``ground_truth``,
+        ``data_source``, ``extra_info``); ``row`` is the deprecated form (:func:`~agent_tune.envs.tasks.task_fields`;
+        its other columns ignored). The env and its tools not built within ``start_timeout``:
+        :class:`StartTimeoutError` (the runner counts the episode as not played)."""
         given = {"prompt": prompt, "reward_model": reward_model, "data_source": data_source, "extra_info": extra_info}
-        fields.update({k: v for k, v in given.items() if v is not None})
+        fields = task_fields("agent_r1 env", row, {k: v for k, v in given.items() if v is not None})
+        fields = {k: fields[k] for k in ROW_FIELDS if k in fields}
         if fields.get("prompt") is None:
-            raise TypeError("agent_r1 env: reset() needs a prompt (or a row with one)")
+            raise TypeError("agent_r1 env: reset() needs a prompt")
         truth = ground_truth
         if truth is None and isinstance(fields.get("reward_model"), Mapping):
             truth = fields["reward_model"].get("ground_truth")
@@ -310,7 +267,7 @@ class AgentR1Env(WholeTextEnv):
                              f"agent_r1 env {self.env_path}: {stage[0]} failed ({error_text(exc)})")
         calls = list(calls) if isinstance(calls, (list, tuple)) else []
         undecodable = sum(c is None for c in calls)
-        unread = not calls and any(step.raw.endswith(s) for s in self.stop_strings)
+        unread = not calls and any(step.raw.endswith(s) for s in self.sampler_hints.stop)
         step.format_errors += undecodable + unread
         tools = self.r1.tools  # type: ignore[union-attr]
         decoded = [c for c in calls if c is not None]
@@ -327,7 +284,7 @@ class AgentR1Env(WholeTextEnv):
         return None
 
     def outcome(self) -> Outcome:
-        """The reward function on the response (see the module docstring); an episode the env failed scores 0."""
+        """The reward function on the response (docs/envs.md, "Agent-R1 envs"); an episode the env failed scores 0."""
         extras: dict[str, Any] = {"agent_r1_env": self.env_path, "tool_failures": self.status.tool_errors}
         if self.status.error is not None:
             return Outcome(0.0, 0.0, extras=extras)

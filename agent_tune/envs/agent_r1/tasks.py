@@ -3,17 +3,16 @@ chat messages, ``reward_model.ground_truth``, ``data_source``, ``extra_info``, `
 
 ``path`` is one file per split (``{"train": "train.parquet", "test": "validation.parquet"}``: every row of the
 split's file) or one file whose rows name their split in ``extra_info.split`` (a row without one is ``train``);
-``.parquet`` or ``.jsonl``. A task's reset kwargs are ``{"row": JSON text}`` (rows of different data sources have
-differently shaped ``extra_info``; a parquet column cannot hold them), its id ``<file stem>:<row number>``, its
-category the row's ``data_source``, its reference the ground truth as text.
+``.parquet`` or ``.jsonl``. A task's reset kwargs are the row's :data:`ROW_FIELDS`, its id ``<file stem>:<row
+number>``, its category the row's ``data_source``, its reference the ground truth as text.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping
 
 from agent_tune.envs.catalogue import Task
+from agent_tune.envs.tasks import dataset_row_kwargs
 from agent_tune.utils.rows import row_messages_of, split_rows, truth_text
 
 # What a row carries to reset (agent_tune.envs.agent_r1.env reads these; the others are verl's bookkeeping).
@@ -25,18 +24,15 @@ def agent_r1_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
     file, chosen = split_rows(split, path, "agent_r1 env")
     tasks = []
     for number, row in chosen:
-        fields = {k: row[k] for k in ROW_FIELDS if row.get(k) is not None}
-        try:
-            text = json.dumps(fields, ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"agent_r1 env: {file} row {number} is not JSON-serialisable ({exc})") from None
+        fields = dataset_row_kwargs({k: row[k] for k in ROW_FIELDS if row.get(k) is not None}, "agent_r1 env",
+                                    f"{file} row {number}")
         reward_model = row.get("reward_model") if isinstance(row.get("reward_model"), Mapping) else {}
         reference = truth_text(reward_model.get("ground_truth"))
-        tasks.append(Task(id=f"{file.stem}:{number}", kwargs={"row": text},
+        tasks.append(Task(id=f"{file.stem}:{number}", kwargs=fields,
                           category=str(row.get("data_source") or "agent_r1"), reference=reference))
     return tasks
 
 
 def row_prompt(env_cls: type, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A training row's prompt: the dataset row's own messages (no env or tool is built to write the rows)."""
-    return row_messages_of(json.loads(task.kwargs["row"])["prompt"])
+    return row_messages_of(task.kwargs["prompt"])

@@ -44,7 +44,6 @@ non-text input items (images, files, earlier function calls in the prompt) and `
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -53,6 +52,7 @@ from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.nemo_gym.protocol import PARAMS, ResponseLog, prompt_messages, row_fields, tool_schemas
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import check_limits, refusal
+from agent_tune.envs.tasks import task_fields
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
@@ -75,7 +75,7 @@ _SLACK = 5.0
 def nemo_gym_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
     """The rows of NeMo Gym JSONL datasets as tasks: ``path`` is one file per split (``{"train": "train.jsonl",
     "test": "validation.jsonl"}``) or one file, every row of which is in the split asked for. A task's id is
-    ``<file stem>:<line>``; ``reset`` receives ``{"row": <the row as JSON text>}``."""
+    ``<file stem>:<line>``; ``reset`` receives the row's fields."""
     if isinstance(path, Mapping):
         if split not in path:
             raise ValueError(f"nemo_gym env: no file for split {split!r} in path (its splits: {', '.join(path)})")
@@ -87,14 +87,13 @@ def nemo_gym_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
             row_fields(row)
         except ValueError as exc:
             raise ValueError(f"nemo_gym env: {file} line {number}: {exc}") from None
-        tasks.append(Task(id=f"{file.stem}:{number}", kwargs={"row": json.dumps(row, ensure_ascii=False)},
-                          category=file.stem))
+        tasks.append(Task(id=f"{file.stem}:{number}", kwargs=row, category=file.stem))
     return tasks
 
 
 def nemo_gym_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A training row's prompt: the dataset row's messages, as ``reset`` shows them (no server needed)."""
-    return prompt_messages(row_fields(task.kwargs["row"])[PARAMS])
+    return prompt_messages(row_fields(task.kwargs)[PARAMS])
 
 
 @register_env("nemo_gym")
@@ -182,9 +181,9 @@ class NemoGymEnv(BaseToolEnv):
 
     # ------------------------------------------------------------------ the episode
     def reset(self, row: str | Mapping[str, Any] | None = None, **fields: Any) -> Observation:
-        """Start an episode on a NeMo Gym dataset row (``row``: a mapping or its JSON text, what the catalogue
-        writes; or its fields as keywords, over the row's): ``/seed_session``, then the row's prompt and tools."""
-        data = {**(row_fields(row) if row is not None else {}), **fields}
+        """Start an episode on a NeMo Gym dataset row's fields (``row``: the deprecated form,
+        :func:`~agent_tune.envs.tasks.task_fields`): ``/seed_session``, then the row's prompt and tools."""
+        data = task_fields("nemo_gym env", row, fields)
         params = row_fields(data)[PARAMS]
         messages, tools = prompt_messages(params), tool_schemas(params)
         try:

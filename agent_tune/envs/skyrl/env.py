@@ -1,67 +1,28 @@
-"""Any SkyRL-gym text environment played through agent-tune's runner ("skyrl", :class:`SkyRLGymEnv`).
+"""Any SkyRL-gym text env played through agent-tune's runner ("skyrl", :class:`SkyRLGymEnv`): a ``WholeTextEnv``
+whose every generation goes whole to the SkyRL env's ``step``; its observations are the step's messages, its rewards
+summed are the episode's. The spec (options, the env's build, reward and accuracy, bad input, time limits, the
+catalogue of SkyRL dataset rows) is docs/envs.md, "Any SkyRL-gym text env".
 
     make_env("skyrl", env="gsm8k")                                       # a skyrl_gym registered id
-    make_env("skyrl", env="text2sql", env_config={"db_path": "/data/sql"}, max_steps=5, stop=["</sql>", "</solution>"])
     make_env("skyrl", env_class="my_pkg.envs:MyTextEnv")                 # a BaseTextEnv subclass by path
-
-An episode builds the SkyRL env as SkyRL's generator does, ``skyrl_gym.make(id, env_config=..., extras=...)`` (or
-``Class(env_config=..., extras=...)``), with ``env_config`` as an OmegaConf ``DictConfig`` (what SkyRL hands its
-envs: ``environment.skyrl_gym.<id>``) and ``extras`` the task's fields other than the prompt (SkyRL's
-``env_extras``: ``reward_spec``, ``extra_info``, ``data_source``, ...; with ``max_steps`` set, ``max_turns`` too,
-as SkyRL's generator sets its ``generator.max_turns``). ``reset`` returns the messages of ``env.init(prompt)``.
-
-Every generation goes to the SkyRL env whole: ``env.step(raw_text)``. SkyRL envs parse their own actions, so
-agent-tune's parser is not used (``stop`` is never true, every step reaches :meth:`SkyRLGymEnv.act`). The step's
-observation is the env's ``observations`` messages, copied as they are (role, content and any other key), rendered
-by the runner's chat template, never re-tokenised from text. The SkyRL env's ``done`` ends the episode; so does
-``max_steps`` (the generation that reaches it is still stepped, then the episode ends). ``stop`` strings end a
-generation (SkyRL's ``generator.sampling_params.stop``, e.g. ``</sql>``); the runner then closes the turn with the
-template's end-of-turn token (mask 0), as SkyRL's ``append_eos_token_after_stop_str_in_multi_turn`` does.
-
-Reward and accuracy (:meth:`SkyRLGymEnv.outcome`): the reward is the sum of the rewards the SkyRL env returned
-over the episode (SkyRL places each at its turn's last token; summed, that is the episode's return); each step's
-own is ``info["skyrl_reward"]``. The accuracy is 1.0 when the last reward the env returned is >= 1, or when that
-step's ``metadata`` says correct (one of :data:`CORRECT_KEYS` true or >= 1: AIME's ``acc``), else 0.0.
-
-Counts: a step whose ``metadata`` names a ``tool_name`` (SkyRL's tool envs: text2sql, search, searchcode) counts
-as one call (``num_calls``, ``info["calls"]``); ``turns_completed`` is 1 when the SkyRL env said done.
-
-Time limits (:mod:`agent_tune.envs.time_limits`): building the env and its ``init`` run in a thread bounded by
-``start_timeout`` (no answer: ``reset`` raises ``StartTimeoutError``, which the runner counts as an episode not
-played, stop reason ``timeout``); each ``step`` (and ``get_metrics``, ``close``) in a thread bounded by
-``call_timeout``: a step that does not return in time ends the episode, stop reason ``timeout``, ``info["error"]``
-``no answer in N s (skyrl env ID step)``, scored on the rewards so far; its thread is abandoned (never joined,
-holding no worker the other episodes need) and the env is dropped without ``close``.
-
-Bad input: a SkyRL env that raises on the policy's text, or answers with something that is not a step output
-(a mapping with a list of ``{"role", "content"}`` observations), is a format error; the episode ends there (the
-env's state after a failure is unknown; stop reason ``env_error``), scored on the rewards so far, its error in
-``info["error"]`` and in a user message of the final observation. A task the env cannot be built from (a missing
-``reward_spec``) or ``init`` failing raises at ``reset``, naming the env.
-
-The catalogue (:meth:`SkyRLGymEnv.tasks`) reads SkyRL's dataset files: rows of ``prompt`` (chat messages),
-``env_class`` (the env's id, which becomes the task's ``env`` constructor kwarg), ``reward_spec``, ``extra_info``
-and any other column. A task's reset kwargs are ``{"row": JSON text}`` (rows of different envs have differently
-shaped ``reward_spec`` / ``extra_info``; a parquet column cannot hold them), decoded by :meth:`SkyRLGymEnv.reset`.
-With ``row_env=False`` the rows' ``env_class`` is ignored and the run's ``env`` / ``env_class`` plays every row.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import json
 from typing import Any, Mapping, Sequence
 
+from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import register_env
+from agent_tune.envs.tasks import dataset_row_kwargs, task_fields
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
-    TimeLimits,
     acall_in_thread,
     call_in_thread,
 )
@@ -110,13 +71,10 @@ def _step_output(out: Any) -> tuple[list[dict[str, Any]], float, bool, Any]:
     return observations, float(out.get("reward") or 0.0), bool(out.get("done")), out.get("metadata") or {}
 
 
-def _check_options(env_config: Any, max_steps: Any, stop: Any) -> None:
-    if env_config is not None and not isinstance(env_config, Mapping):
-        raise ValueError(f"skyrl env: env_config must be a mapping, got {type(env_config).__name__}")
-    if max_steps is not None and int(max_steps) < 1:
-        raise ValueError(f"skyrl env: max_steps must be >= 1, got {max_steps}")
-    if isinstance(stop, str) or not all(isinstance(s, str) and s for s in stop):
-        raise ValueError(f"skyrl env: stop must be a list of non-empty strings, got {stop!r}")
+class SkyRLOptions(AdapterOptions):
+    """The skyrl env's option values (see :class:`AdapterOptions`), with SkyRL's ``env_config`` (a mapping)."""
+
+    env_config: Mapping[str, Any] | None = None
 
 
 def skyrl_tasks(split: str, path: str | Mapping[str, str], row_env: bool = True) -> list[Task]:
@@ -131,15 +89,11 @@ def skyrl_tasks(split: str, path: str | Mapping[str, str], row_env: bool = True)
     tasks = []
     for number, row in chosen:
         env_id = row.get(ROW_ENV)
-        fields = {k: v for k, v in row.items() if k != ROW_ENV}
-        try:
-            text = json.dumps(fields, ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"skyrl env: {file} row {number} is not JSON-serialisable ({exc})") from None
+        fields = dataset_row_kwargs({k: v for k, v in row.items() if k != ROW_ENV}, "skyrl env", f"{file} row {number}")
         reward_spec = row.get("reward_spec") if isinstance(row.get("reward_spec"), Mapping) else {}
         reference = truth_text(reward_spec.get("ground_truth"))
         tasks.append(Task(
-            id=f"{file.stem}:{number}", kwargs={"row": text},
+            id=f"{file.stem}:{number}", kwargs=fields,
             category=str(env_id or row.get("data_source") or "skyrl"),
             env_kwargs={"env": str(env_id)} if env_id and row_env else {}, reference=reference,
         ))
@@ -161,7 +115,7 @@ class SkyRLGymEnv(WholeTextEnv):
         if "env" in kwargs or "env_class" in kwargs:
             cls(**kwargs)
         else:
-            _check_options(kwargs.get("env_config"), kwargs.get("max_steps"), kwargs.get("stop", ()))
+            SkyRLOptions.of(kwargs)
 
     # ------------------------------------------------------------------ the env
     def __init__(
@@ -174,7 +128,8 @@ class SkyRLGymEnv(WholeTextEnv):
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
-        self.limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
+        self.limits = SkyRLOptions.of(dict(env_config=env_config, max_steps=max_steps, stop=stop,
+                                           call_timeout=call_timeout, start_timeout=start_timeout))
         skyrl_gym = _skyrl()
         if (env is None) == (env_class is None):
             raise ValueError("skyrl env: give one of env (a skyrl_gym id) or env_class (module:Class), "
@@ -195,11 +150,10 @@ class SkyRLGymEnv(WholeTextEnv):
                 raise ValueError(f"skyrl env: env_class {env_class!r} is not a skyrl_gym.Env subclass")
             self.env_id = str(env_class)
             self._factory = factory
-        _check_options(env_config, max_steps, stop)
         self.env_config = dict(env_config or {})
-        self.max_steps = None if max_steps is None else int(max_steps)  # the tier's: the last generation is stepped
+        self.max_steps = self.limits.max_steps  # the tier's: the last generation is stepped
         # reset builds the env and calls its init, bounded by start_timeout: off the runner's start thread
-        self.sampler_hints = SamplerHints(stop=tuple(stop), blocking_reset=True)
+        self.sampler_hints = SamplerHints(stop=tuple(self.limits.stop), blocking_reset=True)
         self.skyrl_env: Any = None
         self.rewards: list[float] = []
         self.last_metadata: dict[str, Any] = {}
@@ -215,26 +169,20 @@ class SkyRLGymEnv(WholeTextEnv):
 
     def reset(self, prompt: list[dict[str, Any]] | str | None = None, row: str | Mapping[str, Any] | None = None,
               **extras: Any) -> Observation:
-        """Start an episode: ``prompt`` (chat messages, or a user message's text) and the SkyRL extras
-        (``reward_spec={"ground_truth": ...}``, ...), or ``row``, a SkyRL dataset row (a mapping or its JSON text,
-        what the catalogue writes) whose ``prompt`` and other fields they override."""
+        """Start an episode on a SkyRL dataset row's fields: ``prompt`` (chat messages, or a user message's text)
+        and the SkyRL extras (``reward_spec={"ground_truth": ...}``, ``extra_info``, ...); ``row`` (the row, or its
+        JSON text) is the deprecated form (:func:`~agent_tune.envs.tasks.task_fields`)."""
         self.close()
-        fields: dict[str, Any] = {}
-        if row is not None:
-            fields = json.loads(row) if isinstance(row, str) else dict(row)
-            if not isinstance(fields, dict):
-                raise TypeError(f"skyrl env: row must be a mapping (or its JSON), got {type(fields).__name__}")
+        fields = task_fields("skyrl env", row, extras if prompt is None else {**extras, ROW_PROMPT: prompt})
         row_env = fields.pop(ROW_ENV, None)
         if row_env is not None and row_env != self.env_id:
             raise ValueError(f"skyrl env: the row's env_class {row_env!r} is not this env's {self.env_id!r}")
-        row_prompt = fields.pop(ROW_PROMPT, None)
-        prompt = row_prompt if prompt is None else prompt
+        prompt = fields.pop(ROW_PROMPT, None)
         if prompt is None:
-            raise TypeError("skyrl env: reset() needs a prompt (or a row with one)")
+            raise TypeError("skyrl env: reset() needs a prompt")
         messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else _messages(prompt, "prompt")
         if self.max_steps is not None:
-            fields["max_turns"] = self.max_steps  # as SkyRL's generator passes generator.max_turns
-        fields.update(extras)
+            fields.setdefault("max_turns", self.max_steps)  # as SkyRL's generator passes generator.max_turns
         try:
             self.skyrl_env, first = call_in_thread(self._start, fields, messages, timeout=self.limits.start_timeout,
                                                    what=f"skyrl env {self.env_id} start", error=StartTimeoutError)

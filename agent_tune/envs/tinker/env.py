@@ -1,55 +1,21 @@
-"""tinker-cookbook's environments (``Env`` / ``EnvGroupBuilder``) as a token environment ("tinker", :class:`TinkerEnv`).
+"""tinker-cookbook's environments (``Env`` / ``EnvGroupBuilder``) as a token environment ("tinker", :class:`TinkerEnv`):
+the env's own renderer makes the tokens, agent-tune keeps them as they are (``observation_kind="tokens"``: the
+initial observation is the prompt, each generation goes to ``env.step`` as sampled, each next observation's new
+tokens are appended unchanged). The spec (the token-exact loop and its two conditions, which env, reward, accuracy
+and format errors, time limits, eval, what is not carried over) is docs/envs.md, "tinker-cookbook's ``Env``".
 
     make_env("tinker", builder="my_envs.guess:GuessGroupBuilder", builder_kwargs={"renderer_name": "qwen3_instruct"})
     make_env("tinker", dataset="my_envs.math:MathDatasetBuilder", dataset_kwargs={...})   # rows: {"batch", "slot"}
-
-A tinker env speaks tokens: ``initial_observation()`` and each ``step(action_tokens)`` return a ``tinker.ModelInput``
-(the whole prompt for the next generation, rendered by the env's own renderer) and a stop condition. agent-tune
-keeps those tokens as they are (``observation_kind="tokens"``, see :mod:`agent_tune.rollout.runner`): the initial
-observation's tokens are the episode's prompt, each generation's tokens go to ``env.step`` exactly as sampled, and
-the tokens a step's next observation adds after them are appended unchanged (loss mask 0). So the trajectory is
-token-for-token what the env rendered; no text is decoded and re-encoded on the way. This needs:
-
-* the env's renderer to use the policy's tokenizer (its ids are fed to the policy as they are);
-* each next observation to *extend* the tokens so far (prompt + every action + every observation). tinker calls
-  this the sequence extension property: ``qwen3_instruct``, ``qwen3`` without thinking text, ``llama3`` have it;
-  renderers that re-render history (``role_colon``, which cuts the stop string, a Qwen3 renderer dropping earlier
-  ``<think>`` blocks) do not. tinker's own trainer splits such episodes into several samples; agent-tune's
-  trajectory is one sequence, so an observation that does not extend it ends the episode (stop reason
-  ``env_error``, ``error`` saying so). Single-step envs (``ProblemEnv``) never meet it.
-
-Which env an episode plays: ``builder`` (``module:callable``, a class or a function) called with ``builder_kwargs``
-and the task's keys returns an ``EnvGroupBuilder``; or ``dataset`` (``module:callable``: an ``RLDatasetBuilder``
-class, or any callable returning the ``(train, test)`` ``RLDataset`` pair) built once per process with
-``dataset_kwargs``, and the task ``{"batch": i, "slot": j}`` is ``get_batch(i)[j]`` of its ``split``
-(the catalogue lists them). ``make_envs()`` builds the group and the episode plays its member ``member`` (GRPO's
-group is verl's own ``rollout.n``: the other members are not played).
-
-Reward: the sum of the env's step rewards. Accuracy: the last step's metric ``correct`` (or ``accuracy``, ``acc``,
-``success``, ``is_correct``) when it reports one, else the reward reaching ``success_reward``. A format error is
-counted when a step's metrics say so (``format`` 0, as ``ProblemEnv`` reports a response without its stop sequence
-or of the wrong form, or ``stop/parse_error``); an env that raises on an action ends the episode with a format
-error (stop reason ``env_error``).
-
-Time limits (the rule of :mod:`agent_tune.envs.time_limits`): the start (the builder's call, the dataset's build on
-first use, ``make_envs`` and ``initial_observation``) is bounded by ``start_timeout``: with no answer in time
-``reset`` raises ``StartTimeoutError``, which the runner counts as an episode not played (stop reason ``timeout``);
-each ``step`` by ``call_timeout``: with no answer in time the episode ends, stop reason ``timeout``, ``error`` ``no
-answer in N s (tinker env step)``, scored on the rewards so far (not a format error). The env's coroutines run on
-agent-tune's background event loop, as tinker runs a group's envs on one loop (a step out of time is cancelled
-there): work that blocks belongs in a thread there too.
-
-Not carried over: ``compute_group_rewards`` (rewards that compare a group's trajectories: agent-tune scores each
-episode alone), multi-agent groups, a ``next_stop_condition`` other than the first (the first holds for the episode;
-a change is recorded in the step's ``info["tinker_stop_changed"]``), image chunks in observations,
-``InitialObservationOverflow`` (``reset`` raises), tinker's ``logtree`` logs and its training loop.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
+from pydantic import model_validator
+
+from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import register_env
@@ -58,7 +24,6 @@ from agent_tune.envs.time_limits import (
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
-    TimeLimits,
     call_in_thread,
 )
 from agent_tune.errors import EnvError, error_text
@@ -108,6 +73,20 @@ def stop_hints(stop: Any, where: str) -> SamplerHints:
     if all(isinstance(s, int) and not isinstance(s, bool) for s in items):
         return SamplerHints(stop_token_ids=tuple(items), observation_kind="tokens", blocking_reset=True)
     raise TypeError(f"{where}: a stop condition is a list of strings or of token ids, got {stop!r:.200}")
+
+
+class TinkerOptions(AdapterOptions):
+    """The tinker env's option values (see :class:`AdapterOptions`): the dataset ``split`` its tasks come from and
+    the ``member`` of the group the episode plays (>= 0)."""
+
+    split: Literal["train", "test"] = "train"
+    member: int = 0
+
+    @model_validator(mode="after")
+    def _member(self) -> TinkerOptions:
+        if self.member < 0:
+            raise OptionError("member", f"must be >= 0, got {self.member}")
+        return self
 
 
 # Datasets built once per process: (path, kwargs as JSON) -> (train, test).
@@ -175,8 +154,7 @@ def tinker_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -
 
 @register_env("tinker")
 class TinkerEnv(WholeTextEnv):
-    """A tinker-cookbook ``Env`` built by an ``EnvGroupBuilder``, played token in, token out; see the module
-    docstring."""
+    """A tinker-cookbook ``Env`` built by an ``EnvGroupBuilder``, played token in, token out (docs/envs.md)."""
 
     description = "tinker-cookbook Env / EnvGroupBuilder, token in and token out through the env's own renderer"
     sampler_hints = HINTS
@@ -205,14 +183,11 @@ class TinkerEnv(WholeTextEnv):
             raise OptionError("builder", f"give one of builder (module:callable making an EnvGroupBuilder) or "
                                          f"dataset (module:callable making RLDatasets), got builder={builder!r}, "
                                          f"dataset={dataset!r}")
-        limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
-        if int(member) < 0:
-            raise OptionError("member", f"must be >= 0, got {member}")
-        if split not in ("train", "test"):
-            raise OptionError("split", f"must be 'train' or 'test', got {split!r}")
+        limits = TinkerOptions.of(dict(split=split, member=member, call_timeout=call_timeout,
+                                       start_timeout=start_timeout))
         self.builder_path, self.dataset_path = builder, dataset
         self.builder_kwargs, self.dataset_kwargs = dict(builder_kwargs or {}), dict(dataset_kwargs or {})
-        self.split, self.member = split, int(member)
+        self.split, self.member = limits.split, limits.member
         self.success_reward = float(success_reward)
         self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         self._factory: Any = None

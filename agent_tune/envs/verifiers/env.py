@@ -1,76 +1,11 @@
-"""Any PrimeIntellect ``verifiers`` environment played through agent-tune's runner ("verifiers", :class:`VerifiersEnv`).
+"""Any PrimeIntellect ``verifiers`` environment played through agent-tune's runner ("verifiers", :class:`VerifiersEnv`):
+a ``vf.MultiTurnEnv`` (classic API, verifiers 0.3.1) whose rollout runs step by step with the runner as the model,
+each step verifiers' own code, scored by the env's rubric. The spec (which environment, an episode, the assistant
+message, reward and accuracy, bad input, time limits, the catalogue, what is not carried over) is docs/envs.md,
+"A verifiers environment".
 
     make_env("verifiers", environment="my_pkg.envs:load_environment", env_args={"difficulty": "easy"})
     make_env("verifiers", environment="wordle")  # an installed env package: vf.load_environment(id, **env_args)
-
-Which verifiers: the classic API (``vf.Environment``, ``MultiTurnEnv``, ``SingleTurnEnv``, ``ToolEnv``,
-``StatefulToolEnv``, ``Rubric``), which verifiers 0.1.x to 0.3.1 ship (0.3.x keeps it in ``verifiers.legacy``,
-answering at its old paths: ``import verifiers as vf; vf.ToolEnv``). verifiers 0.4.0 removed it (only its v1
-stack: tasksets, harnesses, MCP toolsets); tested with 0.3.1.
-
-``environment`` is ``"module:function"`` (called with ``env_args``, returning a ``vf.MultiTurnEnv``) or an
-installed environment's id (``vf.load_environment``, offline: the package must be installed). The environment is
-built once per process for each (``environment``, ``env_args``) and shared by the episodes, as verifiers shares one
-across its rollouts (each rollout's own data is its ``State``).
-
-An episode is verifiers' ``MultiTurnEnv.rollout`` with agent-tune's runner in the model's place, each step of it
-verifiers' own code: ``reset`` builds the ``State`` (``init_state`` from the dataset row, ``setup_state``) and shows
-``get_prompt_messages`` (the row's prompt) with the state's ``tool_defs`` as OpenAI tool schemas. Each generation
-becomes the assistant message (below) added with ``add_model_response``; then verifiers' stop conditions
-(``is_completed``: ``max_turns``, a ToolEnv's ``no_tools_called``, the env's own ``@vf.stop``, an error) end the
-episode, or ``get_prompt_messages`` (``env_response``) answers and its new messages are the observation, rendered by
-the runner's chat template (the adapter never tokenises). An ``env_response`` that sets ``final_env_response``
-ends the episode with those messages. The runner's transcript and verifiers' are the same messages. ``max_steps``
-(agent-tune's cap, over the env's own ``max_turns``): the generation that reaches it still goes to verifiers, then
-the episode ends (stop reason ``step_limit``), scored. verifiers' coroutines run on agent-tune's background event loop
-(:mod:`agent_tune.sync`: one loop for every episode, so what an env keeps across calls stays on one loop), each wait
-bounded by ``call_timeout`` (the start by ``start_timeout``); the acting hook awaits them, so concurrent
-episodes' steps run there together.
-
-The assistant message: with tools (the state's ``tool_defs`` not empty) the configured parser (``tool_parser``,
-e.g. hermes) decodes the calls into OpenAI-style ``tool_calls`` (``id``, ``name``, JSON ``arguments``) and the text
-outside them is the ``content``; without tools the text is the content, whole (the env parses it). With a
-``reasoning_parser`` the reasoning goes to ``reasoning_content``, as a serving engine's reasoning parser does.
-
-Reward and accuracy (:meth:`VerifiersEnv.outcome`): when the episode ends (also when the runner ends it: a token
-budget) verifiers' ``cleanup`` renders the completion and the env's rubric scores the rollout: ``score_rollout``
-(the weighted sum of its reward functions, each called with ``prompt``, ``completion``, ``answer``, ``state``,
-``task``, ``info`` and the row's other fields), or ``score_group`` of this one rollout when the rubric has group
-reward functions. The reward is the rubric's ``state["reward"]``. The accuracy is 1.0 when the reward (or, with
-``accuracy_metric``, that metric of the rubric) is at least the env's ``pass_threshold`` (verifiers' own rule for a
-correct rollout in pass@k; 0.5 by default). The rubric's metrics are ``verifiers_metrics``, the stop condition
-``verifiers_stop``.
-
-Bad input, each counted, never a crash:
-
-* an undecodable call block: a format error; its text stays in the assistant message's content (as a serving
-  engine that could not parse it leaves it), so a ToolEnv with no other call ends the episode (``no_tools_called``);
-* a call of a tool the env does not have: a format error (``unknown_tools``); verifiers' ToolEnv answers it with
-  its error text;
-* a tool that raises: verifiers' ToolEnv answers with its ``error_formatter`` text; counted in ``tool_errors``
-  (not a format error; the adapter wraps the env's ``call_tool`` to see it, the call behaving as before), or, for
-  the env's ``stop_errors``, the episode ends with its error;
-* ``env_response`` raising a ``vf.Error``: verifiers' own rule, the episode ends (``has_error``) and is scored;
-  a format error, the error in ``error`` (stop reason ``env_error``);
-* ``env_response`` (or anything of verifiers' on the step) raising anything else, which fails a rollout in
-  verifiers' own loop: a format error, the episode ends there unscored (reward 0, ``error``, ``env_error``), after
-  verifiers' cleanup; so does an ``env_response`` whose messages do not continue the conversation (a non-linear
-  ``get_prompt_messages``: the runner's transcript cannot follow it);
-* the time-limit rule (:mod:`agent_tune.envs.time_limits`): a step of verifiers' (the env's response, its stop
-  conditions) or its scoring with no answer within ``call_timeout`` ends the episode unscored, stop reason
-  ``timeout``, ``error`` ``no answer in N s (verifiers step)`` (not a format error); ``init_state`` /
-  ``setup_state`` with no answer within ``start_timeout``: ``reset`` raises ``StartTimeoutError``, counted by the
-  runner.
-
-The catalogue (:meth:`VerifiersEnv.tasks`): the environment's own ``dataset`` (``train``) and ``eval_dataset``
-(``test``; verifiers falls back to the train set when there is none), formatted by verifiers (``prompt`` built
-from ``question`` with the env's system prompt and few-shot examples). A task's reset kwargs are
-``{"row": JSON text}`` (rows of different envs have differently shaped ``info``; a parquet column cannot hold them).
-A completion-style (string) prompt is shown as one user message (the runner renders chat messages).
-
-Not carried over: verifiers' rollout loop itself (its model clients, ``timeout_seconds``,
-``max_total_completion_tokens``, retries), trajectory-step rewards and rubric advantages, group scoring across a
-GRPO group (each rollout is scored alone), ``EnvGroup`` and the v1 stack.
 """
 
 from __future__ import annotations
@@ -84,15 +19,16 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping, Sequence
 
+from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import Task, TaskCatalogue, reset_prompt
 from agent_tune.envs.registry import register_env
+from agent_tune.envs.tasks import dataset_row_kwargs, task_fields
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
-    TimeLimits,
     timeout_text,
 )
 from agent_tune.errors import error_text
@@ -288,14 +224,8 @@ def tool_schemas(tool_defs: Sequence[Any] | None) -> list[dict[str, Any]] | None
     return schemas
 
 
-def _row_fields(row: str | Mapping[str, Any] | None, fields: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if row is not None:
-        decoded = json.loads(row) if isinstance(row, str) else row
-        if not isinstance(decoded, Mapping):
-            raise TypeError(f"verifiers env: row must be a mapping (or its JSON), got {type(decoded).__name__}")
-        out.update(decoded)
-    out.update(fields)
+def _with_chat_prompt(fields: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(fields)
     if isinstance(out.get("prompt"), str):  # a completion-style prompt: the runner renders chat messages
         out["prompt"] = [{"role": "user", "content": out["prompt"]}]
     return out
@@ -320,19 +250,14 @@ def verifiers_tasks(split: str, environment: str, env_args: Mapping[str, Any] | 
     category = vf_env.env_id or environment
     tasks, seen = [], set()
     for number, row in enumerate(dataset):
-        row = dict(row)
-        try:
-            text = json.dumps(row, ensure_ascii=False)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"verifiers env: {environment!r} {split} row {number} is not JSON-serialisable "
-                             f"({exc})") from None
+        row = dataset_row_kwargs(row, "verifiers env", f"{environment!r} {split} row {number}")
         task_id = f"{split}:{row.get('example_id', number)}"
         if task_id in seen:
             task_id = f"{split}:{number}"
         seen.add(task_id)
         answer = row.get("answer")
         reference = "" if answer is None else answer if isinstance(answer, str) else json.dumps(answer)
-        tasks.append(Task(id=task_id, kwargs={"row": text}, category=str(category), env_kwargs=dict(env_kwargs),
+        tasks.append(Task(id=task_id, kwargs=row, category=str(category), env_kwargs=dict(env_kwargs),
                           reference=reference))
     return tasks
 
@@ -341,7 +266,7 @@ def verifiers_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]
     """The row's prompt as chat messages (what ``reset`` shows; no state is set up)."""
     from verifiers.utils.message_utils import normalize_messages
 
-    fields = _row_fields(task.kwargs.get("row"), {k: v for k, v in task.kwargs.items() if k != "row"})
+    fields = _with_chat_prompt(task.kwargs)
     if fields.get("prompt") is None:  # a bare question: the env's own formatting (env needed)
         return reset_prompt(env_cls, task, env_kwargs)
     return [chat_message(m) for m in normalize_messages(fields["prompt"], field_name="prompt")]
@@ -373,14 +298,12 @@ class VerifiersEnv(WholeTextEnv):
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
-        if max_steps is not None and int(max_steps) < 1:
-            raise ValueError(f"verifiers env: max_steps must be >= 1, got {max_steps}")
-        limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
+        limits = AdapterOptions.of(dict(max_steps=max_steps, call_timeout=call_timeout, start_timeout=start_timeout))
         self.environment = str(environment)
         self.env_args = _env_args(env_args)
         self.vf_env = load_environment(self.environment, self.env_args)
         self.parser = ResponseParser(tool_parser, reasoning_parser)
-        self.max_steps = None if max_steps is None else int(max_steps)  # the tier's: verifiers sees the last one
+        self.max_steps = limits.max_steps  # the tier's: verifiers sees the last one
         self.accuracy_metric = accuracy_metric
         self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         self.state: Any = None
@@ -395,11 +318,11 @@ class VerifiersEnv(WholeTextEnv):
         return wait(coro, self.call_timeout)
 
     def reset(self, row: str | Mapping[str, Any] | None = None, **fields: Any) -> Observation:
-        """Start an episode for a dataset row: ``row`` (a mapping or its JSON text, what the catalogue writes) and/or
-        its fields (``prompt`` as chat messages, or ``question`` formatted by the env; ``answer``, ``info``,
-        ``example_id``, any other column), the fields over the row's."""
+        """Start an episode on a dataset row's fields (``prompt`` as chat messages, or ``question`` formatted by the
+        env; ``answer``, ``info``, ``example_id``, any other column); ``row`` is the deprecated form
+        (:func:`~agent_tune.envs.tasks.task_fields`)."""
         self.close()
-        task = _row_fields(row, fields)
+        task = _with_chat_prompt(task_fields("verifiers env", row, fields))
         if task.get("prompt") is None:
             if "question" not in task:
                 raise TypeError("verifiers env: reset() needs a prompt (chat messages) or a question")

@@ -68,6 +68,7 @@ from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import check_limits, refusal
+from agent_tune.envs.tasks import task_fields
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
@@ -177,19 +178,21 @@ class VerlToolsEnv(BaseToolEnv):
     def reset(self, prompt: list[dict[str, Any]] | str | None = None, row: str | Mapping[str, Any] | None = None,
               tools_kwargs: Mapping[str, Any] | str | None = None, tool_selection: Sequence[str] | None = None,
               ground_truth: Any = None, data_source: str | None = None,
-              extra_info: Mapping[str, Any] | None = None) -> Observation:
-        """Start an episode: ``prompt`` (chat messages, or a question) and verl's per-row fields, directly or from
-        ``row`` (a verl dataset row, a mapping or its JSON: ``prompt``, ``data_source``, ``reward_model.ground_truth``,
-        ``extra_info`` with its ``tools_kwargs`` and ``tool_selection``), the direct ones over the row's.
-        ``tool_selection`` shows only the tools it names (verl's per-row ``extra_info.tool_selection``). The tools'
-        instances not created within ``start_timeout``: :class:`StartTimeoutError` (the runner counts the episode as
-        not played)."""
+              extra_info: Mapping[str, Any] | None = None, reward_model: Mapping[str, Any] | None = None,
+              ) -> Observation:
+        """Start an episode on a verl dataset row's fields (``prompt``: chat messages, or a question;
+        ``data_source``, ``reward_model.ground_truth``, ``extra_info`` with its ``tools_kwargs`` and
+        ``tool_selection``), ``tools_kwargs`` / ``tool_selection`` / ``ground_truth`` over the row's; ``row`` is the
+        deprecated form (:func:`~agent_tune.envs.tasks.task_fields`). ``tool_selection`` shows only the tools it
+        names (verl's per-row ``extra_info.tool_selection``). The tools' instances not created within
+        ``start_timeout``: :class:`StartTimeoutError` (the runner counts the episode as not played)."""
         self.close()
-        fields = _mapping(row, "row")
-        info = _mapping(extra_info if extra_info is not None else fields.get("extra_info"), "extra_info")
-        prompt = fields.get("prompt") if prompt is None else prompt
+        given = {"prompt": prompt, "data_source": data_source, "extra_info": extra_info, "reward_model": reward_model}
+        fields = task_fields("verl_tools env", row, {k: v for k, v in given.items() if v is not None})
+        info = _mapping(fields.get("extra_info"), "extra_info")
+        prompt = fields.get("prompt")
         if prompt is None:
-            raise TypeError("verl_tools env: reset() needs a prompt (or a row with one)")
+            raise TypeError("verl_tools env: reset() needs a prompt")
         messages = _prompt_messages(prompt)
         if ground_truth is None:
             ground_truth = (fields.get("reward_model") or {}).get("ground_truth")
@@ -202,7 +205,7 @@ class VerlToolsEnv(BaseToolEnv):
         self.schemas = {n: self.loaded.schemas[n] for n in names}
         self.tools = list(self.schemas.values()) or None
         self.tools_kwargs = {n: _mapping(v, f"tools_kwargs[{n!r}]") for n, v in kwargs.items()}
-        self.task = {"ground_truth": ground_truth, "data_source": data_source or fields.get("data_source"),
+        self.task = {"ground_truth": ground_truth, "data_source": fields.get("data_source"),
                      "extra_info": info}
         self.transcript = [dict(m) for m in messages]
         self.agent_data = self._agent_data()

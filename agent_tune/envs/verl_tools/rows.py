@@ -2,18 +2,21 @@
 
 verl's multi-turn recipes write rows of ``prompt`` (chat messages), ``data_source``, ``reward_model.ground_truth`` and
 ``extra_info`` (with the row's ``tools_kwargs`` and, optionally, ``tool_selection``). :func:`verl_rows_tasks` reads such
-a file (``.parquet``, or ``.jsonl``: one row per line) into tasks whose reset kwargs are ``{"row": JSON text}`` (rows
-of different recipes have differently shaped ``extra_info``; a parquet column cannot hold them), so
-``agent-tune data --env verl_tools`` rewrites a recipe's rows for agent-tune's loop with nothing lost.
+a file (``.parquet``, or ``.jsonl``: one row per line) into tasks whose reset kwargs are the row's
+:data:`ROW_FIELDS` (everything ``reset`` reads), so ``agent-tune data --env verl_tools`` rewrites a recipe's rows
+for agent-tune's loop with nothing the episode uses lost.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any, Mapping
 
 from agent_tune.envs.catalogue import Task
+from agent_tune.envs.tasks import dataset_row_kwargs
 from agent_tune.utils.rows import row_messages_of, split_rows, truth_text
+
+# The columns of a verl row that reset reads (the others, such as ``ability``, are verl's bookkeeping).
+ROW_FIELDS = ("prompt", "data_source", "reward_model", "extra_info")
 
 
 def verl_rows_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
@@ -22,7 +25,9 @@ def verl_rows_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
     file, rows = split_rows(split, path, "verl_tools env", by_row_split=False)
     tasks = []
     for number, row in rows:
-        tasks.append(Task(id=f"{file.stem}:{number}", kwargs={"row": json.dumps(row, ensure_ascii=False)},
+        fields = dataset_row_kwargs({k: row[k] for k in ROW_FIELDS if row.get(k) is not None}, "verl_tools env",
+                                    f"{file} row {number}")
+        tasks.append(Task(id=f"{file.stem}:{number}", kwargs=fields,
                           category=str(row.get("data_source") or "verl_tools"),
                           reference=truth_text((row.get("reward_model") or {}).get("ground_truth"))))
     return tasks
@@ -30,7 +35,7 @@ def verl_rows_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
 
 def verl_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The row's own prompt (what ``reset`` shows; no tool instance is created for it)."""
-    return row_messages_of(json.loads(task.kwargs["row"])["prompt"])
+    return row_messages_of(task.kwargs["prompt"])
 
 
-__all__ = ["verl_row_prompt", "verl_rows_tasks"]
+__all__ = ["ROW_FIELDS", "verl_row_prompt", "verl_rows_tasks"]
