@@ -28,8 +28,9 @@ docstring when it derives another bound). The bounded calls:
   process's episodes, a batch gathered from concurrent episodes).
 
 A step that makes several bounded calls to a remote server (an MCP server's tools, an OpenEnv session, a NeMo Gym
-server) is bounded as a whole too, as a backstop in case a call's own bound fails: :func:`step_time_limit`, one
-formula for every such env.
+server, verl's tools) is bounded as a whole too, as a backstop in case a call's own bound fails:
+:func:`step_time_limit`, one formula, which :class:`~agent_tune.envs.base.CallToolEnv` applies to every ``async``
+``call_tool`` (and OpenEnv's text mode to its one action).
 
 Each raises :class:`EnvTimeoutError` (a ``TimeoutError``; defined in :mod:`agent_tune.sync`, re-exported here)
 naming what waited and for how long.
