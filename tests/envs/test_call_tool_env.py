@@ -142,7 +142,7 @@ def test_the_step_time_limit_bounds_an_async_step(monkeypatch: pytest.MonkeyPatc
     own bound failed ends the episode at the step's limit, scored on what was done."""
     from agent_tune.envs import time_limits
 
-    monkeypatch.setattr(time_limits, "STEP_CALL_SLACK", 0.0)
+    monkeypatch.setattr(time_limits, "CALL_SLACK", 0.0)
     monkeypatch.setattr(time_limits, "STEP_SLACK", 0.0)
     env = Hanging()
     env.call_timeout = 0.2

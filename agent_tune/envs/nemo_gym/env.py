@@ -19,11 +19,13 @@ from agent_tune.envs.nemo_gym.protocol import PARAMS, ResponseLog, prompt_messag
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import check_limits, input_schemas
 from agent_tune.envs.time_limits import (
+    CALL_SLACK,
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
     TimeLimits,
+    backstop,
     bounded,
     timeout_text,
 )
@@ -32,9 +34,6 @@ from agent_tune.parsing import ToolCall
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.sync import submit, wait
 from agent_tune.utils.jsonl import json_safe, jsonl_lines
-
-# Extra seconds the waits on the background loop allow beyond each request's own bound (a backstop).
-_SLACK = 5.0
 
 
 def nemo_gym_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
@@ -152,7 +151,7 @@ class NemoGymEnv(CallToolEnv):
         params = row_fields(data)[PARAMS]
         messages, tools = prompt_messages(params), tool_schemas(params)
         try:
-            wait(self._seed(data), self.start_timeout + _SLACK)
+            wait(self._seed(data), backstop(self.start_timeout))
         except EnvTimeoutError:  # the time-limit rule: the runner counts the episode as not played
             submit(self._drop())
             raise StartTimeoutError(self.start_timeout, "nemo_gym POST /seed_session") from None
@@ -196,7 +195,7 @@ class NemoGymEnv(CallToolEnv):
         ``nemo_gym_verify``."""
         if self.status.error is None:
             try:
-                verdict = wait(self._verify(), self.call_timeout + _SLACK)
+                verdict = wait(self._verify(), backstop(self.call_timeout))
                 self.reward = float(verdict["reward"])
                 self.verify_fields = {k: v for k, v in verdict.items()
                                       if k not in self.row and k not in ("response", "reward")}
@@ -216,7 +215,7 @@ class NemoGymEnv(CallToolEnv):
     def close(self) -> None:
         if self._client is not None:
             with contextlib.suppress(BaseException):
-                wait(self._drop(), _SLACK)
+                wait(self._drop(), CALL_SLACK)
 
 
 __all__ = ["NemoGymEnv", "nemo_gym_tasks"]

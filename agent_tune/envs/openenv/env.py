@@ -31,6 +31,7 @@ from agent_tune.envs.time_limits import (
     EnvTimeoutError,
     StartTimeoutError,
     TimeLimits,
+    backstop,
     step_time_limit,
     timeout_text,
 )
@@ -275,7 +276,7 @@ class OpenEnvEnv(CallToolEnv):
         if client is None:
             raise BackendGoneError(self.status.error or "not connected")
         try:
-            return await asyncio.wait_for(client.step(payload), self.call_timeout + 1.0)
+            return await asyncio.wait_for(client.step(payload), backstop(self.call_timeout))
         except _Refused as exc:
             if exc.code in REJECTED_CODES:
                 raise
