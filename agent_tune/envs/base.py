@@ -12,18 +12,19 @@ observation the model can read and a counted format error. docs/envs.md shows th
     limit        the generation that reaches self.max_steps (if set) without answering ends the episode
                  (WholeTextEnv: after act, so the last generation is read); a failure recorded at reset ends it
     act          self.act(step)                             # the env's hook; may be async
-                 CallToolEnv: stop(raw)? -> on_answer(step), else call_tool(call) per decoded call
+                 CallToolEnv: stop(raw)? -> on_answer(step), else per decoded call: refuse(call)?, else
+                 call_tool(call) (may be async; a backend gone ends the episode)
                  a failure (step.fail / status.fail: why, the stop reason) ends the episode after act
     show         obs = self.format_tool_response(step.results) + step.messages
     count        steps, calls, format errors (of this step, and the episode's total), in self.status
     end          on the last step: self.outcome() -> reward, accuracy, progress, the env's extras
 
 A subclass writes ``reset`` (calling ``super().reset()``), ``act`` and ``outcome``; :class:`CallToolEnv` writes
-``act`` from ``call_tool`` (and ``on_answer``); :class:`WholeTextEnv` is the tier for envs that read the whole
-generation. How an episode fails is the contract's: :meth:`Step.fail` (or :meth:`EpisodeStatus.fail` outside a
-step) records the error and the stop reason (never over the runner's), tells the policy and ends the episode;
-the record carries ``error`` and ``tool_errors`` (``status.tool_errors``, counted by the env).
-Concurrency comes from the episode runner: it awaits
+``act`` from ``call_tool`` (with ``on_answer``, ``refuse``, ``call_schemas`` and ``call_timeout``);
+:class:`WholeTextEnv` is the tier for envs that read the whole generation. How an episode fails is the
+contract's: :meth:`Step.fail` (or :meth:`EpisodeStatus.fail` outside a step) records the error and the stop reason
+(never over the runner's), tells the policy and ends the episode; the record carries ``error`` and
+``tool_errors`` (``status.tool_errors``, counted by the env). Concurrency comes from the episode runner: it awaits
 :meth:`BaseToolEnv.astep` of many episodes at once; an ``async def act`` is awaited on its event loop, a plain
 one runs with its whole step in :func:`env_executor`'s threads, so it may block.
 
@@ -55,11 +56,13 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, ClassVar, Literal, Mapping, Sequence, TypeVar
 
 from agent_tune.envs.catalogue import TaskCatalogue
+from agent_tune.envs.remote_tools import refusal
 from agent_tune.envs.report import EvalReport
+from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, step_time_limit
 from agent_tune.errors import BackendGoneError, EnvError
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse, ToolCall
-from agent_tune.sync import run_sync
+from agent_tune.sync import EnvTimeoutError, on_background_loop, run_sync
 
 ObservationKind = Literal["messages", "text", "tokens"]
 _T = TypeVar("_T")
@@ -131,20 +134,24 @@ class ToolResult:
 
     ``content`` is the text the policy reads, ``name`` the function it answers (``None`` for a block
     that could not be decoded), ``error`` whether the call was rejected or could not be decoded: a format
-    error (a tool's own failure on a well-formed call, such as a division by zero, is not one).
+    error (a tool's own failure on a well-formed call, such as a division by zero, is not one). ``done``: the
+    call ended the episode (a server saying done, a ``submit`` tool); :class:`CallToolEnv` then runs none of the
+    step's later calls.
     """
 
     content: str
     name: str | None = None
     error: bool = False
+    done: bool = False
 
-    def __init__(self, content: str, name: str | None = None, error: bool = False) -> None:
+    def __init__(self, content: str, name: str | None = None, error: bool = False, done: bool = False) -> None:
         # What the generated frozen __init__ does (dataclass keeps a class's own __init__), about 2x faster
         # than its object.__setattr__ per field: one is built per call.
         fields = self.__dict__
         fields["content"] = content
         fields["name"] = name
         fields["error"] = error
+        fields["done"] = done
 
 
 @dataclass
@@ -646,28 +653,123 @@ class BaseToolEnv(ABC):
 
 
 class CallToolEnv(BaseToolEnv):
-    """The simpler tier, for envs that answer call by call (the calculator): write ``call_tool`` (one decoded
-    call in, a :class:`ToolResult` out; ``error=True`` counts as a format error) and, if an answer should not
-    simply end the episode, ``on_answer``. Its ``act`` runs each decoded call through ``call_tool`` in order and
-    answers each undecodable block with its reason (a format error)."""
+    """The tier for envs that answer call by call (the calculator, a remote tool server): write ``call_tool`` (one
+    decoded call in, a :class:`ToolResult` out; plain or ``async``) and, if an answer should not simply end the
+    episode, ``on_answer``. Its ``act`` takes the step's decoded calls in order:
+
+    * ``refuse(call)`` first (default: checked against ``call_schemas`` when the env gives them: an unknown tool,
+      or arguments its schema rejects); a refused call is answered with why, a format error, and not run;
+    * then ``call_tool(call)``; a result with ``error=True`` is a format error, one with ``done=True`` ends the turn
+      and the episode (:meth:`Step.end_turn`; the later calls are not run, counted in ``info["calls_not_run"]``);
+    * a ``call_tool`` that raises :class:`~agent_tune.errors.BackendGoneError` (or the time-limit rule's
+      :class:`~agent_tune.sync.EnvTimeoutError`) ends the episode through :meth:`Step.fail` (stop reason
+      ``StopReason.of(exc)``); the later calls are not run;
+    * every block that could not be decoded is answered with its reason (a format error).
+
+    An ``async def call_tool`` runs on the process's background event loop (:func:`agent_tune.sync.background_loop`,
+    where remote connections live), the step's calls bounded as a whole by
+    :func:`~agent_tune.envs.time_limits.step_time_limit` of ``call_timeout`` (a backstop: each call has its own
+    bound in the env's transport); a plain one runs in a worker thread with the whole step (the env bounds what
+    it waits on). An env that keeps its own record of a step (a transcript) writes ``act`` around the tier's:
+    ``await super().act(step)`` when ``call_tool`` is async, ``super().act(step)`` when it is plain."""
+
+    # tool name -> the JSON schema of its arguments (``None``: every call reaches ``call_tool``)
+    call_schemas: Mapping[str, Mapping[str, Any]] | None = None
+    call_timeout: float = DEFAULT_CALL_TIMEOUT  # seconds for one call: an async step is bounded from it
+
+    _async_calls: ClassVar[bool] = False  # call_tool is a coroutine function (set per subclass)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._async_calls = inspect.iscoroutinefunction(cls.call_tool)
+        cls._async_act = cls._async_act or cls._async_calls  # act then returns the coroutine of the calls
 
     @abstractmethod
-    def call_tool(self, call: ToolCall) -> ToolResult:
-        """Run one decoded call."""
+    def call_tool(self, call: ToolCall) -> ToolResult | Awaitable[ToolResult]:
+        """Run one decoded call (``async def`` allowed); raise :class:`~agent_tune.errors.BackendGoneError` when
+        the backend is gone (``timed_out``: no answer in time)."""
+
+    def refuse(self, call: ToolCall) -> str | None:
+        """Why ``call`` is answered without running it (the text the policy reads; a format error), or ``None``:
+        by default, a tool not in ``call_schemas`` or arguments its schema rejects (nothing without schemas)."""
+        return None if self.call_schemas is None else refusal(call, self.call_schemas)
 
     def on_answer(self, step: Step) -> None:
         """The policy answered without a call: by default its turn is done and so is the episode."""
         step.end_turn()
 
-    def act(self, step: Step) -> None:
+    def act(self, step: Step) -> Awaitable[None] | None:
+        if self._async_calls:
+            return self._act_async(step)
+        if step.answer:
+            self.on_answer(step)
+            return None
+        calls = step.parsed.calls
+        for i, call in enumerate(calls):
+            refused = self.refuse(call)
+            if refused is not None:
+                step.format_errors += 1
+                step.results.append(ToolResult(refused, call.name, error=True))
+                continue
+            try:
+                result = self.call_tool(call)
+            except (BackendGoneError, EnvTimeoutError) as exc:
+                _backend_gone(step, call, exc)
+                return None
+            if _answered(step, result, len(calls) - i - 1):
+                return None
+        step.answer_undecodable()
+        return None
+
+    async def _act_async(self, step: Step) -> None:
         if step.answer:
             self.on_answer(step)
             return
-        for call in step.parsed.calls:
-            result = self.call_tool(call)
-            step.format_errors += result.error
-            step.results.append(result)
-        step.answer_undecodable()
+        seconds = step_time_limit(self.call_timeout, len(step.parsed.calls))
+        try:  # a backstop: each call has its own bound
+            await on_background_loop(self._acalls(step), seconds, f"{self._name()} step")
+        except EnvTimeoutError as exc:
+            if not step.done:
+                step.fail(StopReason.TIMEOUT, str(exc))
+            return
+        if not step.done:
+            step.answer_undecodable()
+
+    async def _acalls(self, step: Step) -> None:
+        """The step's calls, in order, on the background loop (:meth:`act`'s rules)."""
+        calls = step.parsed.calls
+        for i, call in enumerate(calls):
+            refused = self.refuse(call)
+            if refused is not None:
+                step.format_errors += 1
+                step.results.append(ToolResult(refused, call.name, error=True))
+                continue
+            try:
+                result = await self.call_tool(call)  # type: ignore[misc]
+            except (BackendGoneError, EnvTimeoutError) as exc:
+                _backend_gone(step, call, exc)
+                return
+            if _answered(step, result, len(calls) - i - 1):
+                return
+
+
+def _answered(step: Step, result: ToolResult, rest: int) -> bool:
+    """Add a call's result to ``step``; True when it ended the episode (``done``: the ``rest`` calls not run)."""
+    step.format_errors += result.error
+    step.results.append(result)
+    if not result.done:
+        return False
+    if rest:
+        step.info["calls_not_run"] = rest
+    step.end_turn()
+    return True
+
+
+def _backend_gone(step: Step, call: ToolCall, exc: BaseException) -> None:
+    """End the episode on a backend gone (or a call with no answer in time) while running ``call``."""
+    why, reason = str(exc), StopReason.of(exc)
+    reply = f"Error: {why}" if reason is StopReason.TIMEOUT else f"Error: the environment server stopped ({why})"
+    step.fail(reason, why, ToolResult(reply, call.name))
 
 
 class WholeTextEnv(BaseToolEnv):

@@ -1,17 +1,19 @@
-"""Tools served by a remote server (an MCP server, an OpenEnv ``MCPEnvironment``), as the policy sees them and as
-a call is checked before it is sent.
+"""Tools served by a remote server (an MCP server, an OpenEnv ``MCPEnvironment``, a NeMo Gym resource server), as
+the policy sees them and as a call is checked before it is sent.
 
 One rule for every adapter: a tool is an OpenAI-style function tool whose ``parameters`` are the server's input
 schema; a decoded call of an unknown tool, or whose arguments that schema rejects, is refused before it reaches
 the server (the policy reads why, and it counts as a format error); a schema the server got wrong itself is left
-for the server to judge. One rule for their step limit too: :func:`check_limits`.
+for the server to judge. :class:`~agent_tune.envs.base.CallToolEnv` applies :func:`refusal` to every call when the
+env gives its ``call_schemas`` (:func:`input_schemas` of its tools). One rule for their step limit too:
+:func:`check_limits`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from agent_tune.parsing import ToolCall
+from agent_tune.parsing.types import ToolCall
 from agent_tune.utils.typed_config import OptionError
 
 
@@ -19,6 +21,11 @@ def function_tool(name: str, description: str | None, schema: Mapping[str, Any] 
     """An OpenAI-style function tool (what ``Observation.tools`` and the chat template take)."""
     return {"type": "function", "function": {"name": name, "description": description or "",
                                              "parameters": dict(schema or {"type": "object"})}}
+
+
+def input_schemas(tools: Sequence[Mapping[str, Any]] | None) -> dict[str, Mapping[str, Any]]:
+    """Tool name -> input schema of OpenAI-style function tools (what :func:`refusal` checks a call against)."""
+    return {t["function"]["name"]: t["function"].get("parameters") or {} for t in tools or ()}
 
 
 def refusal(call: ToolCall, schemas: Mapping[str, Mapping[str, Any]]) -> str | None:

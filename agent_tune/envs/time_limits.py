@@ -27,9 +27,12 @@ docstring when it derives another bound). The bounded calls:
   without cancelling it: for a result several episodes wait on, each within its own bound (a build shared by a
   process's episodes, a batch gathered from concurrent episodes).
 
-A step that makes several bounded calls to a remote server (an MCP server's tools, an OpenEnv session, a NeMo Gym
-server) is bounded as a whole too, as a backstop in case a call's own bound fails: :func:`step_time_limit`, one
-formula for every such env.
+A wait around a call that has its own bound (a server's request timeout) allows :data:`CALL_SLACK` more:
+:func:`backstop`, so that the call's own bound, which names what timed out, fires first. A step that makes several
+bounded calls to a remote server (an MCP server's tools, an OpenEnv session, a NeMo Gym server, verl's tools) is
+bounded as a whole too, as a backstop in case a call's own bound fails: :func:`step_time_limit`, one formula, which
+:class:`~agent_tune.envs.base.CallToolEnv` applies to every ``async`` ``call_tool`` (and OpenEnv's text mode to its
+one action).
 
 Each raises :class:`EnvTimeoutError` (a ``TimeoutError``; defined in :mod:`agent_tune.sync`, re-exported here)
 naming what waited and for how long.
@@ -65,15 +68,22 @@ def timeout_text(seconds: float, what: str = "") -> str:
     return EnvTimeoutError.text(seconds, what)
 
 
-STEP_CALL_SLACK = 3.0  # seconds a call's transport may take beyond its call_timeout (the waits add 1-2 s)
+CALL_SLACK = 3.0  # seconds a call's transport may take beyond its own bound (the waits add 1-2 s)
 STEP_SLACK = 10.0  # seconds the whole step may take beyond its calls (the hop to the background loop, the answers)
+
+
+def backstop(seconds: float) -> float:
+    """The bound of a wait around a call that has its own bound of ``seconds`` (a server's request timeout, a
+    client's message timeout): ``seconds + CALL_SLACK``, so the call's own bound, which names what timed out,
+    fires first."""
+    return float(seconds) + CALL_SLACK
 
 
 def step_time_limit(call_timeout: float, calls: int) -> float:
     """The bound of one step that makes ``calls`` bounded calls (a backstop: each call has its own
-    ``call_timeout``): ``(call_timeout + STEP_CALL_SLACK) * (calls + 1) + STEP_SLACK`` seconds, one call more than
-    the step decodes for what it waits on besides."""
-    return (float(call_timeout) + STEP_CALL_SLACK) * (int(calls) + 1) + STEP_SLACK
+    ``call_timeout``): ``backstop(call_timeout) * (calls + 1) + STEP_SLACK`` seconds, one call more than the step
+    decodes for what it waits on besides."""
+    return backstop(call_timeout) * (int(calls) + 1) + STEP_SLACK
 
 
 def check_timeout(key: str, seconds: Any) -> float:
@@ -178,6 +188,7 @@ __all__ = [
     "TimeLimits",
     "acall_in_thread",
     "await_future",
+    "backstop",
     "bounded",
     "call_in_thread",
     "check_timeout",

@@ -17,7 +17,8 @@ DECLARED = {"description", "sampler_hints", "catalogue", "report", "parser", "to
 WRITTEN = {"reset", "act", "outcome", "extract_tool_calls", "stop", "format_tool_response", "close",
            "check_kwargs", "reference_replies"}
 TEMPLATE = {"step", "astep", "batch_step", "finalize"}
-SIMPLE_TIER = {"call_tool", "on_answer"}
+# the call-by-call tier: its hooks, the schemas its calls are checked against, the bound of a step of async calls
+SIMPLE_TIER = {"call_tool", "on_answer", "refuse", "call_schemas", "call_timeout"}
 
 
 def test_base_surface_is_the_documented_one_and_at_most_21_names() -> None:

@@ -183,7 +183,7 @@ def test_a_server_that_crashes_or_hangs_ends_the_episode_with_its_reason() -> No
         t0 = time.monotonic()
         crashed = env.step(call("crash"))
         assert crashed.done and crashed.reward == 0.0 and crashed.info["stop_reason"] == "server_error"
-        assert "the tool server stopped" in crashed.observation.messages[0]["content"]
+        assert "the environment server stopped" in crashed.observation.messages[0]["content"]  # the tier's words
         env.reset(question="Hang.")
         hung = env.step(call("hang"))
         assert hung.done and hung.info["error"] == "no answer in 2 s (mcp tool hang)"

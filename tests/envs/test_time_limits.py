@@ -123,12 +123,22 @@ async def test_the_background_loops_waits_follow_the_rule() -> None:
 
 def test_one_step_bound_for_every_remote_tools_env() -> None:
     """One formula bounds a step of mcp, openenv and nemo_gym: it grows with the calls and always leaves each call
-    its own call_timeout and more."""
-    from agent_tune.envs.time_limits import step_time_limit
+    its own call_timeout and more. The CallToolEnv tier applies it (the remote adapters are CallToolEnvs); no
+    adapter computes a step bound of its own (openenv's text mode, a whole-text env, applies the same formula)."""
+    from agent_tune.envs.time_limits import backstop, step_time_limit
 
     assert step_time_limit(5, 0) == 18.0 and step_time_limit(5, 2) == 34.0
+    assert backstop(5) == 8.0 and step_time_limit(5, 2) == backstop(5) * 3 + 10  # a call's backstop, per call
     for calls in range(4):
         assert step_time_limit(5, calls) > 5 * (calls + 1) + 1 * calls
     root = Path(__file__).resolve().parents[2]
-    sources = {n: (root / "agent_tune" / "envs" / n / "env.py").read_text() for n in ("mcp", "openenv", "nemo_gym")}
-    assert all("step_time_limit(self.call_timeout, len(step.parsed.calls))" in s for s in sources.values())
+    rule = "step_time_limit(self.call_timeout, len(step.parsed.calls))"
+    assert rule in (root / "agent_tune/envs/base.py").read_text()
+    for name in ("mcp", "nemo_gym", "verl_tools"):
+        source = (root / "agent_tune" / "envs" / name / "env.py").read_text()
+        assert "step_time_limit" not in source and "on_background_loop" not in source, name
+    for path in ("mcp/connection.py", "nemo_gym/env.py", "openenv/env.py"):  # their waits' slack is the rule's
+        source = (root / "agent_tune" / "envs" / path).read_text()
+        assert "timeout + " not in source and "_SLACK =" not in source, path
+    openenv = (root / "agent_tune/envs/openenv/env.py").read_text()
+    assert openenv.count("step_time_limit(") == 1 and rule in openenv

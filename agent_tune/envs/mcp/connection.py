@@ -31,10 +31,12 @@ from pydantic import Field, model_validator
 
 from agent_tune.envs.remote_tools import function_tool
 from agent_tune.envs.time_limits import (
+    CALL_SLACK,
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
+    backstop,
     timeout_text,
 )
 from agent_tune.errors import BackendGoneError, error_text
@@ -141,7 +143,7 @@ class MCPConnection:
         ready: Future[None] = Future()
         self._task = submit(self._hold(ready))
         try:
-            ready.result(self.start_timeout + 5.0)
+            ready.result(backstop(self.start_timeout))
         except BaseException as exc:
             message = self._start_failure(exc)
             self.close()
@@ -225,7 +227,7 @@ class MCPConnection:
         try:
             result = await asyncio.wait_for(
                 session.call_tool(name, dict(arguments), read_timeout_seconds=self.call_timeout),
-                self.call_timeout + 1.0)
+                backstop(self.call_timeout))
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - the SDK raises MCPError, anyio and OS errors
@@ -242,7 +244,7 @@ class MCPConnection:
     def call(self, name: str, arguments: Mapping[str, Any]) -> CallResult:
         """:meth:`acall` from synchronous code."""
         try:
-            return wait(self.acall(name, arguments), self.call_timeout + 5.0)
+            return wait(self.acall(name, arguments), backstop(self.call_timeout) + CALL_SLACK)  # around acall's
         except EnvTimeoutError as exc:
             self._went(exc, name)
             raise BackendGoneError(self.gone or "", self.timed_out) from None
@@ -258,7 +260,7 @@ class MCPConnection:
             return "\n".join(getattr(c, "text", "") or "" for c in result.contents)
 
         try:
-            return wait(read(), self.call_timeout + 5.0)
+            return wait(read(), backstop(self.call_timeout))
         except (TimeoutError, asyncio.TimeoutError) as exc:
             raise BackendGoneError(timeout_text(self.call_timeout, f"mcp resource {uri}"), timed_out=True) from exc
 

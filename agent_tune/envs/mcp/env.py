@@ -1,41 +1,8 @@
-"""Any MCP server as a tool environment ("mcp", :class:`MCPToolEnv`).
-
-    make_env("mcp", server={"command": ["python", "server.py"], "env": {...}, "cwd": "..."},
-             verifier="my_tasks:verify")
-    make_env("mcp", server={"url": "http://127.0.0.1:8000/mcp"})
-
-An episode: ``reset(question=..., **task)`` starts a session with the server (:mod:`.connection`), runs the task's
-``setup`` calls if it has any (``[{"name", "arguments"}]``: state the task starts from, not shown to the policy),
-and shows the question as the user's message with the server's tools (``list_tools``, as JSON schemas). Each
-decoded call is checked against its tool's input schema and sent with ``call_tool``; the result's text (or its
-structured content as JSON) is the tool message. An answer without a call ends the episode; so does the step
-limit (``max_steps``). The rest of the task is kept for the verifier.
-
-The verifier (``verifier="module:function"``, optional) is called once the episode ends with the task, the
-transcript (the question, the policy's messages and the tool results, as chat messages) and a
-:class:`VerifierSession` on the same server, so it can read the final state through a tool or a resource. It
-returns the reward, ``(reward, accuracy)`` or ``{"reward", "accuracy"}`` (accuracy defaults to ``reward >= 1``).
-Without a verifier an episode plays and scores 0 (for probing a server).
-
-State: by default a stdio server is started per episode and stopped at ``close``, so concurrent episodes share
-nothing. With ``reset_tool=NAME`` the env keeps idle sessions in a per-process pool (per server) and reuses one,
-calling tool NAME (no arguments) at ``reset`` to clear its state: faster, for servers that can reset themselves.
-
-Bad input, each a clear counted outcome (``info``), never a hung rollout:
-
-* a call of an unknown tool, or arguments the tool's schema rejects: an error observation and a format error;
-* a tool that fails on a well-formed call (the server's ``is_error``): its error text, counted in ``tool_errors``
-  (not a format error);
-* a tool that raises: the server answers ``is_error`` (counted in ``tool_errors``); the MCP SDK shows the policy
-  the message of a ``ToolError`` (``raise ToolError("no note titled 'x'")``) and hides any other exception's
-  (``Error executing tool NAME``): raise ``ToolError`` for a message the policy can act on;
-* a server that exits or closes the connection: the episode ends with stop reason ``server_error`` and ``error``
-  naming why (its reward is the verifier's on what state it can read, else 0); one that does not answer a call
-  within ``call_timeout`` (or a verifier that does not return in it): stop reason ``timeout``, ``error``
-  ``no answer in N s (mcp tool NAME)`` (the time-limit rule, :mod:`agent_tune.envs.time_limits`); a start (the
-  server, ``setup`` calls) with no answer in ``start_timeout``: ``StartTimeoutError``, counted by the runner;
-* a server that never starts: :meth:`MCPToolEnv.check_kwargs` (run by ``agent-tune train`` and ``eval`` at
-  start-up) starts it once and fails naming the command and its stderr; at ``reset`` the same error is raised.
+"""Any MCP server as a tool environment ("mcp", :class:`MCPToolEnv`): a session with the server per episode
+(:mod:`.connection`), its tools as the policy's, each decoded call sent with ``call_tool`` (the
+:class:`~agent_tune.envs.base.CallToolEnv` tier: schema refusal, the step's time limit, a server gone), and the
+reward from a verifier on the server's final state. docs/envs.md, "Any MCP server", is its spec: tasks, worked
+examples, the verifier, session pooling (``reset_tool``), bad input and time limits.
 """
 
 from __future__ import annotations
@@ -46,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from agent_tune.envs.base import (
-    BaseToolEnv,
+    CallToolEnv,
     Observation,
     Outcome,
     SamplerHints,
@@ -61,7 +28,7 @@ from agent_tune.envs.mcp.connection import (
     ServerSpec,
 )
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.remote_tools import check_limits, refusal
+from agent_tune.envs.remote_tools import check_limits, input_schemas
 from agent_tune.envs.shots import draw_shots, example_messages
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
@@ -70,12 +37,10 @@ from agent_tune.envs.time_limits import (
     StartTimeoutError,
     TimeLimits,
     call_in_thread,
-    step_time_limit,
 )
 from agent_tune.errors import BackendGoneError, error_text
 from agent_tune.parsing import ToolCall, get_tool_parser
 from agent_tune.parsing.response import ResponseParser
-from agent_tune.sync import on_background_loop
 from agent_tune.utils.imports import import_object
 from agent_tune.utils.jsonl import read_jsonl
 
@@ -220,7 +185,7 @@ def mcp_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -> l
 
 
 @register_env("mcp")
-class MCPToolEnv(BaseToolEnv):
+class MCPToolEnv(CallToolEnv):
     """The tools of an MCP server; the reward is the task's verifier on the server's final state."""
 
     description = "any MCP server (stdio command or streamable-HTTP URL) as tools; the reward from a verifier"
@@ -278,8 +243,8 @@ class MCPToolEnv(BaseToolEnv):
         messages = first_messages(question, shots, self.system_prompt, self.parser.tool_parser)
         self.close()
         self.connection = self._connect()
-        self._schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in self.connection.tools}
         self.tools = self.connection.tools
+        self.call_schemas = input_schemas(self.tools)
         for i, call in enumerate(task.get("setup") or []):
             try:
                 result = self.connection.call(call["name"], call.get("arguments") or {})
@@ -320,43 +285,17 @@ class MCPToolEnv(BaseToolEnv):
             conn.call(self.reset_tool, {})
         return conn
 
-    async def _run_step(self, step: Step) -> None:
-        """Run the step's calls in order on the loop (a refused call is answered here, not sent)."""
+    async def call_tool(self, call: ToolCall) -> ToolResult:
+        """One call on the server (on the background loop, where the connection lives; bounded by
+        ``call_timeout``); :class:`BackendGoneError` when the server is gone or does not answer."""
         assert self.connection is not None
-        for call in step.parsed.calls:
-            refused = refusal(call, self._schemas)
-            if refused is not None:
-                step.results.append(ToolResult(refused, call.name, error=True))
-                step.format_errors += 1
-                continue
-            try:
-                result = await self.connection.acall(call.name, call.arguments)
-            except BackendGoneError as exc:
-                stopped = ToolResult(f"Error: the tool server stopped ({exc})", call.name)
-                step.fail(StopReason.of(exc), str(exc), stopped)
-                return
-            self.status.tool_errors += result.is_error
-            step.results.append(ToolResult(result.text, call.name))
+        result = await self.connection.acall(call.name, call.arguments)
+        self.status.tool_errors += result.is_error
+        return ToolResult(result.text, call.name)
 
     async def act(self, step: Step) -> None:
-        """An answer ends the episode; else the step's calls run in order on the MCP loop, where the connection
-        lives (awaited from the runner's loop, bounded by ``call_timeout`` per call)."""
-        if step.answer:
-            step.end_turn()
-        else:
-            timeout = step_time_limit(self.call_timeout, len(step.parsed.calls))
-            try:  # a backstop: each call has its own call_timeout
-                await on_background_loop(self._run_step(step), timeout)
-            except EnvTimeoutError as exc:
-                if not step.done:
-                    step.fail(StopReason.TIMEOUT, f"{exc} (mcp step)")
-                self._record(step)
-                return
-            step.answer_undecodable()
-        self._record(step)
-
-    def _record(self, step: Step) -> None:
-        """Add the step to the transcript the verifier reads."""
+        """The tier's step, then the step in the transcript the verifier reads."""
+        await super().act(step)
         self.transcript.append({"role": "assistant", "content": step.raw})
         self.transcript.extend({"role": "tool", "name": r.name, "content": r.content} for r in step.results)
 

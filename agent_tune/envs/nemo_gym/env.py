@@ -1,75 +1,39 @@
-"""A NeMo Gym resource server as a tool environment ("nemo_gym", :class:`NemoGymEnv`).
-
-    make_env("nemo_gym", base_url="http://127.0.0.1:8000")
-    env.reset(row={"responses_create_params": {"input": [...], "tools": [...]}, "expected_count": 6, ...})
-
-`NeMo Gym <https://github.com/NVIDIA-NeMo/Gym>`_ serves each environment as a *resource server* (a FastAPI app built
-on ``nemo_gym.base_resources_server.SimpleResourcesServer``) that NeMo RL, verl and TRL reach over HTTP. This env
-plays one episode against such a server the way NeMo Gym's own ``simple_agent`` does, with agent-tune's runner in
-place of its model server (token in, token out):
-
-* ``reset(row=...)``: ``POST /seed_session`` with the whole dataset row; the row's ``responses_create_params`` give
-  the prompt (``instructions``, ``input``) and the tools (Responses-API function tools, shown as OpenAI schemas);
-* each decoded call: ``POST /<tool name>`` with its arguments as the JSON body; the response body (whatever its
-  status, as ``simple_agent`` passes it on) is the ``tool`` message;
-* the answer (a generation without a call block) ends the episode; so do ``max_steps`` and the runner's limits;
-* at the end: ``POST /verify`` with the row and the episode as a Responses-API ``response`` object (the policy's
-  text as ``message`` items, each call run as ``function_call`` + ``function_call_output``); its ``reward`` is
-  the episode's reward, accuracy 1 iff it reaches ``success_reward``.
-
-One episode is one session: an HTTP client per episode keeps the server's session cookie (NeMo Gym's
-``SessionMiddleware``), so concurrent episodes never share state.
-
-Bad input, each a counted outcome, never a hung rollout:
-
-* a call of a tool the row does not list, or whose arguments its schema rejects, is refused before the server (a
-  format error); arguments the server's request model rejects (HTTP 422) are a format error too;
-* a tool that fails on a well-formed call (another 4xx or 5xx) is its body's text, counted in ``tool_errors``;
-* a server that drops the connection ends the episode with stop reason ``server_error`` and ``error`` naming why
-  (no ``/verify``: reward 0); ``/verify`` failing (an HTTP error, no numeric reward) is the same;
-* the time-limit rule (:mod:`agent_tune.envs.time_limits`): a tool call or ``/verify`` with no answer within
-  ``call_timeout`` ends the episode with stop reason ``timeout`` and ``error`` ``no answer in N s (nemo_gym POST
-  /<path>)`` (reward 0: the session is dropped, nothing is verified); a ``/seed_session`` with no answer within
-  ``start_timeout`` raises ``StartTimeoutError`` from ``reset``, which the runner counts as an episode not played;
-* a server that is not there fails ``check_kwargs`` (the start-up check of ``agent-tune train`` and ``eval``)
-  naming the URL, and ``reset`` raises :class:`~agent_tune.errors.BackendGoneError` (so does a ``/seed_session``
-  the server refuses).
-
-Not carried over: NeMo Gym's agent servers (``responses_api_agents``: agent-tune's runner is the agent) and model
-servers, ``ng_run``'s config composition and server start-up (serve the resource server yourself, give its URL),
-Gym-owned MCP tools (``MCPResourcesServer`` tools reached through ``/mcp``; its plain HTTP tool endpoints work),
-non-text input items (images, files, earlier function calls in the prompt) and ``/aggregate_metrics``.
+"""A NeMo Gym resource server as a tool environment ("nemo_gym", :class:`NemoGymEnv`), played over its HTTP
+protocol the way NeMo Gym's own ``simple_agent`` plays it, with agent-tune's runner as the model: ``reset`` posts the
+row to ``/seed_session``, each decoded call is a ``POST /<tool>`` (the :class:`~agent_tune.envs.base.CallToolEnv`
+tier: schema refusal, the step's time limit, a server gone), and ``/verify`` scores the episode as a Responses-API
+``response``. One HTTP client (its session cookie) per episode. docs/envs.md, "A NeMo Gym resource server", is its
+spec: the protocol, bad input, time limits, what is not carried over and why NeMo Gym lives in a venv of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Awaitable, Mapping
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason, ToolResult
+from agent_tune.envs.base import CallToolEnv, Observation, Outcome, SamplerHints, Step, StopReason, ToolResult
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.nemo_gym.protocol import PARAMS, ResponseLog, prompt_messages, row_fields, tool_schemas
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.remote_tools import check_limits, refusal
+from agent_tune.envs.remote_tools import check_limits, input_schemas
 from agent_tune.envs.tasks import task_fields
 from agent_tune.envs.time_limits import (
+    CALL_SLACK,
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
     TimeLimits,
+    backstop,
     bounded,
-    step_time_limit,
     timeout_text,
 )
 from agent_tune.errors import BackendGoneError, error_text
+from agent_tune.parsing import ToolCall
 from agent_tune.parsing.response import ResponseParser
-from agent_tune.sync import on_background_loop, submit, wait
+from agent_tune.sync import submit, wait
 from agent_tune.utils.jsonl import json_safe, jsonl_lines
-
-# Extra seconds the waits on the background loop allow beyond each request's own bound (a backstop).
-_SLACK = 5.0
 
 
 def nemo_gym_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
@@ -97,7 +61,7 @@ def nemo_gym_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any])
 
 
 @register_env("nemo_gym")
-class NemoGymEnv(BaseToolEnv):
+class NemoGymEnv(CallToolEnv):
     """A NeMo Gym resource server, played over its HTTP protocol; see the module docstring."""
 
     description = "NeMo Gym resource server (HTTP): seed_session, its tool endpoints, verify's reward"
@@ -140,7 +104,6 @@ class NemoGymEnv(BaseToolEnv):
         self.model = model
         self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         self._client: Any = None
-        self._schemas: dict[str, Any] = {}
         self.row: dict[str, Any] = {}
         self.log = ResponseLog()
         self.reward: float | None = None
@@ -187,7 +150,7 @@ class NemoGymEnv(BaseToolEnv):
         params = row_fields(data)[PARAMS]
         messages, tools = prompt_messages(params), tool_schemas(params)
         try:
-            wait(self._seed(data), self.start_timeout + _SLACK)
+            wait(self._seed(data), backstop(self.start_timeout))
         except EnvTimeoutError:  # the time-limit rule: the runner counts the episode as not played
             submit(self._drop())
             raise StartTimeoutError(self.start_timeout, "nemo_gym POST /seed_session") from None
@@ -195,51 +158,26 @@ class NemoGymEnv(BaseToolEnv):
             submit(self._drop())
             raise BackendGoneError(f"nemo_gym env: the server at {self.base_url} did not start an episode: "
                                      f"{exc if isinstance(exc, BackendGoneError) else error_text(exc)}") from None
-        self.row, self.tools = data, tools
-        self._schemas = {t["function"]["name"]: t["function"]["parameters"] for t in tools or []}
+        self.row, self.tools, self.call_schemas = data, tools, input_schemas(tools)
         self.log, self.reward, self.verify_fields = ResponseLog(), None, {}
         super().reset()
         return Observation(messages=messages, tools=tools)
 
-    async def _run_calls(self, step: Step) -> None:
-        for call in step.parsed.calls:
-            refused = refusal(call, self._schemas)
-            if refused is not None:
-                step.results.append(ToolResult(refused, call.name, error=True))
-                step.format_errors += 1
-                continue
-            try:
-                answer = await self._post(f"/{call.name}", dict(call.arguments), self.call_timeout)
-            except (BackendGoneError, EnvTimeoutError) as exc:
-                await self._drop()
-                step.fail(StopReason.of(exc), str(exc),
-                          ToolResult(f"Error: the environment server stopped ({exc})", call.name))
-                return
-            text = answer.text
-            rejected = answer.status_code == 422  # the tool's request model refused the arguments
-            step.results.append(ToolResult(text, call.name, error=rejected))
-            step.format_errors += rejected
-            self.status.tool_errors += answer.status_code >= 400 and not rejected
-            if not rejected:
-                self.log.call(call, text)
-        step.answer_undecodable()
+    async def call_tool(self, call: ToolCall) -> ToolResult:
+        """``POST /<tool>`` with the call's arguments (on the background loop, where the session's client lives);
+        the body, whatever its status, is the tool message: 422 (the request model refused the arguments) a
+        format error, another 4xx / 5xx a tool error."""
+        answer = await self._post(f"/{call.name}", dict(call.arguments), self.call_timeout)
+        rejected = answer.status_code == 422
+        self.status.tool_errors += answer.status_code >= 400 and not rejected
+        if not rejected:
+            self.log.call(call, answer.text)
+        return ToolResult(answer.text, call.name, error=rejected)
 
-    async def act(self, step: Step) -> None:
-        """An answer ends the episode; else each decoded call is one ``POST /<tool>`` on the background loop (where
-        the session's client lives), each bounded by ``call_timeout``."""
+    def act(self, step: Step) -> Awaitable[None] | None:
+        """The policy's text goes in the episode's ``response`` log, then the tier's step."""
         self.log.message(step.parsed.content)
-        if step.answer:
-            step.end_turn()
-            return
-        timeout = step_time_limit(self.call_timeout, len(step.parsed.calls))
-        try:
-            await on_background_loop(self._run_calls(step), timeout)
-        except Exception as exc:  # noqa: BLE001 - a backstop (each request has its own bound), or an adapter bug
-            timed_out = isinstance(exc, EnvTimeoutError)
-            submit(self._drop())
-            if not step.done:
-                step.fail(StopReason.TIMEOUT if timed_out else StopReason.SERVER_ERROR,
-                          timeout_text(timeout, "nemo_gym step") if timed_out else f"adapter error: {error_text(exc)}")
+        return super().act(step)
 
     async def _verify(self) -> dict[str, Any]:
         body = {**self.row, "response": self.log.response(self.row[PARAMS], self.model)}
@@ -256,7 +194,7 @@ class NemoGymEnv(BaseToolEnv):
         ``nemo_gym_verify``."""
         if self.status.error is None:
             try:
-                verdict = wait(self._verify(), self.call_timeout + _SLACK)
+                verdict = wait(self._verify(), backstop(self.call_timeout))
                 self.reward = float(verdict["reward"])
                 self.verify_fields = {k: v for k, v in verdict.items()
                                       if k not in self.row and k not in ("response", "reward")}
@@ -276,7 +214,7 @@ class NemoGymEnv(BaseToolEnv):
     def close(self) -> None:
         if self._client is not None:
             with contextlib.suppress(BaseException):
-                wait(self._drop(), _SLACK)
+                wait(self._drop(), CALL_SLACK)
 
 
 __all__ = ["NemoGymEnv", "nemo_gym_tasks"]

@@ -1,67 +1,9 @@
-"""An OpenEnv environment server as a tool environment ("openenv", :class:`OpenEnvEnv`).
-
-    make_env("openenv", base_url="http://127.0.0.1:8000", action_field="message", observation_field="feedback")
-    make_env("openenv", base_url="http://127.0.0.1:8000", mode="tools")   # an MCPEnvironment's tools
-
-`OpenEnv <https://github.com/meta-pytorch/OpenEnv>`_ (``openenv-core`` 0.3.0) serves an ``Environment`` (reset, step,
-state, typed pydantic Action / Observation) with ``create_app``; its clients keep one WebSocket session per episode
-(``/ws``: the server builds one environment instance per connection; the plain HTTP ``/reset`` and ``/step`` build a
-fresh instance per request, so they cannot play an episode). This env speaks that protocol with OpenEnv's own
-``GenericEnvClient`` (actions and observations as JSON objects, validated by the server against its Action class),
-so no environment-specific client package is needed. One episode is one session: opened at the first ``reset``,
-reset again by a later ``reset`` on the same env, closed by :meth:`OpenEnvEnv.close`.
-
-What an action is (``mode``):
-
-* ``"text"`` (OpenEnv's own example, the ``openenv init`` echo env, whose action is ``{"message": str}``): every
-  generation is one action, the policy's text (reasoning stripped by ``reasoning_parser``, whitespace trimmed) in the
-  field ``action_field``; the observation comes back as the next ``user`` message. Each action counts as a call.
-* ``"tools"`` (an ``MCPEnvironment``: tools served through ``ListToolsAction`` / ``CallToolAction``): ``reset``
-  lists the tools (a ``list_tools`` step, its reward ignored) and shows them as JSON schemas; each decoded call is
-  checked against its tool's input schema and sent as a ``call_tool`` step; the result's text is its ``tool``
-  message. An answer without a call ends the episode; so does the step limit (``max_steps``).
-
-``reset(**task)``: the task's keys go to OpenEnv's reset (the server keeps those its ``reset`` accepts: ``seed``,
-``episode_id``, the env's own), except ``question``, which is shown to the policy before the first observation's
-text (after ``system_prompt``, if any).
-
-An observation as text: the field ``observation_field`` when set (a string as is, anything else as JSON); else an
-observation of one field is that field, and a larger one is its JSON object (OpenEnv's wire format drops
-``reward``, ``done`` and ``metadata`` from it).
-
-Reward: the sum of the rewards of the episode's steps (``None`` counts 0), reported once the episode ends (every
-step returns 0 until then, like BFCL), also when the runner cuts it short (:meth:`BaseToolEnv.finalize`); each
-step's own reward is in its ``info["openenv_reward"]``. Accuracy: 1 iff that sum reaches ``success_reward`` (1.0 by
-default) and the server never failed. An ``MCPEnvironment`` (``tools`` mode) builds its ``CallToolObservation`` with
-no reward (``reward=None``: 0 here) and the WebSocket session calls its ``step_async``: it gives a reward by
-overriding ``step_async`` (``obs = await super().step_async(action, ...)``, then ``obs.reward = ...`` and, to end
-the episode, ``obs.done = True``). A tool that raises is answered with its error (a ``tool_errors`` count, not a
-format error). The episode ends when the server says ``done``, at ``max_steps``, or (tools)
-at an answer.
-
-Bad input, each a clear counted outcome, never a hung rollout:
-
-* an action the server rejects (its Action model's validation, ``VALIDATION_ERROR``; or the environment raising
-  on it, ``EXECUTION_ERROR``): the server's message as the observation and a format error (``info["rejected"]``
-  holds the code); the session goes on. In ``tools`` mode a call of an unknown tool or with arguments that break
-  the tool's schema is refused before the server (a format error); a tool that fails on a well-formed call is its
-  error text, counted in ``tool_errors``;
-* a server that closes the connection or goes away: the episode ends with stop reason ``server_error`` and
-  ``error`` naming why in its info (the reward earned so far; accuracy 0); one that does not answer within
-  ``call_timeout``: the same with stop reason ``timeout`` (``no answer in N s (openenv step)``); a start (connect,
-  reset, list the tools) with no answer within ``start_timeout``: ``StartTimeoutError``, which the runner counts
-  (the time-limit rule, :mod:`agent_tune.envs.time_limits`);
-* a server that refuses another session (``CAPACITY_REACHED``: OpenEnv serves one session at a time unless
-  ``max_concurrent_envs`` says more): ``reset`` raises :class:`~agent_tune.errors.BackendGoneError` saying so;
-  concurrent episodes need ``create_app(..., max_concurrent_envs=N)`` and an environment with
-  ``SUPPORTS_CONCURRENT_SESSIONS``;
-* a server that is not there: :meth:`OpenEnvEnv.check_kwargs` (run by ``agent-tune train`` and ``eval`` at
-  start-up) fails naming the URL (and checks ``action_field`` against the server's action schema); ``reset`` raises
-  :class:`~agent_tune.errors.BackendGoneError` naming it.
-
-Not carried over: OpenEnv's Docker / Hugging Face Space / uv providers (``from_docker_image``, ``from_env``: serve
-the env yourself and give its URL), its production-mode ``/mcp`` JSON-RPC endpoint (no rewards there), the
-``state`` endpoint, code mode (``execute_code``), rubrics read by the trainer and the Gradio web UI.
+"""An OpenEnv environment server as a tool environment ("openenv", :class:`OpenEnvEnv`), played over its WebSocket
+session protocol with OpenEnv's own ``GenericEnvClient`` (one session per episode). ``mode="text"``: every generation
+is one action (:class:`OpenEnvTextEnv`, the whole-text tier); ``mode="tools"``: an ``MCPEnvironment``'s tools, each
+decoded call a ``call_tool`` step (the :class:`~agent_tune.envs.base.CallToolEnv` tier: schema refusal, the step's
+time limit, a server gone). The reward is the sum of the server's step rewards. docs/envs.md, "An OpenEnv server",
+is its spec: actions, observations as text, rewards in tools mode, sessions, bad input and time limits.
 """
 
 from __future__ import annotations
@@ -72,7 +14,7 @@ import json
 from typing import Any, Literal, Mapping
 
 from agent_tune.envs.base import (
-    BaseToolEnv,
+    CallToolEnv,
     Observation,
     Outcome,
     SamplerHints,
@@ -82,19 +24,20 @@ from agent_tune.envs.base import (
     WholeTextEnv,
 )
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.remote_tools import check_limits, function_tool, refusal
+from agent_tune.envs.remote_tools import check_limits, function_tool, input_schemas
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
     TimeLimits,
+    backstop,
     step_time_limit,
     timeout_text,
 )
 from agent_tune.errors import BackendGoneError, EnvError, error_text
 from agent_tune.parsing.response import ResponseParser
-from agent_tune.parsing.types import ParsedResponse
+from agent_tune.parsing.types import ParsedResponse, ToolCall
 from agent_tune.sync import on_background_loop, submit, wait
 
 # Error codes of OpenEnv's WebSocket protocol (openenv.core.env_server.types.WSErrorCode) that refuse one action
@@ -215,7 +158,7 @@ def tool_schema(tool: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @register_env("openenv")
-class OpenEnvEnv(BaseToolEnv):
+class OpenEnvEnv(CallToolEnv):
     """An environment served by OpenEnv (``openenv-core``), played over its WebSocket session protocol; see the
     module docstring."""
 
@@ -274,7 +217,6 @@ class OpenEnvEnv(BaseToolEnv):
         self.success_reward = float(success_reward)
         self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         self._client: Any = None
-        self._schemas: dict[str, Any] = {}
         self.rewards: list[float] = []
         self.server_done = False
 
@@ -306,7 +248,7 @@ class OpenEnvEnv(BaseToolEnv):
                 self.close()
                 raise BackendGoneError(f"openenv env: the OpenEnv server at {self.base_url} lists no tools "
                                          "(mode='tools' needs an MCPEnvironment; use mode='text')")
-            self._schemas = {t["function"]["name"]: t["function"]["parameters"] for t in self.tools}
+            self.call_schemas = input_schemas(self.tools)
         self.rewards, self.server_done = [], False
         text = "\n\n".join(t for t in (question, observation_text(first.observation, self.observation_field)) if t)
         messages = [*([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []),
@@ -334,7 +276,7 @@ class OpenEnvEnv(BaseToolEnv):
         if client is None:
             raise BackendGoneError(self.status.error or "not connected")
         try:
-            return await asyncio.wait_for(client.step(payload), self.call_timeout + 1.0)
+            return await asyncio.wait_for(client.step(payload), backstop(self.call_timeout))
         except _Refused as exc:
             if exc.code in REJECTED_CODES:
                 raise
@@ -353,94 +295,27 @@ class OpenEnvEnv(BaseToolEnv):
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(client.close(), 2.0)
 
-    def _record(self, step: Step, result: Any) -> None:
-        reward = float(result.reward or 0.0)
-        self.rewards.append(reward)
-        step.info["openenv_reward"] = step.info.get("openenv_reward", 0.0) + reward
-        if result.done:
-            self.server_done = step.done = True
-
-    # ------------------------------------------------------------------ text mode
-    async def _act_text(self, step: Step) -> None:
-        self.status.num_calls += 1
-        try:
-            result = await self._request({self.action_field: step.parsed.content})
-        except _Refused as exc:
-            step.format_errors += 1
-            step.info["rejected"] = exc.code
-            step.messages.append({"role": "user", "content": exc.text})
-        except BackendGoneError as exc:
-            await self._drop()
-            step.fail(StopReason.of(exc), str(exc), f"Error: the environment server stopped ({exc})")
-            return
-        else:
-            self._record(step, result)
-            step.info["calls"] = [self.action_field]
-            step.messages.append({"role": "user", "content": observation_text(result.observation,
-                                                                              self.observation_field)})
-            self.status.turns_completed += 1
-
     # ------------------------------------------------------------------ tools mode
-    async def _act_tools(self, step: Step) -> None:
-        calls = step.parsed.calls
-        for i, call in enumerate(calls):
-            refused = refusal(call, self._schemas)
-            if refused is not None:
-                step.results.append(ToolResult(refused, call.name, error=True))
-                step.format_errors += 1
-                continue
-            try:
-                result = await self._request({"type": "call_tool", "tool_name": call.name,
-                                              "arguments": dict(call.arguments)})
-            except _Refused as exc:
-                step.results.append(ToolResult(exc.text, call.name, error=True))
-                step.format_errors += 1
-                step.info["rejected"] = exc.code
-                continue
-            except BackendGoneError as exc:
-                await self._drop()
-                step.fail(StopReason.of(exc), str(exc),
-                          ToolResult(f"Error: the environment server stopped ({exc})", call.name))
-                return
-            self._record(step, result)
-            observation = result.observation if isinstance(result.observation, Mapping) else {}
-            text, fault = tool_result_text(observation)
-            step.results.append(ToolResult(text, call.name, error=fault == "format"))
-            step.format_errors += fault == "format"
-            self.status.tool_errors += fault == "tool"
-            if step.done:  # the server ended the episode: the rest of the calls are not run
-                self.status.turns_completed += 1
-                if i + 1 < len(calls):
-                    step.info["calls_not_run"] = len(calls) - i - 1
-                return
-        step.answer_undecodable()
-
-    # ------------------------------------------------------------------ acting
-    async def _act(self, step: Step) -> None:
+    async def call_tool(self, call: ToolCall) -> ToolResult:
+        """One ``call_tool`` step (on the background loop, where the session lives); a call the server refuses is a
+        format error, a tool that fails a tool error; ``done`` when the server ends the episode."""
         try:
-            if self.mode == "text":
-                await self._act_text(step)
-            else:
-                await self._act_tools(step)
-        except Exception as exc:  # noqa: BLE001 - anything unforeseen ends this episode, recorded, never a crash
-            await self._drop()
-            step.fail(StopReason.SERVER_ERROR, f"adapter error: {error_text(exc)}")
+            result = await self._request({"type": "call_tool", "tool_name": call.name,
+                                          "arguments": dict(call.arguments)})
+        except _Refused as exc:
+            return ToolResult(exc.text, call.name, error=True)
+        self.rewards.append(float(result.reward or 0.0))
+        self.server_done = bool(result.done)
+        text, fault = tool_result_text(result.observation if isinstance(result.observation, Mapping) else {})
+        self.status.tool_errors += fault == "tool"
+        return ToolResult(text, call.name, error=fault == "format", done=self.server_done)
 
     async def act(self, step: Step) -> None:
-        """An answer (tools mode) ends the episode; else the step's actions run in order on the background loop,
-        where the session lives (awaited from the runner's loop), each request bounded by ``call_timeout``."""
-        if step.answer and self.mode == "tools":
-            step.end_turn()
-            return
-        timeout = step_time_limit(self.call_timeout, len(step.parsed.calls))
-        try:
-            await on_background_loop(self._act(step), timeout)
-        except Exception as exc:  # noqa: BLE001 - a backstop: each request has its own timeout
-            if not step.done:
-                timed_out = isinstance(exc, TimeoutError)
-                submit(self._drop())
-                step.fail(StopReason.TIMEOUT if timed_out else StopReason.SERVER_ERROR,
-                          timeout_text(timeout, "openenv step") if timed_out else error_text(exc))
+        """The tier's step; the rewards its calls earned in ``info["openenv_reward"]``."""
+        before = len(self.rewards)
+        await super().act(step)
+        if len(self.rewards) > before:
+            step.info["openenv_reward"] = sum(self.rewards[before:])
 
     def outcome(self) -> Outcome:
         total = float(sum(self.rewards))
@@ -461,13 +336,46 @@ class OpenEnvEnv(BaseToolEnv):
 
 
 class OpenEnvTextEnv(WholeTextEnv, OpenEnvEnv):
-    """``mode="text"`` (what ``OpenEnvEnv(...)`` builds for it): every generation is one action, taken in
-    :meth:`OpenEnvEnv.act`; the step limit is the whole-text tier's, so the last allowed action is taken."""
+    """``mode="text"`` (what ``OpenEnvEnv(...)`` builds for it): every generation is one action, its observation
+    the next user message; the step limit is the whole-text tier's, so the last allowed action is taken."""
 
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
         """The whole response, reasoning stripped and whitespace trimmed, is the action (no call blocks)."""
         _, content = self.parser.reasoning_parser.parse(raw_response)
         return ParsedResponse(content=content.strip())
+
+    async def act(self, step: Step) -> None:
+        """The action, sent on the background loop (where the session lives), the step bounded by the time-limit
+        rule (a backstop: the request has its own bound)."""
+        seconds = step_time_limit(self.call_timeout, len(step.parsed.calls))
+        try:
+            await on_background_loop(self._act_text(step), seconds, "openenv step")
+        except Exception as exc:  # noqa: BLE001 - the backstop, or anything unforeseen: recorded, never a crash
+            if not step.done:
+                submit(self._drop())
+                timed_out = isinstance(exc, TimeoutError)
+                step.fail(StopReason.TIMEOUT if timed_out else StopReason.SERVER_ERROR,
+                          str(exc) if timed_out else f"adapter error: {error_text(exc)}")
+
+    async def _act_text(self, step: Step) -> None:
+        self.status.num_calls += 1
+        try:
+            result = await self._request({self.action_field: step.parsed.content})
+        except _Refused as exc:
+            step.format_errors += 1
+            step.info["rejected"] = exc.code
+            step.messages.append({"role": "user", "content": exc.text})
+            return
+        except BackendGoneError as exc:
+            await self._drop()
+            step.fail(StopReason.of(exc), str(exc), f"Error: the environment server stopped ({exc})")
+            return
+        reward = float(result.reward or 0.0)
+        self.rewards.append(reward)
+        self.server_done = step.done = bool(result.done)
+        step.info.update(openenv_reward=reward, calls=[self.action_field])
+        step.messages.append({"role": "user", "content": observation_text(result.observation, self.observation_field)})
+        self.status.turns_completed += 1
 
 
 __all__ = ["OpenEnvEnv", "client_class", "observation_text", "tool_result_text"]

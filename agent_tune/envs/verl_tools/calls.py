@@ -2,8 +2,9 @@
 
 The tools' coroutines run on the process's background event loop (:mod:`agent_tune.sync`): verl shares one tool
 object between trajectories on its worker's loop, so what a tool keeps across calls (a client session, a lock) stays
-on one loop here too. The env waits on them with :func:`agent_tune.sync.on_background_loop` (from the runner's loop)
-and :func:`agent_tune.sync.wait` (from a thread), each bounded by the time-limit rule
+on one loop here too (the :class:`~agent_tune.envs.base.CallToolEnv` tier runs the env's ``async`` ``call_tool``
+there). The env waits on them with :func:`agent_tune.envs.time_limits.bounded` (on that loop) and
+:func:`agent_tune.sync.wait` (from a thread), each bounded by the time-limit rule
 (:mod:`agent_tune.envs.time_limits`: ``EnvTimeoutError`` when a tool does not answer in time). The coroutines they
 wait on never raise a tool's own exception: :func:`guarded` turns it into a :class:`Failed` value, so a timeout is
 never mistaken for a tool raising ``TimeoutError``.

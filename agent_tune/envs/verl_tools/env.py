@@ -1,60 +1,9 @@
-"""verl's own tools as an environment ("verl_tools", :class:`VerlToolsEnv`).
-
-    make_env("verl_tools", tool_config="tools.yaml")                       # BaseTool classes of a verl tool config
-    make_env("verl_tools", function_tools=["my_tools.py"], reward="my_pkg.scores:compute_score")
-    env.reset(prompt=[{"role": "user", "content": "What is 23 * 17?"}],
-              tools_kwargs={"calc_gsm8k_reward": {"create_kwargs": {"ground_truth": "391"}}})
-
-The tools are loaded by verl's own ``load_all_tools`` (:mod:`.loader`): the ``BaseTool`` subclasses a verl tool-config
-YAML declares (what verl reads through ``actor_rollout_ref.rollout.multi_turn.tool_config_path``) and the
-``@function_tool`` functions of the files ``function_tools`` names (``multi_turn.function_tool_path``). The policy
-sees their schemas as verl's ``ToolAgentLoop`` hands them to the chat template; its calls are decoded by the configured
-parser (``tool_parser``: hermes' ``<tool_call>`` blocks, as Qwen writes them) and run as verl runs them
-(:mod:`.calls`):
-
-* a function tool is called with the arguments, its return normalised by verl (text, a mapping, a ``ToolResponse``,
-  ``(response, reward, metrics)``);
-* a ``BaseTool``, with ``lifecycle="episode"`` (the default; the ``BaseTool`` contract: an instance per trajectory):
-  ``create(create_kwargs=...)`` once per episode at ``reset`` for every tool the episode shows, ``execute(instance_id,
-  arguments, agent_data=...)`` for each call, and when the episode ends ``calc_reward(instance_id,
-  **calc_reward_kwargs)`` then ``release(instance_id, **release_kwargs)``; with ``lifecycle="call"`` (exactly verl
-  0.9's ``ToolAgentLoop``): ``create`` / ``execute`` / ``release`` around every call, ``calc_reward`` never called. The
-  kwargs come from the task's ``tools_kwargs`` (``{tool: {"create_kwargs", "calc_reward_kwargs",
-  "release_kwargs"}}``, the ``tools_kwargs`` of a verl row's ``extra_info``); ``agent_data`` is verl's own
-  ``AgentData`` with the conversation so far (``messages``), the ``tools_kwargs`` and a request id.
-
-A step runs the first ``max_parallel_calls`` calls of a generation concurrently (verl's default: 1; verl ignores the
-others, here counted in ``dropped_calls``); each answer is a ``tool`` message with the response's text, truncated as
-verl truncates it (``max_tool_response_length``, ``tool_response_truncate_side``). An answer without a call ends the
-episode; so does ``max_steps`` (verl's ``max_assistant_turns``: the generation reaching it is not acted on).
-
-The reward (:meth:`VerlToolsEnv.outcome`): ``reward="pkg.mod:fn"`` (:mod:`.reward`: verl's ``compute_score`` signature
-works as it is), else the sum of the episode's ``calc_reward`` s (``lifecycle="episode"``). The rewards ``execute``
-returned are not added (verl records them as ``tool_rewards``): they are the extra ``tool_rewards`` and the reward
-function's argument of that name.
-
-A task (:meth:`VerlToolsEnv.reset`) is verl's row: ``prompt``, ``tools_kwargs``, ``tool_selection``, ``ground_truth``,
-``data_source``, ``extra_info``, or the whole ``row``. The catalogue (:mod:`.rows`) reads a verl recipe's dataset files.
-
-Bad input, each counted, none hangs an episode:
-
-* an undecodable call block: its reason, a format error;
-* a call of a tool the episode does not show: verl's ``Unknown function ...`` text, a format error;
-* arguments the tool's schema rejects (``validate_arguments=True``, the default; verl itself passes them on): refused
-  before the tool, a format error;
-* a tool that raises: verl's ``Error executing tool '<name>': <error>`` text, counted in ``tool_errors`` (not a format
-  error), the episode goes on;
-* a tool that does not answer within ``call_timeout`` (per call, and per ``calc_reward`` / ``release``; the reward
-  function too): the episode ends, stop reason ``timeout``, ``error`` ``no answer in N s (verl tool 'NAME')`` (the
-  time-limit rule, :mod:`agent_tune.envs.time_limits`); the tools' instances not created within ``start_timeout``:
-  ``reset`` raises ``StartTimeoutError``, which the runner counts as an episode not played (stop reason
-  ``timeout``), the instances already made released when the env is closed; a ``create`` that raises ends the
-  episode at its first step, stop reason ``env_error``; after a timeout or a failed start the instances are
-  released, not scored;
-* a response with images or video: the episode ends (``env_error``) naming the tool, as verl refuses them without a
-  vision-language processor (this env shows text only);
-* a missing ``tool_config`` / ``function_tools`` file, a YAML verl cannot load, an MCP entry (verl 0.9's loader has no
-  MCP tools): an error naming the key at construction.
+"""verl's own tools as an environment ("verl_tools", :class:`VerlToolsEnv`): the ``BaseTool`` s of a verl tool-config
+YAML and ``@function_tool`` functions, loaded by verl's ``load_all_tools`` (:mod:`.loader`), each decoded call run as
+verl's ``ToolAgentLoop`` runs it (:mod:`.calls`) through the :class:`~agent_tune.envs.base.CallToolEnv` tier (schema
+refusal, the time-limit rule), the reward from their ``calc_reward`` or a reward function (:mod:`.reward`).
+docs/envs.md, "verl's tools", is its spec: options, what the policy sees, the tools' lifecycle, the reward, the
+task, bad input and what is not carried over.
 """
 
 from __future__ import annotations
@@ -62,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from dataclasses import replace
 from typing import Any, Literal, Mapping, Sequence
 
-from agent_tune.envs.base import BaseToolEnv, Observation, Outcome, SamplerHints, Step, StopReason, ToolResult
+from agent_tune.envs.base import CallToolEnv, Observation, Outcome, SamplerHints, Step, StopReason, ToolResult
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.remote_tools import check_limits, refusal
+from agent_tune.envs.remote_tools import check_limits, input_schemas
 from agent_tune.envs.tasks import task_fields
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
@@ -75,6 +25,7 @@ from agent_tune.envs.time_limits import (
     EnvTimeoutError,
     StartTimeoutError,
     TimeLimits,
+    bounded,
     call_in_thread,
 )
 from agent_tune.envs.verl_tools.calls import CallResult, Failed, call_tool, guarded
@@ -84,7 +35,7 @@ from agent_tune.envs.verl_tools.rows import verl_row_prompt, verl_rows_tasks
 from agent_tune.errors import error_text
 from agent_tune.parsing import ToolCall
 from agent_tune.parsing.response import ResponseParser
-from agent_tune.sync import on_background_loop, wait
+from agent_tune.sync import wait
 from agent_tune.utils.typed_config import OptionError
 
 Lifecycle = Literal["episode", "call"]
@@ -115,7 +66,7 @@ def _mapping(value: Any, key: str) -> dict[str, Any]:
 
 
 @register_env("verl_tools")
-class VerlToolsEnv(BaseToolEnv):
+class VerlToolsEnv(CallToolEnv):
     """verl's ``BaseTool`` s and function tools, run as verl runs them; the reward: ``calc_reward`` or a function."""
 
     description = "verl's tools (a tool-config YAML of BaseTools, @function_tool files); reward: calc_reward or a fn"
@@ -146,7 +97,8 @@ class VerlToolsEnv(BaseToolEnv):
         start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
         check_limits(1 if max_steps is None else int(max_steps))
-        self.limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
+        limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
+        self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         if lifecycle not in ("episode", "call"):
             raise OptionError("lifecycle", f"must be 'episode' or 'call', got {lifecycle!r}")
         if tool_response_truncate_side not in ("left", "right", "middle"):
@@ -204,6 +156,7 @@ class VerlToolsEnv(BaseToolEnv):
         self.active = {n: self.loaded.tools[n] for n in names}
         self.schemas = {n: self.loaded.schemas[n] for n in names}
         self.tools = list(self.schemas.values()) or None
+        self.call_schemas = input_schemas(self.tools) if self.validate_arguments else None
         self.tools_kwargs = {n: _mapping(v, f"tools_kwargs[{n!r}]") for n, v in kwargs.items()}
         self.task = {"ground_truth": ground_truth, "data_source": fields.get("data_source"),
                      "extra_info": info}
@@ -245,70 +198,55 @@ class VerlToolsEnv(BaseToolEnv):
             return list(await asyncio.gather(*(create(n) for n in base_tools)))
 
         try:
-            failures = [f for f in wait(create_all(), self.limits.start_timeout, "verl tools create") if f]
+            failures = [f for f in wait(create_all(), self.start_timeout, "verl tools create") if f]
         except EnvTimeoutError as exc:  # the time-limit rule: the runner counts the episode as not played
             raise StartTimeoutError(exc.seconds, exc.what) from None
         if failures:
             self.status.fail(StopReason.ENV_ERROR, "; ".join(f.error for f in failures))
 
     # ------------------------------------------------------------------ a step
-    async def act(self, step: Step) -> None:
-        """An answer ends the episode; else the step's calls run (bounded per call); a failure of one ends the episode
-        after the step (a failed start, before it: the template's rule)."""
-        if step.answer:
-            self.transcript.append({"role": "assistant", "content": step.parsed.content})
-            step.end_turn()
-            return
-        calls = step.parsed.calls[: self.max_parallel_calls]
-        dropped = len(step.parsed.calls) - len(calls)
-        if dropped:
-            self.dropped_calls += dropped
-            step.info["dropped_calls"] = dropped
-        self.transcript.append(self._assistant_message(step, calls))
-        outcomes = await asyncio.gather(*(self._run_call(call) for call in calls))
-        results = [result for result, _ in outcomes]
-        for result, reward in outcomes:
-            step.results.append(result)
-            step.format_errors += result.error
-            if reward is not None:  # in call order, as verl records them
-                self.tool_rewards.append(reward)
-        step.info["calls"] = [c.name for c, r in zip(calls, results) if not r.error]
-        self.transcript.extend({"role": "tool", "content": r.content} for r in results)
-        step.answer_undecodable()
+    def refuse(self, call: ToolCall) -> str | None:
+        """verl's answer to a tool the episode does not show, else the tier's schema refusal
+        (``validate_arguments``); verl records a step reward of 0 for a call it answers without running."""
+        if call.name not in self.active:
+            refused: str | None = f"Unknown function '{call.name}'. Available tools: {list(self.active)}"
+        else:
+            refused = super().refuse(call)
+        if refused is not None:
+            self.tool_rewards.append(0.0)
+        return refused
 
-    @staticmethod
-    def _assistant_message(step: Step, calls: Sequence[ToolCall]) -> dict[str, Any]:
-        """The generation as verl's assistant message (content outside the calls, the calls it runs)."""
-        return {"role": "assistant", "content": step.parsed.content,
-                "tool_calls": [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                               for c in calls]}
-
-    async def _run_call(self, call: ToolCall) -> tuple[ToolResult, float | None]:
-        """One call: refused before the tool (unknown, or rejected by its schema; verl records reward 0 for a call it
-        answers without running), or run within ``call_timeout``; its result and step reward (none at a timeout)."""
-        if call.name not in self.active:  # verl's own answer to an unknown function
-            return ToolResult(f"Unknown function '{call.name}'. Available tools: {list(self.active)}", call.name,
-                              error=True), 0.0
-        if self.validate_arguments:
-            refused = refusal(call, {call.name: self.schemas[call.name]["function"].get("parameters") or {}})
-            if refused is not None:
-                return ToolResult(refused, call.name, error=True), 0.0
-        tool = self.active[call.name]
-        try:
-            result: CallResult = await on_background_loop(call_tool(
-                tool, dict(call.arguments), instance_id=self.instances.get(call.name),
-                create_kwargs=self.tools_kwargs.get(call.name, {}).get("create_kwargs") or {},
-                agent_data=self.agent_data, limit=self.max_tool_response_length, side=self.truncate_side,
-            ), self.limits.call_timeout, f"verl tool {call.name!r}")
-        except EnvTimeoutError as exc:  # the time-limit rule's outcome (the episode ends after this step)
-            self.status.fail(StopReason.TIMEOUT, str(exc))
-            return ToolResult(f"Error: {exc}", call.name), None
+    async def call_tool(self, call: ToolCall) -> ToolResult:
+        """One call as verl makes it (on the background loop, where the tools live), within ``call_timeout``; its
+        step reward goes in ``tool_rewards`` (none at a timeout)."""
+        result: CallResult = await bounded(call_tool(
+            self.active[call.name], dict(call.arguments), instance_id=self.instances.get(call.name),
+            create_kwargs=self.tools_kwargs.get(call.name, {}).get("create_kwargs") or {},
+            agent_data=self.agent_data, limit=self.max_tool_response_length, side=self.truncate_side,
+        ), self.call_timeout, f"verl tool {call.name!r}")
         self.status.tool_errors += result.failed
+        self.tool_rewards.append(result.reward)
         if result.media:
             self.status.fail(StopReason.ENV_ERROR, f"tool {call.name!r} returned {result.media} image(s)/video(s): "
                                                    "this env shows text only (verl needs a vision-language processor "
                                                    "for them)")
-        return ToolResult(result.text, call.name), result.reward
+        return ToolResult(result.text, call.name)
+
+    async def act(self, step: Step) -> None:
+        """The tier's step as verl takes it: the first ``max_parallel_calls`` calls (verl ignores the others, counted
+        in ``dropped_calls``), the generation and the tools' answers added to the transcript (verl's messages)."""
+        calls = step.parsed.calls
+        if len(calls) > self.max_parallel_calls:
+            step.info["dropped_calls"] = len(calls) - self.max_parallel_calls
+            self.dropped_calls += step.info["dropped_calls"]
+            step.parsed = replace(step.parsed, calls=calls[: self.max_parallel_calls])
+        message: dict[str, Any] = {"role": "assistant", "content": step.parsed.content}
+        if not step.answer:
+            message["tool_calls"] = [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                                     for c in step.parsed.calls]
+        self.transcript.append(message)
+        await super().act(step)
+        self.transcript.extend({"role": "tool", "content": r.content} for r in step.results if r.name is not None)
 
     # ------------------------------------------------------------------ the episode's end
     def outcome(self) -> Outcome:
@@ -338,7 +276,7 @@ class VerlToolsEnv(BaseToolEnv):
         tools live), a plain one in a thread of its own (one that never returns holds no pool's worker)."""
         assert self.reward_fn is not None
         fn, kwargs = self.reward_fn, reward_arguments(self.reward_fn, given)
-        what, seconds = "verl_tools reward function", self.limits.call_timeout
+        what, seconds = "verl_tools reward function", self.call_timeout
         if asyncio.iscoroutinefunction(fn):
             return wait(fn(**kwargs), seconds, what)
         return call_in_thread(lambda: fn(**kwargs), timeout=seconds, what=what)
@@ -363,7 +301,7 @@ class VerlToolsEnv(BaseToolEnv):
             for method in methods:
                 call = getattr(tool, method)(instance_id, **dict(kwargs.get(f"{method}_kwargs") or {}))
                 try:
-                    value = wait(guarded(call), self.limits.call_timeout, f"verl tool {name!r} {method}")
+                    value = wait(guarded(call), self.call_timeout, f"verl tool {name!r} {method}")
                 except EnvTimeoutError as exc:
                     self.status.fail(StopReason.TIMEOUT, str(exc))
                     continue
