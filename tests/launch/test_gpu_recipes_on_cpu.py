@@ -50,7 +50,7 @@ SIZE_KEYS = {
     "trainer.v1.sampler.sampler_kwargs.train_batch_size",  # data.train_batch_size, handed to the sampler
 }
 # Algorithm keys that cannot run on CPU, switched off by the overlay (docs/gpu.md says why).
-CPU_IMPOSSIBLE = {"algorithm.use_kl_in_reward", f"{ARR}.actor.use_kl_loss"}
+CPU_IMPOSSIBLE: set[str] = set()  # Ulysses (> 1) is never set by a probed recipe
 ALLOWED = DEVICE_KEYS | MODEL_KEYS | SIZE_KEYS | CPU_IMPOSSIBLE
 # device/cpu.yaml keys the overlay does not copy: algorithm keys (the recipe's stay) and sizes (its own).
 NOT_FROM_CPU_YAML = {
