@@ -6,7 +6,6 @@ from their ``calc_reward`` or a reward function (:mod:`.reward`). Spec: docs/env
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from dataclasses import replace
 from typing import Any, Literal, Mapping, Sequence
@@ -18,7 +17,7 @@ from agent_tune.envs.base import CallToolEnv, Observation, Outcome, SamplerHints
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import input_schemas
-from agent_tune.envs.tasks import task_fields
+from agent_tune.envs.tasks import chat_prompt, mapping_of, task_fields
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
@@ -39,6 +38,7 @@ from agent_tune.utils.typed_config import OptionError
 
 Lifecycle = Literal["episode", "call"]
 TruncateSide = Literal["left", "right", "middle"]
+WHO = "verl_tools env"
 
 
 class VerlToolsOptions(AdapterOptions):
@@ -55,29 +55,6 @@ class VerlToolsOptions(AdapterOptions):
             if getattr(self, key) < 1:
                 raise OptionError(key, f"must be >= 1, got {getattr(self, key)}")
         return self
-
-
-def _prompt_messages(prompt: Any) -> list[dict[str, Any]]:
-    if isinstance(prompt, str):
-        return [{"role": "user", "content": prompt}]
-    if not isinstance(prompt, (list, tuple)) or not prompt:
-        raise TypeError(f"verl_tools env: prompt must be chat messages or a question, got {type(prompt).__name__}")
-    out = []
-    for m in prompt:
-        if not (isinstance(m, Mapping) and isinstance(m.get("role"), str) and "content" in m):
-            raise TypeError(f"verl_tools env: every prompt message needs a 'role' and a 'content', got {m!r:.200}")
-        out.append(dict(m))
-    return out
-
-
-def _mapping(value: Any, key: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        value = json.loads(value) if value.strip() else {}
-    if not isinstance(value, Mapping):
-        raise TypeError(f"verl_tools env: {key} must be a mapping (or its JSON), got {type(value).__name__}")
-    return dict(value)
 
 
 @register_env("verl_tools")
@@ -144,15 +121,14 @@ class VerlToolsEnv(CallToolEnv):
         ``ground_truth`` over the row's ``extra_info`` and ``reward_model``); ``row`` is the deprecated form."""
         self.close()
         given = {"prompt": prompt, "data_source": data_source, "extra_info": extra_info, "reward_model": reward_model}
-        fields = task_fields("verl_tools env", row, {k: v for k, v in given.items() if v is not None})
-        info = _mapping(fields.get("extra_info"), "extra_info")
-        prompt = fields.get("prompt")
-        if prompt is None:
+        fields = task_fields(WHO, row, {k: v for k, v in given.items() if v is not None})
+        info = mapping_of(fields.get("extra_info"), WHO, "extra_info")
+        if not fields.get("prompt"):
             raise TypeError("verl_tools env: reset() needs a prompt")
-        messages = _prompt_messages(prompt)
+        messages = chat_prompt(fields["prompt"], WHO)
         if ground_truth is None:
             ground_truth = (fields.get("reward_model") or {}).get("ground_truth")
-        kwargs = _mapping(tools_kwargs if tools_kwargs is not None else info.get("tools_kwargs"), "tools_kwargs")
+        kwargs = mapping_of(tools_kwargs if tools_kwargs is not None else info.get("tools_kwargs"), WHO, "tools_kwargs")
         selection = tool_selection if tool_selection is not None else info.get("tool_selection")
         names = list(self.loaded.tools)
         if selection:  # verl's per-row selection: the names it gives that are loaded, in its order
@@ -161,7 +137,7 @@ class VerlToolsEnv(CallToolEnv):
         self.schemas = {n: self.loaded.schemas[n] for n in names}
         self.tools = list(self.schemas.values()) or None
         self.call_schemas = input_schemas(self.tools) if self.validate_arguments else None
-        self.tools_kwargs = {n: _mapping(v, f"tools_kwargs[{n!r}]") for n, v in kwargs.items()}
+        self.tools_kwargs = {n: mapping_of(v, WHO, f"tools_kwargs[{n!r}]") for n, v in kwargs.items()}
         self.task = {"ground_truth": ground_truth, "data_source": fields.get("data_source"),
                      "extra_info": info}
         self.transcript = [dict(m) for m in messages]
