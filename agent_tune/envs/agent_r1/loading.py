@@ -1,9 +1,6 @@
-"""What the ``agent_r1`` adapter is pointed at: an Agent-R1 tool env class and its tools, named by path.
-
-The paths are resolved when the adapter is constructed (an unknown path fails there, naming its option key); the
-objects are built on an episode's start, once per process for each (``env``, ``tools``, ``env_kwargs``), and
-shared by the episodes, as Agent-R1 builds one env with its tools for a whole run and steps every trajectory of a
-batch with it (an Agent-R1 env keeps no per-trajectory state: ``step`` sees only the response).
+"""What the ``agent_r1`` adapter is pointed at: an Agent-R1 tool env class and its tools, resolved by path when the
+adapter is built and built once per process per (``env``, ``tools``, ``env_kwargs``), shared by the episodes as
+Agent-R1 shares one env for a run.
 """
 
 from __future__ import annotations
