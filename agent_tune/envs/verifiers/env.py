@@ -1,11 +1,6 @@
 """Any PrimeIntellect ``verifiers`` environment played through agent-tune's runner ("verifiers", :class:`VerifiersEnv`):
-a ``vf.MultiTurnEnv`` (classic API, verifiers 0.3.1) whose rollout runs step by step with the runner as the model,
-each step verifiers' own code, scored by the env's rubric. The spec (which environment, an episode, the assistant
-message, reward and accuracy, bad input, time limits, the catalogue, what is not carried over) is docs/envs.md,
-"A verifiers environment".
-
-    make_env("verifiers", environment="my_pkg.envs:load_environment", env_args={"difficulty": "easy"})
-    make_env("verifiers", environment="wordle")  # an installed env package: vf.load_environment(id, **env_args)
+a ``vf.MultiTurnEnv`` (classic API, verifiers 0.3.1) stepped by verifiers' own code with the runner as the model,
+scored by its rubric. Spec: docs/envs.md, "A verifiers environment".
 """
 
 from __future__ import annotations
@@ -77,10 +72,8 @@ def _env_args(env_args: Mapping[str, Any] | str | None) -> dict[str, Any]:
 
 @contextmanager
 def _signals_off_main_thread() -> Iterator[None]:
-    """verifiers' ``Environment.__post_init__`` installs SIGINT/SIGTERM handlers, which ``signal.signal`` refuses
-    outside the main thread (an agent loop worker builds its envs on its event loop's thread). There, and only
-    there, verifiers' module sees a ``signal`` whose ``signal`` does nothing while the env is built: the env's
-    teardown then runs at exit only (its ``atexit`` hook)."""
+    """Off the main thread (where ``signal.signal`` refuses to run), verifiers' env build installs no signal
+    handlers: its teardown then runs at exit only (its ``atexit`` hook)."""
     if threading.current_thread() is threading.main_thread():
         yield
         return
@@ -104,9 +97,8 @@ def _signals_off_main_thread() -> Iterator[None]:
 
 
 def _count_tool_failures(env: Any) -> None:
-    """Wrap the env's ``call_tool`` (ToolEnv and its kind) so that a tool raising inside ``env_response`` (which
-    verifiers' ToolEnv answers with its error text) is recorded for the step that ran it; the call behaves as
-    before (the exception goes on to verifiers' handler)."""
+    """Wrap the env's ``call_tool`` so that a tool raising inside ``env_response`` is recorded for its step (the
+    exception still goes on to verifiers' handler)."""
     call = getattr(env, "call_tool", None)
     if call is None or getattr(call, "_agent_tune_counted", False) or not asyncio.iscoroutinefunction(call):
         return
@@ -185,9 +177,7 @@ def _no_model_client() -> Any:
 
 
 def chat_message(message: Any) -> dict[str, Any]:
-    """A verifiers message as the chat dict the runner renders: its fields (unset ones left out), an assistant's
-    ``tool_calls`` in the OpenAI form (``{"id", "type": "function", "function": {"name", "arguments"}}``, the
-    arguments decoded when they are a JSON object), a completion-style ``text`` message as a user message."""
+    """A verifiers message as the chat dict the runner renders (``tool_calls`` in the OpenAI form)."""
     out = message.model_dump(exclude_none=True) if hasattr(message, "model_dump") else dict(message)
     if out.get("role") == "text":
         out["role"] = "user"
@@ -231,14 +221,9 @@ def _with_chat_prompt(fields: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _same(a: Any, b: Any) -> bool:
-    return a is b or a == b
-
-
 def verifiers_tasks(split: str, environment: str, env_args: Mapping[str, Any] | str | None = None) -> list[Task]:
     """The rows of the environment's ``dataset`` (``train``) or ``eval_dataset`` (``test``), as verifiers formats
-    them. A task's id is ``<split>:<example_id>``, its category the environment, its reference the row's
-    ``answer``; its env kwargs name the environment (and its ``env_args``, as JSON text) so a row plays alone."""
+    them; each task's env kwargs name the environment, so a row plays alone."""
     if split not in SPLITS:
         raise ValueError(f"verifiers env: no split {split!r}; its splits: {', '.join(SPLITS)}")
     vf_env = load_environment(environment, env_args)
@@ -282,7 +267,7 @@ class VerifiersEnv(WholeTextEnv):
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        """The options' names and types, then the environment itself: it builds and is a ``vf.MultiTurnEnv``."""
+        """The options, then the environment itself: it builds and is a ``vf.MultiTurnEnv``."""
         super().check_kwargs(kwargs)
         cls(**kwargs)
 
@@ -312,15 +297,9 @@ class VerifiersEnv(WholeTextEnv):
         self._finished = False  # verifiers' cleanup ran (the completion is rendered)
         self._scored: Outcome | None = None
 
-    def _wait(self, coro: Any) -> Any:
-        """Run a coroutine of verifiers' on the process's background loop (one loop for every episode, so what an
-        env keeps across its async calls stays on one loop) and wait for it."""
-        return wait(coro, self.call_timeout)
-
     def reset(self, row: str | Mapping[str, Any] | None = None, **fields: Any) -> Observation:
-        """Start an episode on a dataset row's fields (``prompt`` as chat messages, or ``question`` formatted by the
-        env; ``answer``, ``info``, ``example_id``, any other column); ``row`` is the deprecated form
-        (:func:`~agent_tune.envs.tasks.task_fields`)."""
+        """Start an episode on a dataset row's fields (``prompt``, or ``question`` formatted by the env); ``row`` is
+        the deprecated form."""
         self.close()
         task = _with_chat_prompt(task_fields("verifiers env", row, fields))
         if task.get("prompt") is None:
@@ -366,8 +345,7 @@ class VerifiersEnv(WholeTextEnv):
         return ParsedResponse(content=raw_response)
 
     async def act(self, step: Step) -> None:
-        """verifiers' own step (the env's response, its stop conditions) on the background loop, where the
-        episode's state lives (awaited from the runner's loop), bounded by ``call_timeout``."""
+        """verifiers' own step on the background loop, where the episode's state lives, within ``call_timeout``."""
         try:
             await on_background_loop(self._act(step), self.call_timeout)
         except EnvTimeoutError:  # the time-limit rule: the episode ends timed out, unscored (its state is mid-step)
@@ -398,8 +376,7 @@ class VerifiersEnv(WholeTextEnv):
         return fields, [call.name for call in parsed.calls]
 
     async def _act(self, step: Step) -> None:
-        """One generation through verifiers: add it to the trajectory, ask its stop conditions, then its
-        ``env_response``. Never raises: a failure ends the episode, counted."""
+        """One generation through verifiers; never raises: a failure ends the episode, counted."""
         try:
             await self._act_unguarded(step)
         except Exception as exc:  # noqa: BLE001 - verifiers failed on model output: counted, never a crash
@@ -446,7 +423,7 @@ class VerifiersEnv(WholeTextEnv):
         if failed:
             self.status.tool_errors += len(failed)
             step.info["tool_errors"] = [f"{name}: {error}" for name, error in failed]
-        if len(prompt) < len(before) or not all(_same(a, b) for a, b in zip(prompt, before)):
+        if len(prompt) < len(before) or not all(a is b or a == b for a, b in zip(prompt, before)):
             raise ValueError("get_prompt_messages did not continue the conversation (a non-linear prompt)")
         final = state.get("final_env_response")
         if final is not None:
@@ -459,16 +436,10 @@ class VerifiersEnv(WholeTextEnv):
 
     @staticmethod
     def _fail(step: Step, exc: BaseException) -> None:
-        """The episode ends on a failure of verifiers' code (or a conversation the runner cannot follow): the
-        rollout failed, as it does in verifiers' own loop (no score: reward 0)."""
+        """The rollout failed on verifiers' code (or a conversation the runner cannot follow): no score."""
         why = error_text(exc)
         step.format_errors += 1
         step.fail(StopReason.ENV_ERROR, why, f"Error: the environment could not process the response ({why})")
-
-    def _rollout_failed(self) -> bool:
-        """The rollout failed outside verifiers' own error rule (which keeps its error in ``state["error"]`` and is
-        scored): a failure the episode recorded, none in the state. Such a rollout is not scored."""
-        return self.status.error is not None and self.state.get("error") is None
 
     async def _stopped(self, step: Step) -> None:
         """verifiers' stop condition fired: the episode's turn is done."""
@@ -502,9 +473,10 @@ class VerifiersEnv(WholeTextEnv):
         if self._scored is not None:
             return self._scored
         extras: dict[str, Any] = {"verifiers_env": self.environment}
-        crashed = self._rollout_failed()
+        # failed outside verifiers' own error rule (which keeps its error in state["error"] and is scored): no score
+        crashed = self.status.error is not None and self.state.get("error") is None
         try:
-            self._wait(self._finish() if crashed else self._score())
+            wait(self._finish() if crashed else self._score(), self.call_timeout)
         except EnvTimeoutError:  # the time-limit rule: scoring is a call too
             self.status.fail(StopReason.TIMEOUT, timeout_text(self.call_timeout, "verifiers scoring"))
             self.state["reward"] = None
@@ -526,7 +498,7 @@ class VerifiersEnv(WholeTextEnv):
         if state is not None and not self._finished:
             self.state = state
             try:
-                self._wait(self._finish())
+                wait(self._finish(), self.call_timeout)
             except Exception:  # noqa: BLE001 - closing never raises
                 pass
             self.state = None
