@@ -11,14 +11,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 from pydantic import model_validator
 
 from agent_tune.envs.adapter_options import AdapterOptions
-from agent_tune.envs.agent_r1.loading import (
-    Built,
-    build,
-    resolve_env_class,
-    resolve_tools,
-    shared_build,
-    shared_key,
-)
+from agent_tune.envs.agent_r1.loading import Built, build, resolve_env_class, resolve_tools, shared_build, shared_key
 from agent_tune.envs.agent_r1.tasks import ROW_FIELDS, agent_r1_tasks, row_prompt
 from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import TaskCatalogue
@@ -39,6 +32,7 @@ from agent_tune.envs.time_limits import (
 from agent_tune.errors import error_text
 from agent_tune.utils.imports import import_callable
 from agent_tune.utils.jsonl import json_safe
+from agent_tune.utils.rows import says_correct
 from agent_tune.utils.typed_config import OptionError
 
 # Keys of a score dict that say the answer is correct (true, or a number >= 1).
@@ -73,12 +67,6 @@ def _step_output(out: Any) -> tuple[str, list[bool], bool]:
     if not isinstance(active, (bool, int)):
         raise TypeError(f"step() returned active {active!r:.120}, not a bool")
     return response, [bool(s) for s in success], bool(active)
-
-
-def _says_correct(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    return isinstance(value, (int, float)) and value >= 1
 
 
 def _call_name(call: Any, tools: Sequence[Any]) -> str:
@@ -140,7 +128,6 @@ class AgentR1Env(WholeTextEnv):
         self.task: dict[str, Any] = {}
         self.segments: list[str] = []
 
-    # ------------------------------------------------------------------ the bounded calls into the user's code
     def _built(self) -> Built:
         """The process's shared build of the env and its tools, waited for at most ``start_timeout``."""
         what = f"agent_r1 env {self.env_path} build"
@@ -177,7 +164,6 @@ class AgentR1Env(WholeTextEnv):
         stage[0] = "stop()"
         return calls, out, await acall_in_thread(env.stop, raw, timeout=seconds, what=what)
 
-    # ------------------------------------------------------------------ the episode
     def reset(self, prompt: Sequence[Mapping[str, Any]] | str | None = None,
               reward_model: Mapping[str, Any] | None = None, data_source: str | None = None,
               extra_info: Mapping[str, Any] | None = None, ground_truth: Any = None,
@@ -297,7 +283,7 @@ class AgentR1Env(WholeTextEnv):
             raise TypeError(f"the reward function returned {type(value).__name__}, not a number")
         reward = float(value)
         found = [score[k] for k in ACCURACY_KEYS if isinstance(score, Mapping) and k in score]
-        correct = _says_correct(found[0]) if found else reward >= 1.0
+        correct = says_correct(found[0]) if found else reward >= 1.0
         return reward, float(correct), more
 
 

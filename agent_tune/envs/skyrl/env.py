@@ -25,7 +25,7 @@ from agent_tune.envs.time_limits import (
 from agent_tune.errors import error_text
 from agent_tune.utils.imports import import_object
 from agent_tune.utils.jsonl import json_safe
-from agent_tune.utils.rows import split_rows, truth_text
+from agent_tune.utils.rows import says_correct, split_rows, truth_text
 
 # Keys of a step's metadata that say the answer is correct (true, or a number >= 1).
 CORRECT_KEYS = ("acc", "accuracy", "correct", "is_correct", "success")
@@ -39,12 +39,6 @@ def _skyrl() -> Any:
     except ImportError as exc:  # pragma: no cover - the extra is missing
         raise ImportError("the skyrl env needs skyrl-gym: pip install 'agent-tune[skyrl]'") from exc
     return skyrl_gym
-
-
-def _says_correct(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    return isinstance(value, (int, float)) and value >= 1
 
 
 def _step_output(out: Any) -> tuple[list[dict[str, Any]], float, bool, Any]:
@@ -95,7 +89,6 @@ class SkyRLGymEnv(WholeTextEnv):
         else:
             SkyRLOptions.of(kwargs)
 
-    # ------------------------------------------------------------------ the env
     def __init__(
         self,
         env: str | None = None,
@@ -205,7 +198,7 @@ class SkyRLGymEnv(WholeTextEnv):
 
     def outcome(self) -> Outcome:
         last = self.rewards[-1] if self.rewards else 0.0
-        solved = last >= 1.0 or any(_says_correct(self.last_metadata.get(k)) for k in CORRECT_KEYS)
+        solved = last >= 1.0 or any(says_correct(self.last_metadata.get(k)) for k in CORRECT_KEYS)
         extras: dict[str, Any] = {"skyrl_env": self.env_id, "skyrl_rewards": list(self.rewards),
                                   "skyrl_done": self.skyrl_done}
         if self.skyrl_env is not None:

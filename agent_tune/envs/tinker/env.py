@@ -25,6 +25,7 @@ from agent_tune.errors import EnvError, error_text
 from agent_tune.sync import on_background_loop, wait
 from agent_tune.utils.imports import import_callable, import_object
 from agent_tune.utils.jsonl import json_safe
+from agent_tune.utils.rows import says_correct
 from agent_tune.utils.typed_config import OptionError
 
 # Metrics that say the answer is correct (true, or a number >= 1), newest step first.
@@ -188,7 +189,6 @@ class TinkerEnv(WholeTextEnv):
         self.rewards: list[float] = []
         self.metrics: dict[str, Any] = {}
 
-    # ------------------------------------------------------------------ one bounded call into the env
     async def _call(self, coro: Any, what: str) -> Any:
         """Await one of the env's coroutines on the background loop, within ``call_timeout``."""
         try:
@@ -250,7 +250,6 @@ class TinkerEnv(WholeTextEnv):
         super().reset()
         return Observation(token_ids=list(ids))
 
-    # ------------------------------------------------------------------ acting: the env parses its own actions
     def format_tool_response(self, results: Sequence[Any]) -> Observation:
         """The tokens the last step's observation added (none once the episode ended)."""
         ids, self._next_ids = self._next_ids, []
@@ -315,11 +314,7 @@ class TinkerEnv(WholeTextEnv):
     def outcome(self) -> Outcome:
         total = float(sum(self.rewards))
         said = [self.metrics[k] for k in CORRECT_KEYS if k in self.metrics]
-        if said:
-            value = said[0]
-            solved = bool(value) if isinstance(value, bool) else isinstance(value, (int, float)) and value >= 1
-        else:
-            solved = total >= self.success_reward
+        solved = says_correct(said[0]) if said else total >= self.success_reward
         extras: dict[str, Any] = {"tinker_rewards": list(self.rewards)}
         if self.metrics:
             extras["tinker_metrics"] = json_safe(self.metrics)
