@@ -149,31 +149,19 @@ def _no_model_client() -> Any:
     """A verifiers ``Client`` for ``init_state`` that answers nothing: agent-tune's runner is the model."""
     from verifiers.clients.client import Client
 
-    class NoModelClient(Client):
-        def _none(self, *args: Any, **kwargs: Any) -> Any:
-            raise RuntimeError("agent-tune's runner generates; verifiers' client is never asked")
+    def setup_client(self: Any, *args: Any) -> Any:
+        raise RuntimeError("agent-tune's runner generates; verifiers' client is never asked")
 
-        setup_client = _none
+    async def never(self: Any, *args: Any, **kwargs: Any) -> Any:
+        setup_client(self)
 
-        async def to_native_tool(self, tool: Any) -> Any:
-            return self._none()
+    async def close(self: Any) -> None:
+        return None
 
-        async def to_native_prompt(self, messages: Any) -> Any:
-            return self._none()
-
-        async def get_native_response(self, *args: Any, **kwargs: Any) -> Any:
-            return self._none()
-
-        async def raise_from_native_response(self, response: Any) -> None:
-            self._none()
-
-        async def from_native_response(self, response: Any) -> Any:
-            return self._none()
-
-        async def close(self) -> None:
-            return None
-
-    return NoModelClient(None)
+    asked = ("to_native_tool", "to_native_prompt", "get_native_response", "raise_from_native_response",
+             "from_native_response")  # Client's abstract methods: none is ever called
+    methods = {name: never for name in asked}
+    return type("NoModelClient", (Client,), {**methods, "setup_client": setup_client, "close": close})(None)
 
 
 def chat_message(message: Any) -> dict[str, Any]:
@@ -271,7 +259,6 @@ class VerifiersEnv(WholeTextEnv):
         super().check_kwargs(kwargs)
         cls(**kwargs)
 
-    # ------------------------------------------------------------------ the env
     def __init__(
         self,
         environment: str,
