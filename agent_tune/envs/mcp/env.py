@@ -11,21 +11,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from agent_tune.envs.adapter_options import AdapterOptions
-from agent_tune.envs.base import (
-    CallToolEnv,
-    Observation,
-    Outcome,
-    SamplerHints,
-    Step,
-    StopReason,
-    ToolResult,
-)
+from agent_tune.envs.base import CallToolEnv, Observation, Outcome, SamplerHints, Step, StopReason, ToolResult
 from agent_tune.envs.catalogue import Task, TaskCatalogue
-from agent_tune.envs.mcp.connection import (
-    CallResult,
-    MCPConnection,
-    ServerSpec,
-)
+from agent_tune.envs.mcp.connection import CallResult, MCPConnection, ServerSpec
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import input_schemas
 from agent_tune.envs.shots import draw_shots, example_messages

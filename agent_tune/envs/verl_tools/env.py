@@ -111,7 +111,6 @@ class VerlToolsEnv(CallToolEnv):
         self.transcript: list[dict[str, Any]] = []
         self.task: dict[str, Any] = {}
 
-    # ------------------------------------------------------------------ the episode's start
     def reset(self, prompt: list[dict[str, Any]] | str | None = None, row: str | Mapping[str, Any] | None = None,
               tools_kwargs: Mapping[str, Any] | str | None = None, tool_selection: Sequence[str] | None = None,
               ground_truth: Any = None, data_source: str | None = None,
@@ -182,7 +181,6 @@ class VerlToolsEnv(CallToolEnv):
         if failures:
             self.status.fail(StopReason.ENV_ERROR, "; ".join(f.error for f in failures))
 
-    # ------------------------------------------------------------------ a step
     def refuse(self, call: ToolCall) -> str | None:
         """verl's answer to a tool the episode does not show, else the tier's schema refusal (step reward 0)."""
         if call.name not in self.active:
@@ -223,7 +221,6 @@ class VerlToolsEnv(CallToolEnv):
         await super().act(step)
         self.transcript.extend({"role": "tool", "content": r.content} for r in step.results if r.name is not None)
 
-    # ------------------------------------------------------------------ the episode's end
     def outcome(self) -> Outcome:
         """The reward function's reward, else the sum of the tools' ``calc_reward`` s."""
         scores = self._end_instances()
