@@ -23,7 +23,7 @@ from agent_tune.envs.time_limits import (
     call_in_thread,
 )
 from agent_tune.errors import error_text
-from agent_tune.utils.imports import import_object
+from agent_tune.utils.imports import import_callable
 from agent_tune.utils.jsonl import json_safe
 from agent_tune.utils.rows import says_correct, split_rows, truth_text
 
@@ -39,14 +39,6 @@ def _skyrl() -> Any:
     except ImportError as exc:  # pragma: no cover - the extra is missing
         raise ImportError("the skyrl env needs skyrl-gym: pip install 'agent-tune[skyrl]'") from exc
     return skyrl_gym
-
-
-def _step_output(out: Any) -> tuple[list[dict[str, Any]], float, bool, Any]:
-    """A SkyRL step output's (observations, reward, done, metadata); ``TypeError`` for anything else."""
-    if not isinstance(out, Mapping):
-        raise TypeError(f"step() returned {type(out).__name__}, not a BaseTextEnvStepOutput")
-    observations = chat_messages(out.get("observations") or [], "step() observations")
-    return observations, float(out.get("reward") or 0.0), bool(out.get("done")), out.get("metadata") or {}
 
 
 class SkyRLOptions(AdapterOptions):
@@ -112,11 +104,7 @@ class SkyRLGymEnv(WholeTextEnv):
             self.env_id: str = env
             self._factory = None
         else:
-            try:
-                factory = import_object(str(env_class))
-            except (ImportError, AttributeError, ValueError) as exc:
-                raise ValueError(f"skyrl env: env_class {env_class!r} cannot be imported "
-                                 f"({type(exc).__name__}: {exc})") from None
+            factory = import_callable(str(env_class), "env_class")
             if not (isinstance(factory, type) and issubclass(factory, skyrl_gym.Env)):
                 raise ValueError(f"skyrl env: env_class {env_class!r} is not a skyrl_gym.Env subclass")
             self.env_id = str(env_class)
@@ -173,7 +161,10 @@ class SkyRLGymEnv(WholeTextEnv):
         try:
             out = await acall_in_thread(self.skyrl_env.step, step.raw, timeout=self.limits.call_timeout,
                                         what=f"skyrl env {self.env_id} step")
-            observations, reward, done, metadata = _step_output(out)
+            if not isinstance(out, Mapping):
+                raise TypeError(f"step() returned {type(out).__name__}, not a BaseTextEnvStepOutput")
+            observations = chat_messages(out.get("observations") or [], "step() observations")
+            reward, done, metadata = float(out.get("reward") or 0.0), bool(out.get("done")), out.get("metadata") or {}
         except EnvTimeoutError as exc:
             self.skyrl_env = None  # its thread may still be inside it: dropped, never used or closed again
             step.fail(StopReason.TIMEOUT, str(exc), f"Error: the environment did not answer ({exc})")

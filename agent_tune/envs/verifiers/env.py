@@ -18,7 +18,7 @@ from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import Task, TaskCatalogue, reset_prompt
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.tasks import dataset_row_kwargs, task_fields
+from agent_tune.envs.tasks import dataset_row_kwargs, mapping_of, task_fields
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
@@ -57,17 +57,11 @@ def _vf() -> Any:
 
 def _env_args(env_args: Mapping[str, Any] | str | None) -> dict[str, Any]:
     """``env_args`` as a plain dict: a mapping (a Hydra config's too), or its JSON text."""
-    if env_args is None:
-        return {}
     from omegaconf import DictConfig, OmegaConf
 
     if isinstance(env_args, DictConfig):
         env_args = OmegaConf.to_container(env_args, resolve=True)  # type: ignore[assignment]
-    if isinstance(env_args, str):
-        env_args = json.loads(env_args) if env_args.strip() else {}
-    if not isinstance(env_args, Mapping):
-        raise ValueError(f"verifiers env: env_args must be a mapping (or its JSON), got {type(env_args).__name__}")
-    return dict(env_args)
+    return mapping_of(env_args, "verifiers env", "env_args")
 
 
 @contextmanager
