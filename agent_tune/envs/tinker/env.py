@@ -103,10 +103,7 @@ def load_datasets(path: str, kwargs: Mapping[str, Any], timeout: float) -> tuple
                 return made
             return await made()  # an RLDatasetBuilder instance: awaiting its __call__ builds the datasets
 
-        try:
-            pair = wait(build(), timeout)
-        except EnvTimeoutError:
-            raise EnvTimeoutError(timeout, f"tinker dataset {path}") from None
+        pair = wait(build(), timeout, f"tinker dataset {path}")
         if not (isinstance(pair, tuple) and len(pair) == 2):
             raise TypeError(f"tinker env: dataset {path!r} built {type(pair).__name__}, not a (train, test) pair")
         _DATASETS[key] = pair
@@ -189,13 +186,6 @@ class TinkerEnv(WholeTextEnv):
         self.rewards: list[float] = []
         self.metrics: dict[str, Any] = {}
 
-    async def _call(self, coro: Any, what: str) -> Any:
-        """Await one of the env's coroutines on the background loop, within ``call_timeout``."""
-        try:
-            return await on_background_loop(coro, self.call_timeout)
-        except EnvTimeoutError:
-            raise EnvTimeoutError(self.call_timeout, what) from None
-
     def _group_builder(self, task: Mapping[str, Any]) -> Any:
         if self._factory is not None:
             try:
@@ -272,8 +262,8 @@ class TinkerEnv(WholeTextEnv):
         stops = self.sampler_hints.stop_token_ids
         stopped = bool(action) and action[-1] in stops or any(step.raw.endswith(s) for s in self.sampler_hints.stop)
         try:
-            result = await self._call(self._env.step(action, extra={"stop_reason": "stop" if stopped else "length"}),
-                                      "tinker env step")
+            extra = {"stop_reason": "stop" if stopped else "length"}
+            result = await on_background_loop(self._env.step(action, extra=extra), self.call_timeout, "tinker env step")
         except EnvTimeoutError as exc:  # the time-limit rule: ended, scored on the rewards so far
             step.fail(StopReason.TIMEOUT, str(exc))
             return

@@ -133,12 +133,10 @@ class VerlToolsEnv(CallToolEnv):
         if selection:  # verl's per-row selection: the names it gives that are loaded, in its order
             names = [n for n in selection if n in self.loaded.tools]
         self.active = {n: self.loaded.tools[n] for n in names}
-        self.schemas = {n: self.loaded.schemas[n] for n in names}
-        self.tools = list(self.schemas.values()) or None
+        self.tools = [self.loaded.schemas[n] for n in names] or None
         self.call_schemas = input_schemas(self.tools) if self.validate_arguments else None
         self.tools_kwargs = {n: mapping_of(v, WHO, f"tools_kwargs[{n!r}]") for n, v in kwargs.items()}
-        self.task = {"ground_truth": ground_truth, "data_source": fields.get("data_source"),
-                     "extra_info": info}
+        self.task = {"ground_truth": ground_truth, "data_source": fields.get("data_source"), "extra_info": info}
         self.transcript = [dict(m) for m in messages]
         self.agent_data = self._agent_data()
         self.tool_rewards, self.dropped_calls = [], 0
