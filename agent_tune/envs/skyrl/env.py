@@ -101,14 +101,12 @@ class SkyRLGymEnv(WholeTextEnv):
             if env not in skyrl_gym.registry:
                 raise ValueError(f"skyrl env: {env!r} is not a registered skyrl_gym env; registered: "
                                  f"{', '.join(sorted(skyrl_gym.registry))}")
-            self.env_id: str = env
-            self._factory = None
+            self.env_id, self._factory = env, None
         else:
             factory = import_callable(str(env_class), "env_class")
             if not (isinstance(factory, type) and issubclass(factory, skyrl_gym.Env)):
                 raise ValueError(f"skyrl env: env_class {env_class!r} is not a skyrl_gym.Env subclass")
-            self.env_id = str(env_class)
-            self._factory = factory
+            self.env_id, self._factory = str(env_class), factory
         self.env_config = dict(env_config or {})
         self.max_steps = self.limits.max_steps  # the tier's: the last generation is stepped
         # reset builds the env and calls its init, bounded by start_timeout: off the runner's start thread

@@ -88,24 +88,20 @@ class VerlToolsEnv(CallToolEnv):
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
-        limits = VerlToolsOptions.of(dict(
+        self.limits = VerlToolsOptions.of(dict(
             max_steps=max_steps, lifecycle=lifecycle, tool_response_truncate_side=tool_response_truncate_side,
             max_parallel_calls=max_parallel_calls, max_tool_response_length=max_tool_response_length,
             call_timeout=call_timeout, start_timeout=start_timeout))
-        self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
+        self.call_timeout, self.start_timeout = self.limits.call_timeout, self.limits.start_timeout
         self.loaded: LoadedTools = load_tools(tool_config, function_tools)
         self.reward_fn = load_reward(reward) if reward else None
-        self.lifecycle = lifecycle
         has_base_tools = any(not self.loaded.is_function_tool(n) for n in self.loaded.tools)
         if self.reward_fn is None and not (lifecycle == "episode" and has_base_tools):
             raise OptionError("reward", "no tool's calc_reward can reward the episode (function tools only, or "
                               "lifecycle='call', where verl never calls it): give a reward function, "
                               "reward='pkg.mod:fn'")
         self.parser = ResponseParser(tool_parser, reasoning_parser)
-        self.max_steps = limits.max_steps
-        self.max_parallel_calls = limits.max_parallel_calls
-        self.max_tool_response_length = limits.max_tool_response_length
-        self.truncate_side = limits.tool_response_truncate_side
+        self.max_steps = self.limits.max_steps
         self.validate_arguments = bool(validate_arguments)
         self.instances: dict[str, str] = {}  # BaseTool name -> this episode's instance id (lifecycle "episode")
         self.transcript: list[dict[str, Any]] = []
@@ -142,7 +138,7 @@ class VerlToolsEnv(CallToolEnv):
         self.tool_rewards, self.dropped_calls = [], 0
         self.instances = {}
         super().reset()
-        if self.lifecycle == "episode":
+        if self.limits.lifecycle == "episode":
             self._create_instances()
         return Observation(messages=messages, tools=self.tools)
 
@@ -194,7 +190,8 @@ class VerlToolsEnv(CallToolEnv):
         result: CallResult = await bounded(call_tool(
             self.active[call.name], dict(call.arguments), instance_id=self.instances.get(call.name),
             create_kwargs=self.tools_kwargs.get(call.name, {}).get("create_kwargs") or {},
-            agent_data=self.agent_data, limit=self.max_tool_response_length, side=self.truncate_side,
+            agent_data=self.agent_data, limit=self.limits.max_tool_response_length,
+            side=self.limits.tool_response_truncate_side,
         ), self.call_timeout, f"verl tool {call.name!r}")
         self.status.tool_errors += result.failed
         self.tool_rewards.append(result.reward)
@@ -207,10 +204,10 @@ class VerlToolsEnv(CallToolEnv):
     async def act(self, step: Step) -> None:
         """The tier's step on the first ``max_parallel_calls`` calls (verl ignores the others), in the transcript."""
         calls = step.parsed.calls
-        if len(calls) > self.max_parallel_calls:
-            step.info["dropped_calls"] = len(calls) - self.max_parallel_calls
+        if len(calls) > self.limits.max_parallel_calls:
+            step.info["dropped_calls"] = len(calls) - self.limits.max_parallel_calls
             self.dropped_calls += step.info["dropped_calls"]
-            step.parsed = replace(step.parsed, calls=calls[: self.max_parallel_calls])
+            step.parsed = replace(step.parsed, calls=calls[: self.limits.max_parallel_calls])
         message: dict[str, Any] = {"role": "assistant", "content": step.parsed.content}
         if not step.answer:
             message["tool_calls"] = [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -233,7 +230,13 @@ class VerlToolsEnv(CallToolEnv):
                  **self.task, "tools_kwargs": dict(self.tools_kwargs), "tool_rewards": list(self.tool_rewards),
                  "tool_scores": dict(scores)}
         try:
-            reward, accuracy = verdict(self._call_reward(given))
+            fn, kwargs = self.reward_fn, reward_arguments(self.reward_fn, given)
+            what = "verl_tools reward function"
+            if asyncio.iscoroutinefunction(fn):  # on the background loop, where the tools live
+                value = wait(fn(**kwargs), self.call_timeout, what)
+            else:
+                value = call_in_thread(lambda: fn(**kwargs), timeout=self.call_timeout, what=what)
+            reward, accuracy = verdict(value)
         except EnvTimeoutError as exc:  # the scoring is a call too: the time-limit rule's outcome
             self.status.fail(StopReason.TIMEOUT, str(exc))
             return Outcome(0.0, 0.0, None, extras)
@@ -241,15 +244,6 @@ class VerlToolsEnv(CallToolEnv):
             extras["reward_error"] = error_text(exc)
             return Outcome(0.0, 0.0, None, extras)
         return Outcome(reward, accuracy, None, extras)
-
-    def _call_reward(self, given: dict[str, Any]) -> Any:
-        """The reward function within ``call_timeout`` (a coroutine function on the tools' background loop)."""
-        assert self.reward_fn is not None
-        fn, kwargs = self.reward_fn, reward_arguments(self.reward_fn, given)
-        what, seconds = "verl_tools reward function", self.call_timeout
-        if asyncio.iscoroutinefunction(fn):
-            return wait(fn(**kwargs), seconds, what)
-        return call_in_thread(lambda: fn(**kwargs), timeout=seconds, what=what)
 
     def _end_instances(self, score: bool = True) -> dict[str, float]:
         """``calc_reward`` (when ``score`` and nothing failed) then ``release`` of each instance, each bounded."""
