@@ -182,23 +182,15 @@ class AgentR1Env(WholeTextEnv):
                      "extra_info": fields.get("extra_info")}
         self.segments = []
         self.r1 = self._built()
-        tools = None
-        if self.custom_system_prompt:
-            messages = self._with_system_prompt(messages, self.r1.system_prompt)
-        else:
-            tools = [dict(t) for t in self.r1.schemas] or None
-        self.tools = tools
+        self.tools = None if self.custom_system_prompt else [dict(t) for t in self.r1.schemas] or None
+        # use_custom_system_prompt: the env's system prompt after the system message, or as one
+        system_prompt = self.r1.system_prompt if self.custom_system_prompt else ""
+        if system_prompt and messages and messages[0]["role"] == "system":
+            messages = [{**messages[0], "content": messages[0]["content"] + system_prompt}, *messages[1:]]
+        elif system_prompt:
+            messages = [{"role": "system", "content": system_prompt}, *messages]
         super().reset()
-        return Observation(messages=messages, tools=tools)
-
-    @staticmethod
-    def _with_system_prompt(messages: list[dict[str, Any]], system_prompt: str) -> list[dict[str, Any]]:
-        """Agent-R1's ``use_custom_system_prompt``: the env's system prompt after the system message, or as one."""
-        if not system_prompt:
-            return messages
-        if messages and messages[0]["role"] == "system":
-            return [{**messages[0], "content": messages[0]["content"] + system_prompt}, *messages[1:]]
-        return [{"role": "system", "content": system_prompt}, *messages]
+        return Observation(messages=messages, tools=self.tools)
 
     def format_tool_response(self, results: Sequence[Any]) -> Observation:
         """The env's ``tool_response``, appended as it is."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import re
 from typing import Any, Literal, Mapping
@@ -63,40 +64,35 @@ class _Refused(EnvError):
         super().__init__(f"{message} (code: {self.code})")
 
 
-_CLIENT_CLASS: Any = None
-
-
+@functools.cache
 def client_class() -> Any:
     """OpenEnv's ``GenericEnvClient`` answering an error message with :class:`_Refused` (its code and validation
     errors kept): openenv-core 0.3.0's protected ``_send_and_receive`` is the one place that sees them."""
-    global _CLIENT_CLASS
-    if _CLIENT_CLASS is None:
-        try:
-            from openenv.core.generic_client import GenericEnvClient
-        except ImportError as exc:
-            raise ImportError(f"openenv env needs openenv-core ({exc}); install it with: {INSTALL_HINT}") from None
+    try:
+        from openenv.core.generic_client import GenericEnvClient
+    except ImportError as exc:
+        raise ImportError(f"openenv env needs openenv-core ({exc}); install it with: {INSTALL_HINT}") from None
 
-        class Client(GenericEnvClient):
-            async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
+    class Client(GenericEnvClient):
+        async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
+            try:
+                await self._send(message)
+            except Exception as exc:
+                # the server may have said why and closed before this message went out (a refused
+                # session): read what it sent, else the send's own error stands
                 try:
-                    await self._send(message)
-                except Exception as exc:
-                    # the server may have said why and closed before this message went out (a refused
-                    # session): read what it sent, else the send's own error stands
-                    try:
-                        response = await asyncio.wait_for(self._receive(), 1.0)
-                    except Exception:  # noqa: BLE001 - nothing was left to read
-                        raise exc from None
-                    if response.get("type") == "error":
-                        raise _Refused(response.get("data") or {}) from None
-                    raise
-                response = await self._receive()
+                    response = await asyncio.wait_for(self._receive(), 1.0)
+                except Exception:  # noqa: BLE001 - nothing was left to read
+                    raise exc from None
                 if response.get("type") == "error":
-                    raise _Refused(response.get("data") or {})
-                return response
+                    raise _Refused(response.get("data") or {}) from None
+                raise
+            response = await self._receive()
+            if response.get("type") == "error":
+                raise _Refused(response.get("data") or {})
+            return response
 
-        _CLIENT_CLASS = Client
-    return _CLIENT_CLASS
+    return Client
 
 
 def http_url(url: str) -> str:
