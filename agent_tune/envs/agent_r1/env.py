@@ -227,7 +227,6 @@ class AgentR1Env(WholeTextEnv):
             return None
         step.results.append(response)
         self.segments.append(response)
-        return None
 
     def outcome(self) -> Outcome:
         """The reward function on the response (docs/envs.md, "Agent-R1 envs"); an episode the env failed scores 0."""

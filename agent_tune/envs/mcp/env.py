@@ -106,21 +106,6 @@ _POOL = _Pool()
 atexit.register(_POOL.close_all)
 
 
-def _read_tasks(path: str) -> list[dict[str, Any]]:
-    """The task records of a jsonl file, each with its ``id`` and ``split`` filled in; a bad line fails naming it."""
-    records = []
-    for number, record in read_jsonl(path):
-        if not isinstance(record, dict) or not isinstance(record.get("question"), str):
-            raise ValueError(f"{path} line {number}: a task needs a `question` string")
-        solution = record.get("solution")
-        if solution is not None and not (isinstance(solution, dict) and isinstance(solution.get("calls"), list)):
-            raise ValueError(f"{path} line {number}: `solution` must be {{\"calls\": [...], \"results\": [...], "
-                             f"\"answer\": ...}}")
-        records.append({**record, "id": str(record.get("id", f"{Path(path).stem}:{number}")),
-                        "split": record.get("split", "train")})
-    return records
-
-
 def first_messages(question: str, shots: Sequence[Mapping[str, Any]] | None, system_prompt: str | None,
                    tool_parser: Any) -> list[dict[str, Any]]:
     """The system prompt, the worked examples (``{"question", "calls", "results"?, "answer"?}``) and the question."""
@@ -140,7 +125,16 @@ def first_messages(question: str, shots: Sequence[Mapping[str, Any]] | None, sys
 def mcp_tasks(split: str, path: str, shots: int = 0, seed: int = 0) -> list[Task]:
     """The tasks of a jsonl file (``path``): one ``{"question", ...}`` per line; with ``shots=K`` each is shown K
     other ``train`` tasks' ``solution`` s as worked examples (:func:`agent_tune.envs.shots.draw_shots`)."""
-    records = _read_tasks(path)
+    records = []
+    for number, record in read_jsonl(path):
+        if not isinstance(record, dict) or not isinstance(record.get("question"), str):
+            raise ValueError(f"{path} line {number}: a task needs a `question` string")
+        solution = record.get("solution")
+        if solution is not None and not (isinstance(solution, dict) and isinstance(solution.get("calls"), list)):
+            raise ValueError(f"{path} line {number}: `solution` must be {{\"calls\": [...], \"results\": [...], "
+                             f"\"answer\": ...}}")
+        records.append({**record, "id": str(record.get("id", f"{Path(path).stem}:{number}")),
+                        "split": record.get("split", "train")})
     examples = [(r["id"], {"question": r["question"], **r["solution"]}) for r in records
                 if r["split"] == "train" and r.get("solution")]
     tasks = []

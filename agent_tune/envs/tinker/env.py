@@ -30,7 +30,6 @@ from agent_tune.utils.typed_config import OptionError
 
 # Metrics that say the answer is correct (true, or a number >= 1), newest step first.
 CORRECT_KEYS = ("correct", "accuracy", "acc", "success", "is_correct")
-HINTS = SamplerHints(observation_kind="tokens", blocking_reset=True)
 
 
 class TinkerEnvError(EnvError, RuntimeError):
@@ -145,7 +144,7 @@ class TinkerEnv(WholeTextEnv):
     """A tinker-cookbook ``Env`` built by an ``EnvGroupBuilder``, played token in, token out (docs/envs.md)."""
 
     description = "tinker-cookbook Env / EnvGroupBuilder, token in and token out through the env's own renderer"
-    sampler_hints = HINTS
+    sampler_hints = SamplerHints(observation_kind="tokens", blocking_reset=True)
     catalogue = TaskCatalogue(splits=("train", "test"), tasks=tinker_tasks, row_prompt=tinker_row_prompt)
 
     @classmethod
