@@ -32,6 +32,7 @@ from agent_tune.parsing.response import ResponseParser
 from agent_tune.sync import on_background_loop, wait
 from agent_tune.utils.imports import import_object
 from agent_tune.utils.jsonl import json_safe
+from agent_tune.utils.rows import truth_text
 
 MODEL = "agent-tune"  # the model name verifiers' state records
 SPLITS = {"train": "dataset", "test": "eval_dataset"}
@@ -222,10 +223,8 @@ def verifiers_tasks(split: str, environment: str, env_args: Mapping[str, Any] | 
         if task_id in seen:
             task_id = f"{split}:{number}"
         seen.add(task_id)
-        answer = row.get("answer")
-        reference = "" if answer is None else answer if isinstance(answer, str) else json.dumps(answer)
         tasks.append(Task(id=task_id, kwargs=row, category=str(category), env_kwargs=dict(env_kwargs),
-                          reference=reference))
+                          reference=truth_text(row.get("answer"))))
     return tasks
 
 
@@ -333,9 +332,11 @@ class VerifiersEnv(WholeTextEnv):
             if not step.done:
                 why = timeout_text(self.call_timeout, "verifiers step")
                 step.fail(StopReason.TIMEOUT, why, f"Error: the environment did not answer ({why})")
-        except Exception as exc:  # noqa: BLE001 - counted, never a crash
-            if not step.done:
-                self._fail(step, exc)
+        except Exception as exc:  # noqa: BLE001 - verifiers failed on model output (or a conversation the runner
+            # cannot follow): the rollout failed, as in verifiers' own loop (no score); counted, never a crash
+            why = error_text(exc)
+            step.format_errors += 1
+            step.fail(StopReason.ENV_ERROR, why, f"Error: the environment could not process the response ({why})")
 
     def _assistant_message(self, step: Step) -> tuple[dict[str, Any], list[str]]:
         """The generation as verifiers' assistant message fields, and the names of the calls it makes."""
@@ -357,13 +358,7 @@ class VerifiersEnv(WholeTextEnv):
         return fields, [call.name for call in parsed.calls]
 
     async def _act(self, step: Step) -> None:
-        """One generation through verifiers; never raises: a failure ends the episode, counted."""
-        try:
-            await self._act_unguarded(step)
-        except Exception as exc:  # noqa: BLE001 - verifiers failed on model output: counted, never a crash
-            self._fail(step, exc)
-
-    async def _act_unguarded(self, step: Step) -> None:
+        """One generation through verifiers: its trajectory, its stop conditions, then its ``env_response``."""
         vf = _vf()
         env, state = self.vf_env, self.state
         fields, names = self._assistant_message(step)
@@ -414,13 +409,6 @@ class VerifiersEnv(WholeTextEnv):
             return
         self._prompt = list(prompt)
         step.messages.extend(chat_message(m) for m in prompt[len(before):])
-
-    @staticmethod
-    def _fail(step: Step, exc: BaseException) -> None:
-        """The rollout failed on verifiers' code (or a conversation the runner cannot follow): no score."""
-        why = error_text(exc)
-        step.format_errors += 1
-        step.fail(StopReason.ENV_ERROR, why, f"Error: the environment could not process the response ({why})")
 
     async def _stopped(self, step: Step) -> None:
         """verifiers' stop condition fired: the episode's turn is done."""
