@@ -263,9 +263,7 @@ class OpenEnvEnv(CallToolEnv):
             if exc.code in REJECTED_CODES:
                 raise
             raise BackendGoneError(f"the server failed the session: {exc}") from None
-        except asyncio.CancelledError:
-            raise
-        except (asyncio.TimeoutError, TimeoutError):
+        except (asyncio.TimeoutError, TimeoutError):  # (a cancellation, a BaseException, goes through)
             raise BackendGoneError(timeout_text(self.call_timeout, "openenv step"), timed_out=True) from None
         except Exception as exc:  # noqa: BLE001 - websockets' ConnectionClosed, OSError, a bad payload
             raise BackendGoneError(f"connection lost: {error_text(exc)}") from None
