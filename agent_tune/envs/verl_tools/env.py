@@ -134,23 +134,19 @@ class VerlToolsEnv(CallToolEnv):
         self.tools_kwargs = {n: mapping_of(v, WHO, f"tools_kwargs[{n!r}]") for n, v in kwargs.items()}
         self.task = {"ground_truth": ground_truth, "data_source": fields.get("data_source"), "extra_info": info}
         self.transcript = [dict(m) for m in messages]
-        self.agent_data = self._agent_data()
+        self.agent_data: Any = None  # verl's own AgentData for execute(..., agent_data=...); function tools get none
+        if not all(self.loaded.is_function_tool(n) for n in self.active):
+            from verl.experimental.agent_loop.tool_agent_loop import AgentData
+
+            self.agent_data = AgentData(messages=self.transcript, image_data=None, video_data=None, audio_data=None,
+                                        mm_processor_kwargs=None, metrics={}, request_id=uuid.uuid4().hex,
+                                        tools_kwargs=self.tools_kwargs)
         self.tool_rewards, self.dropped_calls = [], 0
         self.instances = {}
         super().reset()
         if self.limits.lifecycle == "episode":
             self._create_instances()
         return Observation(messages=messages, tools=self.tools)
-
-    def _agent_data(self) -> Any:
-        """verl's own ``AgentData`` for ``execute(..., agent_data=...)`` (the transcript, kept up to date)."""
-        if all(self.loaded.is_function_tool(n) for n in self.active):
-            return None  # function tools are not given one
-        from verl.experimental.agent_loop.tool_agent_loop import AgentData
-
-        return AgentData(messages=self.transcript, image_data=None, video_data=None, audio_data=None,
-                         mm_processor_kwargs=None, metrics={}, request_id=uuid.uuid4().hex,
-                         tools_kwargs=self.tools_kwargs)
 
     def _create_instances(self) -> None:
         """``create`` of every BaseTool the episode shows, concurrently, within ``start_timeout``; one that raises
