@@ -5,8 +5,8 @@ One rule for every adapter: a tool is an OpenAI-style function tool whose ``para
 schema; a decoded call of an unknown tool, or whose arguments that schema rejects, is refused before it reaches
 the server (the policy reads why, and it counts as a format error); a schema the server got wrong itself is left
 for the server to judge. :class:`~agent_tune.envs.base.CallToolEnv` applies :func:`refusal` to every call when the
-env gives its ``call_schemas`` (:func:`input_schemas` of its tools). One rule for their step limit too:
-:func:`check_limits`.
+env gives its ``call_schemas`` (:func:`input_schemas` of its tools). Their options are
+:class:`~agent_tune.envs.adapter_options.AdapterOptions`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from agent_tune.parsing.types import ToolCall
-from agent_tune.utils.typed_config import OptionError
 
 
 def function_tool(name: str, description: str | None, schema: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -43,10 +42,3 @@ def refusal(call: ToolCall, schemas: Mapping[str, Mapping[str, Any]]) -> str | N
     except jsonschema.SchemaError:
         return None  # the server's own schema is broken: let the server judge
     return None
-
-
-def check_limits(max_steps: int) -> None:
-    """The step limit every remote server's env has: ``max_steps`` >= 1, else :class:`OptionError` naming it (the
-    time limits are :class:`agent_tune.envs.time_limits.TimeLimits`)."""
-    if max_steps < 1:
-        raise OptionError("max_steps", f"must be >= 1, got {max_steps}")

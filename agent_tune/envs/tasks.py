@@ -83,6 +83,32 @@ def task_fields(who: str, row: str | Mapping[str, Any] | None, fields: Mapping[s
     return {**decoded, **fields}
 
 
+def mapping_of(value: Any, who: str, key: str) -> dict[str, Any]:
+    """An option or task field given as a mapping or its JSON text (``None``, ``""``: empty); ``TypeError`` starting
+    ``who`` and naming ``key`` otherwise."""
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip() else None
+    if value is not None and not isinstance(value, Mapping):
+        raise TypeError(f"{who}: {key} must be a mapping (or its JSON), got {type(value).__name__}")
+    return dict(value or {})
+
+
+def chat_messages(value: Any, where: str) -> list[dict[str, Any]]:
+    """``value`` as chat messages (copies, each with a ``role`` string and a ``content``); ``TypeError`` naming
+    ``where`` otherwise."""
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{where}: expected a list of chat messages, got {type(value).__name__}")
+    for m in value:
+        if not (isinstance(m, Mapping) and isinstance(m.get("role"), str) and "content" in m):
+            raise TypeError(f"{where}: every message needs a 'role' string and a 'content', got {m!r:.200}")
+    return [dict(m) for m in value]
+
+
+def chat_prompt(prompt: Any, who: str) -> list[dict[str, Any]]:
+    """A dataset row's ``prompt`` as chat messages: its text as one user message, or :func:`chat_messages`."""
+    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else chat_messages(prompt, f"{who} prompt")
+
+
 def row_env(extra_info: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The env a row names and the constructor kwargs it gives (``extra_info.env = {name, kwargs}``, kwargs as JSON
     text or a mapping; ``ValueError`` without a name)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Any
+from typing import Any, Callable
 
 
 def import_module(module_name: str) -> Any:
@@ -32,3 +32,16 @@ def import_object(path: str) -> Any:
     if not sep or not module_name or not attr:
         raise ValueError(f"{path!r} must look like 'package.module:name'")
     return getattr(import_module(module_name), attr)
+
+
+def import_callable(path: str, key: str) -> Callable[..., Any]:
+    """The callable at ``package.module:name`` (an option's value); ``OptionError`` keyed ``key`` otherwise."""
+    from agent_tune.utils.typed_config import OptionError
+
+    try:
+        fn = import_object(path)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise OptionError(key, f"{path!r} cannot be imported ({type(exc).__name__}: {exc})") from None
+    if not callable(fn):
+        raise OptionError(key, f"{path!r} is not callable")
+    return fn

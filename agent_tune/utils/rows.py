@@ -170,6 +170,13 @@ def truth_text(truth: Any) -> str:
     return "" if truth is None else truth if isinstance(truth, str) else json.dumps(truth)
 
 
+def says_correct(value: Any) -> bool:
+    """Whether a metric or a score's field says the answer is correct: ``True``, or a number >= 1."""
+    if isinstance(value, bool):
+        return value
+    return isinstance(value, (int, float)) and value >= 1
+
+
 def row_messages_of(prompt: str | Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """A dataset row's ``prompt`` as chat messages: a string is one user message."""
     return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]

@@ -23,6 +23,13 @@ CASES = [
     ("tinker", {"builder": "tests.envs.no_such_module:Builder"}, "split", "dev"),
     ("agent_r1", {"env": "tests.envs.test_agent_r1_env:ReToolLikeEnv"}, "batch_window", 0.0),
     ("agent_r1", {"env": "tests.envs.test_agent_r1_env:ReToolLikeEnv"}, "env_kwargs", ["x"]),
+    ("verl_tools", {"tool_config": "no_such.yaml"}, "max_parallel_calls", 0),
+    ("verl_tools", {"tool_config": "no_such.yaml"}, "lifecycle", "trajectory"),
+    ("verl_tools", {"tool_config": "no_such.yaml"}, "max_steps", 0),
+    ("mcp", {"server": {"command": ["no-such-server"]}}, "max_steps", 0),
+    ("mcp", {"server": {"command": ["no-such-server"]}}, "call_timeout", 0),
+    ("nemo_gym", {"base_url": "http://127.0.0.1:9"}, "max_steps", 0),
+    ("openenv", {"base_url": "http://127.0.0.1:9"}, "start_timeout", -1.0),
 ]
 
 

@@ -1,13 +1,6 @@
-"""Agent-R1's batched steps (``tool.use_batch_tool_calls``): the generations of concurrent episodes sharing one
-Agent-R1 env go to its ``batch_step`` together, so tools that batch (``batch_execute``: a sandbox's concurrent runs,
-a batched retrieval) get a batch.
-
-Agent-R1 steps a whole rollout batch at once; agent-tune's episodes reach the env one by one, as each generation
-ends. A :class:`BatchWindow` gathers them: the first generation to arrive opens a window of ``window`` seconds, every
-generation arriving within it joins, and at its end one thread calls ``batch_step`` with all of them in arrival order,
-handing each episode its own ``(tool_response, success, active)``. The caller waits on its future within its own
-``call_timeout`` (:func:`agent_tune.envs.time_limits.await_future`, which never cancels it: the batch's other episodes
-still get their results).
+"""Agent-R1's batched steps (``tool.use_batch_tool_calls``): the generations of concurrent episodes that arrive within
+a window go to the shared env's ``batch_step`` together, each episode handed its own ``(tool_response, success,
+active)`` (its caller waits within its own ``call_timeout``, never cancelling the batch).
 """
 
 from __future__ import annotations

@@ -1,34 +1,22 @@
-"""Any Agent-R1 tool env played through agent-tune's runner ("agent_r1", :class:`AgentR1Env`): a ``WholeTextEnv``
-that hands every generation unchanged to the Agent-R1 env's ``extract_tool_calls`` / ``step`` (or ``batch_step``) /
-``stop``, appends its ``tool_response`` as raw text, and scores the response with a verl-style reward function. The
-spec (what is called and how, options, reward, ``reset``'s task, bad input, time limits, the catalogue) is
-docs/envs.md, "Agent-R1 envs".
-
-    make_env("agent_r1", env="my_pkg.envs:ReToolEnv", tools=["my_pkg.tools:PythonTool"],
-             env_kwargs={"max_tool_response_length": 2048}, stop=["</code>"], reward_fn="my_pkg.reward:compute_score")
+"""Any Agent-R1 tool env played through agent-tune's runner ("agent_r1", :class:`AgentR1Env`), each generation
+handed unchanged to its ``extract_tool_calls`` / ``step`` (or ``batch_step``) / ``stop``; spec: docs/envs.md,
+"Agent-R1 envs".
 """
 
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 from pydantic import model_validator
 
 from agent_tune.envs.adapter_options import AdapterOptions
-from agent_tune.envs.agent_r1.loading import (
-    Built,
-    build,
-    resolve_env_class,
-    resolve_tools,
-    shared_build,
-    shared_key,
-)
+from agent_tune.envs.agent_r1.loading import Built, build, resolve_env_class, resolve_tools, shared_build, shared_key
 from agent_tune.envs.agent_r1.tasks import ROW_FIELDS, agent_r1_tasks, row_prompt
 from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.tasks import task_fields
+from agent_tune.envs.tasks import chat_prompt, task_fields
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
@@ -42,22 +30,13 @@ from agent_tune.envs.time_limits import (
     wait_future,
 )
 from agent_tune.errors import error_text
-from agent_tune.utils.imports import import_object
+from agent_tune.utils.imports import import_callable
 from agent_tune.utils.jsonl import json_safe
+from agent_tune.utils.rows import says_correct
 from agent_tune.utils.typed_config import OptionError
 
 # Keys of a score dict that say the answer is correct (true, or a number >= 1).
 ACCURACY_KEYS = ("acc", "accuracy")
-
-
-def _load_reward_fn(path: str) -> Callable[..., Any]:
-    try:
-        fn = import_object(path)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise OptionError("reward_fn", f"{path!r} cannot be imported ({type(exc).__name__}: {exc})") from None
-    if not callable(fn):
-        raise OptionError("reward_fn", f"{path!r} is not a function")
-    return fn
 
 
 class AgentR1Options(AdapterOptions):
@@ -90,12 +69,6 @@ def _step_output(out: Any) -> tuple[str, list[bool], bool]:
     return response, [bool(s) for s in success], bool(active)
 
 
-def _says_correct(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    return isinstance(value, (int, float)) and value >= 1
-
-
 def _call_name(call: Any, tools: Sequence[Any]) -> str:
     """What a decoded call is called in the step's record: its ``name`` (Nous), else the env's only tool's."""
     if isinstance(call, Mapping) and isinstance(call.get("name"), str):
@@ -114,8 +87,7 @@ class AgentR1Env(WholeTextEnv):
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        """The options' names, types and values; the env, tool and reward paths import; then the env and its tools
-        are built once (within ``start_timeout``): a tool or env constructor that fails, fails here."""
+        """The options, then the env and its tools built once (within ``start_timeout``)."""
         super().check_kwargs(kwargs)
         env = cls(**kwargs)
         try:
@@ -145,7 +117,7 @@ class AgentR1Env(WholeTextEnv):
             batch_window=batch_window, call_timeout=call_timeout, start_timeout=start_timeout))
         self.batch_window = self.limits.batch_window if batch_tool_calls else None
         self.env_kwargs = dict(self.limits.env_kwargs)
-        self.reward_fn = _load_reward_fn(reward_fn) if reward_fn is not None else None
+        self.reward_fn = import_callable(reward_fn, "reward_fn") if reward_fn is not None else None
         self.custom_system_prompt = bool(custom_system_prompt)
         self.max_steps = self.limits.max_steps  # the tier's: the last one is stepped
         # reset may wait for the process's first build of the env and its tools: the runner calls it off its loop
@@ -153,13 +125,11 @@ class AgentR1Env(WholeTextEnv):
                                           observation_kind="text", blocking_reset=True)
         self._key = shared_key(env, list(tools), self.env_kwargs)
         self.r1: Built | None = None
-        self._reset_episode({})
+        self.task: dict[str, Any] = {}
+        self.segments: list[str] = []
 
-    # ------------------------------------------------------------------ the bounded calls into the user's code
     def _built(self) -> Built:
-        """The process's build of the env and its tools (in a thread of its own, shared by the process's episodes),
-        waited for at most ``start_timeout`` (:class:`StartTimeoutError`); a constructor that raises is a
-        ``ValueError`` naming the env."""
+        """The process's shared build of the env and its tools, waited for at most ``start_timeout``."""
         what = f"agent_r1 env {self.env_path} build"
         future = shared_build(self._key, lambda: start_in_thread(build, self.env_class, self.tool_specs,
                                                                  self.env_kwargs, what=what))
@@ -182,8 +152,7 @@ class AgentR1Env(WholeTextEnv):
         return calls, out, env.stop(raw)
 
     async def _calls(self, raw: str, stage: list[str]) -> tuple[Any, Any, Any]:
-        """:meth:`_play` in a thread of its own, at most ``call_timeout``; with ``batch_tool_calls`` the step goes to
-        the env's ``batch_step`` with the generations of other episodes (:mod:`.batching`), each call bounded."""
+        """:meth:`_play` (or, batching, ``batch_step``: :mod:`.batching`), each call within ``call_timeout``."""
         what, seconds = f"agent_r1 env {self.env_path}", self.limits.call_timeout
         if self.batch_window is None:
             return await acall_in_thread(self._play, raw, stage, timeout=seconds, what=what)
@@ -195,20 +164,11 @@ class AgentR1Env(WholeTextEnv):
         stage[0] = "stop()"
         return calls, out, await acall_in_thread(env.stop, raw, timeout=seconds, what=what)
 
-    # ------------------------------------------------------------------ the episode
-    def _reset_episode(self, task: Mapping[str, Any]) -> None:
-        self.task = dict(task)
-        self.segments: list[str] = []
-
     def reset(self, prompt: Sequence[Mapping[str, Any]] | str | None = None,
               reward_model: Mapping[str, Any] | None = None, data_source: str | None = None,
               extra_info: Mapping[str, Any] | None = None, ground_truth: Any = None,
               row: str | Mapping[str, Any] | None = None) -> Observation:
-        """Start an episode on an Agent-R1 dataset row's fields: ``prompt`` (chat messages, or a user message's
-        text) and what the reward function reads (``reward_model={"ground_truth": ...}`` or ``ground_truth``,
-        ``data_source``, ``extra_info``); ``row`` is the deprecated form (:func:`~agent_tune.envs.tasks.task_fields`;
-        its other columns ignored). The env and its tools not built within ``start_timeout``:
-        :class:`StartTimeoutError` (the runner counts the episode as not played)."""
+        """Start an episode on an Agent-R1 dataset row's fields; ``row`` is the deprecated form."""
         given = {"prompt": prompt, "reward_model": reward_model, "data_source": data_source, "extra_info": extra_info}
         fields = task_fields("agent_r1 env", row, {k: v for k, v in given.items() if v is not None})
         fields = {k: fields[k] for k in ROW_FIELDS if k in fields}
@@ -217,41 +177,27 @@ class AgentR1Env(WholeTextEnv):
         truth = ground_truth
         if truth is None and isinstance(fields.get("reward_model"), Mapping):
             truth = fields["reward_model"].get("ground_truth")
-        raw_prompt = fields["prompt"]
-        if isinstance(raw_prompt, str):
-            messages = [{"role": "user", "content": raw_prompt}]
-        else:
-            messages = [dict(m) for m in raw_prompt]
-            if not all(isinstance(m.get("role"), str) and "content" in m for m in messages):
-                raise TypeError("agent_r1 env: every prompt message needs a 'role' and a 'content'")
-        self._reset_episode({"data_source": fields.get("data_source"), "ground_truth": truth,
-                             "extra_info": fields.get("extra_info")})
+        messages = chat_prompt(fields["prompt"], "agent_r1 env")
+        self.task = {"data_source": fields.get("data_source"), "ground_truth": truth,
+                     "extra_info": fields.get("extra_info")}
+        self.segments = []
         self.r1 = self._built()
-        tools = None
-        if self.custom_system_prompt:
-            messages = self._with_system_prompt(messages, self.r1.system_prompt)
-        else:
-            tools = [dict(t) for t in self.r1.schemas] or None
-        self.tools = tools
+        self.tools = None if self.custom_system_prompt else [dict(t) for t in self.r1.schemas] or None
+        # use_custom_system_prompt: the env's system prompt after the system message, or as one
+        system_prompt = self.r1.system_prompt if self.custom_system_prompt else ""
+        if system_prompt and messages and messages[0]["role"] == "system":
+            messages = [{**messages[0], "content": messages[0]["content"] + system_prompt}, *messages[1:]]
+        elif system_prompt:
+            messages = [{"role": "system", "content": system_prompt}, *messages]
         super().reset()
-        return Observation(messages=messages, tools=tools)
-
-    @staticmethod
-    def _with_system_prompt(messages: list[dict[str, Any]], system_prompt: str) -> list[dict[str, Any]]:
-        """Agent-R1's ``use_custom_system_prompt``: the env's system prompt after the system message, or as one."""
-        if not system_prompt:
-            return messages
-        if messages and messages[0]["role"] == "system":
-            return [{**messages[0], "content": messages[0]["content"] + system_prompt}, *messages[1:]]
-        return [{"role": "system", "content": system_prompt}, *messages]
+        return Observation(messages=messages, tools=self.tools)
 
     def format_tool_response(self, results: Sequence[Any]) -> Observation:
         """The env's ``tool_response``, appended as it is."""
         return Observation(text=results[0]) if results else Observation()
 
     async def act(self, step: Step) -> None:
-        """The env's calls on the generation (in their own thread, at most ``call_timeout``): its answer is the
-        observation; ``active`` false or ``stop(raw)`` ends the episode."""
+        """The env's calls on the generation: its answer is the observation; ``active`` false or ``stop`` ends it."""
         self.segments.append(step.raw)
         stage = ["extract_tool_calls()"]
         try:
@@ -281,7 +227,6 @@ class AgentR1Env(WholeTextEnv):
             return None
         step.results.append(response)
         self.segments.append(response)
-        return None
 
     def outcome(self) -> Outcome:
         """The reward function on the response (docs/envs.md, "Agent-R1 envs"); an episode the env failed scores 0."""
@@ -329,7 +274,7 @@ class AgentR1Env(WholeTextEnv):
             raise TypeError(f"the reward function returned {type(value).__name__}, not a number")
         reward = float(value)
         found = [score[k] for k in ACCURACY_KEYS if isinstance(score, Mapping) and k in score]
-        correct = _says_correct(found[0]) if found else reward >= 1.0
+        correct = says_correct(found[0]) if found else reward >= 1.0
         return reward, float(correct), more
 
 

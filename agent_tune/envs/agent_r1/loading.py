@@ -1,9 +1,6 @@
-"""What the ``agent_r1`` adapter is pointed at: an Agent-R1 tool env class and its tools, named by path.
-
-The paths are resolved when the adapter is constructed (an unknown path fails there, naming its option key); the
-objects are built on an episode's start, once per process for each (``env``, ``tools``, ``env_kwargs``), and
-shared by the episodes, as Agent-R1 builds one env with its tools for a whole run and steps every trajectory of a
-batch with it (an Agent-R1 env keeps no per-trajectory state: ``step`` sees only the response).
+"""What the ``agent_r1`` adapter is pointed at: an Agent-R1 tool env class and its tools, resolved by path when the
+adapter is built and built once per process per (``env``, ``tools``, ``env_kwargs``), shared by the episodes as
+Agent-R1 shares one env for a run.
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from agent_tune.envs.agent_r1.batching import BatchWindow
 from agent_tune.envs.remote_tools import function_tool
-from agent_tune.utils.imports import import_object
+from agent_tune.utils.imports import import_callable, import_object
 from agent_tune.utils.typed_config import OptionError
 
 # What Agent-R1's BaseToolEnv declares (agent_r1/tool/base.py) and the adapter calls.
@@ -28,10 +25,7 @@ def resolve_env_class(path: Any) -> type:
     """The Agent-R1 env class at ``path`` (``package.module:Class``); :class:`OptionError` keyed ``env``."""
     if not isinstance(path, str) or ":" not in path:
         raise OptionError("env", f"must be an Agent-R1 env class as 'package.module:Class', got {path!r}")
-    try:
-        cls = import_object(path)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise OptionError("env", f"{path!r} cannot be imported ({type(exc).__name__}: {exc})") from None
+    cls = import_callable(path, "env")
     if not isinstance(cls, type):
         raise OptionError("env", f"{path!r} is a {type(cls).__name__}, not a class")
     missing = [m for m in ENV_METHODS if not callable(getattr(cls, m, None))]

@@ -1,11 +1,4 @@
-"""The ``agent_r1`` catalogue: the rows an Agent-R1 data-preprocessing script writes (verl's RL format: ``prompt``
-chat messages, ``reward_model.ground_truth``, ``data_source``, ``extra_info``, ``ability``), kept as they are.
-
-``path`` is one file per split (``{"train": "train.parquet", "test": "validation.parquet"}``: every row of the
-split's file) or one file whose rows name their split in ``extra_info.split`` (a row without one is ``train``);
-``.parquet`` or ``.jsonl``. A task's reset kwargs are the row's :data:`ROW_FIELDS`, its id ``<file stem>:<row
-number>``, its category the row's ``data_source``, its reference the ground truth as text.
-"""
+"""The ``agent_r1`` catalogue: the rows an Agent-R1 preprocessing script writes (verl's RL format), as they are."""
 
 from __future__ import annotations
 
@@ -20,7 +13,8 @@ ROW_FIELDS = ("prompt", "reward_model", "data_source", "extra_info")
 
 
 def agent_r1_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
-    """The rows of ``split`` as tasks (see the module docstring)."""
+    """The rows of ``split`` (:func:`~agent_tune.utils.rows.split_rows`) as tasks, reset kwargs their
+    :data:`ROW_FIELDS`."""
     file, chosen = split_rows(split, path, "agent_r1 env")
     tasks = []
     for number, row in chosen:

@@ -1,17 +1,7 @@
-"""One client connection to an MCP server, usable from synchronous env code.
-
-A server is given as a mapping (:class:`ServerSpec`): ``{"command": [...], "env": {...}, "cwd": "..."}`` starts a
-stdio server (a subprocess, its stderr captured to a temporary file so a failure can show it), ``{"url": ...}``
-connects to a streamable-HTTP one. The official ``mcp`` SDK speaks the protocol. Every connection of the process
-lives on one event loop in a daemon thread (:func:`agent_tune.sync.background_loop`): a connection's session is
-entered and left by one task there (the SDK's transports are anyio task groups), and the env's synchronous methods
-submit coroutines to that loop and wait for them with a deadline, so a batch of episodes' calls runs concurrently
-and no call can hang a rollout: every request has the call timeout, the start has the start timeout (the
-time-limit rule, :mod:`agent_tune.envs.time_limits`: a start that times out raises ``StartTimeoutError``).
-
-Errors: :class:`~agent_tune.errors.BackendGoneError`, the contract's: the server did not start (never answered
-``initialize``: the command, its exit and the tail of its stderr), or went away mid-episode (the connection closed,
-or it stopped answering: ``timed_out``).
+"""One client connection to an MCP server (:class:`ServerSpec`: a stdio ``command`` or a streamable-HTTP ``url``),
+through the ``mcp`` SDK, living on the process's background loop (:func:`agent_tune.sync.background_loop`) and usable
+from synchronous code; every request is bounded by the call timeout, the start by the start timeout. A server that
+does not start or goes away is the contract's :class:`~agent_tune.errors.BackendGoneError`.
 """
 
 from __future__ import annotations
@@ -47,9 +37,8 @@ STDERR_TAIL_CHARS = 2000
 
 
 class ServerSpec(ConfigModel):
-    """Where an MCP server is (the env's ``server`` option): a stdio ``command`` (an argv list, or one word; a first
-    word ``python`` is the interpreter running agent-tune) with optional ``env`` (added to this process's
-    environment) and ``cwd``, or a ``url`` (streamable HTTP). Hashable: the session pool's key."""
+    """Where an MCP server is (the env's ``server`` option): a stdio ``command`` with optional ``env`` and ``cwd``,
+    or a ``url`` (streamable HTTP). Hashable: the session pool's key."""
 
     command: list[str] | str | None = None
     env: dict[str, str] = Field(default_factory=dict)
@@ -84,11 +73,9 @@ class ServerSpec(ConfigModel):
         return self.url or " ".join(self.argv)
 
 
-# ---------------------------------------------------------------------------------------------- results
 @dataclass(frozen=True)
 class CallResult:
-    """A tool call's result as the policy reads it: ``text`` (the content's text parts, or the structured
-    content as JSON when there is no text), ``is_error`` (the server reported the call failed)."""
+    """A tool call's result as the policy reads it (``is_error``: the server reported the call failed)."""
 
     text: str
     is_error: bool
@@ -119,7 +106,6 @@ def tool_schema(tool: Any) -> dict[str, Any]:
     return function_tool(tool.name, tool.description, schema)
 
 
-# ---------------------------------------------------------------------------------------------- the connection
 class MCPConnection:
     """One session with one MCP server. :meth:`open` starts it (a stdio server is a new process), :meth:`close`
     ends it; :meth:`call` / :meth:`acall` call a tool, :meth:`read_resource` reads a resource."""
@@ -137,7 +123,6 @@ class MCPConnection:
         self.gone: str | None = None  # why the server went away, once it did
         self.timed_out = False  # it went away by not answering within call_timeout (the time-limit rule)
 
-    # -- start and stop
     def open(self) -> MCPConnection:
         """Start the server, ``initialize``, and list its tools; :class:`BackendGoneError` if that fails."""
         ready: Future[None] = Future()
@@ -145,7 +130,8 @@ class MCPConnection:
         try:
             ready.result(backstop(self.start_timeout))
         except BaseException as exc:
-            message = self._start_failure(exc)
+            why = "no answer to initialize in time" if _is_timeout(exc) else error_text(_innermost(exc))
+            message = f"MCP server `{self.spec.describe()}` did not start: {why}{self._stderr_tail()}"
             self.close()
             if _is_timeout(exc):  # the time-limit rule: the runner counts a start that timed out
                 raise StartTimeoutError(self.start_timeout, f"MCP server `{self.spec.describe()}` start") from None
@@ -171,7 +157,7 @@ class MCPConnection:
             if not ready.done():
                 ready.set_exception(exc)
             elif self.gone is None:
-                self.gone = f"connection ended: {_first_error(exc)}"
+                self.gone = f"connection ended: {error_text(_innermost(exc))}"
         finally:
             self._session = None
 
@@ -187,10 +173,6 @@ class MCPConnection:
         params = StdioServerParameters(command=command, args=list(args), env={**os.environ, **self.spec.env},
                                        cwd=self.spec.cwd)
         return stdio_client(params, errlog=self._stderr or sys.stderr)
-
-    def _start_failure(self, exc: BaseException) -> str:
-        why = "no answer to initialize in time" if _is_timeout(exc) else _first_error(exc)
-        return f"MCP server `{self.spec.describe()}` did not start: {why}{self._stderr_tail()}"
 
     def _stderr_tail(self) -> str:
         if self._stderr is None:
@@ -218,7 +200,6 @@ class MCPConnection:
                 self._stderr.close()
             self._stderr = None
 
-    # -- requests
     async def acall(self, name: str, arguments: Mapping[str, Any]) -> CallResult:
         """Call tool ``name`` on the loop; :class:`BackendGoneError` when the server is gone or does not answer."""
         session = self._session
@@ -238,8 +219,9 @@ class MCPConnection:
     def _went(self, exc: BaseException, what: str) -> None:
         """Record why the server went away (the first reason stays): a timeout, by the time-limit rule's words."""
         if self.gone is None:
-            self.timed_out = _is_timeout(exc) or "timed out" in _first_error(exc).lower()
-            self.gone = timeout_text(self.call_timeout, f"mcp tool {what}") if self.timed_out else _first_error(exc)
+            first = error_text(_innermost(exc))
+            self.timed_out = _is_timeout(exc) or "timed out" in first.lower()
+            self.gone = timeout_text(self.call_timeout, f"mcp tool {what}") if self.timed_out else first
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> CallResult:
         """:meth:`acall` from synchronous code."""
@@ -265,14 +247,12 @@ class MCPConnection:
             raise BackendGoneError(timeout_text(self.call_timeout, f"mcp resource {uri}"), timed_out=True) from exc
 
 
-def _first_error(exc: BaseException) -> str:
-    """The innermost first error of an exception group (anyio wraps the transport's errors), as text."""
+def _innermost(exc: BaseException) -> BaseException:
+    """The innermost first error of an exception group (anyio wraps the transport's errors)."""
     while getattr(exc, "exceptions", None):  # a (Base)ExceptionGroup
         exc = exc.exceptions[0]  # type: ignore[attr-defined]
-    return error_text(exc)
+    return exc
 
 
 def _is_timeout(exc: BaseException) -> bool:
-    while getattr(exc, "exceptions", None):  # a (Base)ExceptionGroup
-        exc = exc.exceptions[0]  # type: ignore[attr-defined]
-    return isinstance(exc, (TimeoutError, asyncio.TimeoutError, FutureTimeout))
+    return isinstance(_innermost(exc), (TimeoutError, asyncio.TimeoutError, FutureTimeout))

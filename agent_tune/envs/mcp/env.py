@@ -1,8 +1,6 @@
 """Any MCP server as a tool environment ("mcp", :class:`MCPToolEnv`): a session with the server per episode
-(:mod:`.connection`), its tools as the policy's, each decoded call sent with ``call_tool`` (the
-:class:`~agent_tune.envs.base.CallToolEnv` tier: schema refusal, the step's time limit, a server gone), and the
-reward from a verifier on the server's final state. docs/envs.md, "Any MCP server", is its spec: tasks, worked
-examples, the verifier, session pooling (``reset_tool``), bad input and time limits.
+(:mod:`.connection`), each decoded call sent with ``call_tool`` (the ``CallToolEnv`` tier), the reward from a verifier
+on the server's final state. Spec: docs/envs.md, "Any MCP server".
 """
 
 from __future__ import annotations
@@ -12,30 +10,18 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from agent_tune.envs.base import (
-    CallToolEnv,
-    Observation,
-    Outcome,
-    SamplerHints,
-    Step,
-    StopReason,
-    ToolResult,
-)
+from agent_tune.envs.adapter_options import AdapterOptions
+from agent_tune.envs.base import CallToolEnv, Observation, Outcome, SamplerHints, Step, StopReason, ToolResult
 from agent_tune.envs.catalogue import Task, TaskCatalogue
-from agent_tune.envs.mcp.connection import (
-    CallResult,
-    MCPConnection,
-    ServerSpec,
-)
+from agent_tune.envs.mcp.connection import CallResult, MCPConnection, ServerSpec
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.remote_tools import check_limits, input_schemas
+from agent_tune.envs.remote_tools import input_schemas
 from agent_tune.envs.shots import draw_shots, example_messages
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
-    TimeLimits,
     call_in_thread,
 )
 from agent_tune.errors import BackendGoneError, error_text
@@ -120,21 +106,6 @@ _POOL = _Pool()
 atexit.register(_POOL.close_all)
 
 
-def _read_tasks(path: str) -> list[dict[str, Any]]:
-    """The task records of a jsonl file, each with its ``id`` and ``split`` filled in; a bad line fails naming it."""
-    records = []
-    for number, record in read_jsonl(path):
-        if not isinstance(record, dict) or not isinstance(record.get("question"), str):
-            raise ValueError(f"{path} line {number}: a task needs a `question` string")
-        solution = record.get("solution")
-        if solution is not None and not (isinstance(solution, dict) and isinstance(solution.get("calls"), list)):
-            raise ValueError(f"{path} line {number}: `solution` must be {{\"calls\": [...], \"results\": [...], "
-                             f"\"answer\": ...}}")
-        records.append({**record, "id": str(record.get("id", f"{Path(path).stem}:{number}")),
-                        "split": record.get("split", "train")})
-    return records
-
-
 def first_messages(question: str, shots: Sequence[Mapping[str, Any]] | None, system_prompt: str | None,
                    tool_parser: Any) -> list[dict[str, Any]]:
     """The system prompt, the worked examples (``{"question", "calls", "results"?, "answer"?}``) and the question."""
@@ -152,16 +123,18 @@ def first_messages(question: str, shots: Sequence[Mapping[str, Any]] | None, sys
 
 
 def mcp_tasks(split: str, path: str, shots: int = 0, seed: int = 0) -> list[Task]:
-    """The tasks of a jsonl file (``path``): one ``{"question", ...}`` per line, with optional ``id``,
-    ``split`` (default ``train``), ``category``, ``setup`` and ``solution``; every key but id, split, category
-    and solution is the task ``reset`` receives.
-
-    ``solution`` is the task played right, ``{"calls": [{"name", "arguments"}], "results": [...], "answer"}``
-    (results and answer optional): with ``shots=K`` each task is shown K other tasks of the file's ``train``
-    split played so, as worked examples before its question (drawn for the task from ``seed``:
-    :func:`agent_tune.envs.shots.draw_shots`). It is also a task field ``reset`` receives, never shown to the
-    policy nor handed to the verifier: the env's reference (:meth:`MCPToolEnv.reference_replies`)."""
-    records = _read_tasks(path)
+    """The tasks of a jsonl file (``path``): one ``{"question", ...}`` per line; with ``shots=K`` each is shown K
+    other ``train`` tasks' ``solution`` s as worked examples (:func:`agent_tune.envs.shots.draw_shots`)."""
+    records = []
+    for number, record in read_jsonl(path):
+        if not isinstance(record, dict) or not isinstance(record.get("question"), str):
+            raise ValueError(f"{path} line {number}: a task needs a `question` string")
+        solution = record.get("solution")
+        if solution is not None and not (isinstance(solution, dict) and isinstance(solution.get("calls"), list)):
+            raise ValueError(f"{path} line {number}: `solution` must be {{\"calls\": [...], \"results\": [...], "
+                             f"\"answer\": ...}}")
+        records.append({**record, "id": str(record.get("id", f"{Path(path).stem}:{number}")),
+                        "split": record.get("split", "train")})
     examples = [(r["id"], {"question": r["question"], **r["solution"]}) for r in records
                 if r["split"] == "train" and r.get("solution")]
     tasks = []
@@ -177,8 +150,7 @@ def mcp_tasks(split: str, path: str, shots: int = 0, seed: int = 0) -> list[Task
 
 
 def mcp_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The system prompt, the worked examples and the question, as ``reset`` shows them (the server's tools are
-    listed by the template; no server needed)."""
+    """The system prompt, the worked examples and the question, as ``reset`` shows them (no server needed)."""
     return first_messages(task.kwargs["question"], task.kwargs.get("shots"),
                           env_kwargs.get("system_prompt", DEFAULT_SYSTEM_PROMPT),
                           get_tool_parser(env_kwargs.get("tool_parser", "hermes")))
@@ -194,8 +166,7 @@ class MCPToolEnv(CallToolEnv):
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        """Build the env (options checked, the verifier imported) and start the server once, listing its tools:
-        a server that does not start fails here, naming its command and stderr."""
+        """Build the env and start the server once, listing its tools (a server that does not start fails here)."""
         super().check_kwargs(kwargs)
         env = cls(**kwargs)
         try:
@@ -220,11 +191,10 @@ class MCPToolEnv(CallToolEnv):
         reset_tool: str | None = None,
     ) -> None:
         self.spec = ServerSpec.parse(server, "server")
-        check_limits(int(max_steps))
-        limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
+        limits = AdapterOptions.of(dict(max_steps=max_steps, call_timeout=call_timeout, start_timeout=start_timeout))
         self.verifier = load_verifier(verifier) if verifier else None
         self.parser = ResponseParser(tool_parser, reasoning_parser)
-        self.max_steps = int(max_steps)
+        self.max_steps = limits.max_steps
         self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         self.system_prompt = system_prompt
         self.reset_tool = reset_tool
@@ -233,11 +203,9 @@ class MCPToolEnv(CallToolEnv):
         self.solution: dict[str, Any] | None = None
         self.transcript: list[dict[str, Any]] = []
 
-    # ------------------------------------------------------------------ the episode
     def reset(self, question: str, shots: Sequence[Mapping[str, Any]] | None = None,
               solution: Mapping[str, Any] | None = None, **task: Any) -> Observation:
-        """Start an episode on a fresh (or, with ``reset_tool``, a reset pooled) session of the server; ``shots``
-        (worked examples, see :meth:`tasks`) are shown before the question; ``solution`` (the task played right)
+        """Start an episode on a fresh (or, with ``reset_tool``, a reset pooled) session of the server; ``solution``
         is kept as the reference only."""
         self.solution = dict(solution) if solution else None
         messages = first_messages(question, shots, self.system_prompt, self.parser.tool_parser)
@@ -260,8 +228,7 @@ class MCPToolEnv(CallToolEnv):
         return Observation(messages=messages, tools=self.tools)
 
     def reference_replies(self) -> list[str] | None:
-        """The task's ``solution``: its calls in one generation (as the worked examples show them), then its answer
-        when it has one; ``None`` without a solution."""
+        """The task's ``solution``: its calls in one generation, then its answer; ``None`` without one."""
         if not self.solution:
             return None
         calls = [ToolCall(str(c["name"]), dict(c.get("arguments") or {})) for c in self.solution.get("calls") or []]
@@ -286,8 +253,7 @@ class MCPToolEnv(CallToolEnv):
         return conn
 
     async def call_tool(self, call: ToolCall) -> ToolResult:
-        """One call on the server (on the background loop, where the connection lives; bounded by
-        ``call_timeout``); :class:`BackendGoneError` when the server is gone or does not answer."""
+        """One call on the server, within ``call_timeout``; :class:`BackendGoneError` when it is gone."""
         assert self.connection is not None
         result = await self.connection.acall(call.name, call.arguments)
         self.status.tool_errors += result.is_error

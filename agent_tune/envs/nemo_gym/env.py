@@ -1,9 +1,6 @@
-"""A NeMo Gym resource server as a tool environment ("nemo_gym", :class:`NemoGymEnv`), played over its HTTP
-protocol the way NeMo Gym's own ``simple_agent`` plays it, with agent-tune's runner as the model: ``reset`` posts the
-row to ``/seed_session``, each decoded call is a ``POST /<tool>`` (the :class:`~agent_tune.envs.base.CallToolEnv`
-tier: schema refusal, the step's time limit, a server gone), and ``/verify`` scores the episode as a Responses-API
-``response``. One HTTP client (its session cookie) per episode. docs/envs.md, "A NeMo Gym resource server", is its
-spec: the protocol, bad input, time limits, what is not carried over and why NeMo Gym lives in a venv of its own.
+"""A NeMo Gym resource server as a tool environment ("nemo_gym", :class:`NemoGymEnv`), played over its HTTP protocol
+as NeMo Gym's ``simple_agent`` plays it: ``/seed_session``, a ``POST /<tool>`` per decoded call (the ``CallToolEnv``
+tier), ``/verify``. Spec: docs/envs.md, "A NeMo Gym resource server".
 """
 
 from __future__ import annotations
@@ -12,11 +9,12 @@ import contextlib
 from pathlib import Path
 from typing import Any, Awaitable, Mapping
 
+from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.base import CallToolEnv, Observation, Outcome, SamplerHints, Step, StopReason, ToolResult
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.nemo_gym.protocol import PARAMS, ResponseLog, prompt_messages, row_fields, tool_schemas
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.remote_tools import check_limits, input_schemas
+from agent_tune.envs.remote_tools import input_schemas
 from agent_tune.envs.tasks import task_fields
 from agent_tune.envs.time_limits import (
     CALL_SLACK,
@@ -24,7 +22,6 @@ from agent_tune.envs.time_limits import (
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
-    TimeLimits,
     backstop,
     bounded,
     timeout_text,
@@ -37,9 +34,7 @@ from agent_tune.utils.jsonl import json_safe, jsonl_lines
 
 
 def nemo_gym_tasks(split: str, path: str | Mapping[str, str]) -> list[Task]:
-    """The rows of NeMo Gym JSONL datasets as tasks: ``path`` is one file per split (``{"train": "train.jsonl",
-    "test": "validation.jsonl"}``) or one file, every row of which is in the split asked for. A task's id is
-    ``<file stem>:<line>``; ``reset`` receives the row's fields."""
+    """The rows of NeMo Gym JSONL datasets (one file per split, or one file for every split) as tasks."""
     if isinstance(path, Mapping):
         if split not in path:
             raise ValueError(f"nemo_gym env: no file for split {split!r} in path (its splits: {', '.join(path)})")
@@ -62,7 +57,7 @@ def nemo_gym_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any])
 
 @register_env("nemo_gym")
 class NemoGymEnv(CallToolEnv):
-    """A NeMo Gym resource server, played over its HTTP protocol; see the module docstring."""
+    """A NeMo Gym resource server, played over its HTTP protocol."""
 
     description = "NeMo Gym resource server (HTTP): seed_session, its tool endpoints, verify's reward"
     sampler_hints = SamplerHints(blocking_reset=True)  # reset waits on the server's /seed_session
@@ -70,8 +65,7 @@ class NemoGymEnv(CallToolEnv):
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        """Check the options, then that a server answers at ``base_url`` (any HTTP answer to ``GET /``, NeMo Gym's
-        liveness route), within ``start_timeout``; else a ``ValueError`` naming the URL."""
+        """Check the options, then that a server answers ``GET /`` at ``base_url`` within ``start_timeout``."""
         super().check_kwargs(kwargs)
         env = cls(**kwargs)
         import httpx
@@ -95,11 +89,10 @@ class NemoGymEnv(CallToolEnv):
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ValueError(f"nemo_gym env: base_url must be an http(s):// URL, got {base_url!r}")
-        check_limits(int(max_steps))
-        limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
+        limits = AdapterOptions.of(dict(max_steps=max_steps, call_timeout=call_timeout, start_timeout=start_timeout))
         self.base_url = base_url.rstrip("/")
         self.parser = ResponseParser(tool_parser, reasoning_parser)
-        self.max_steps = int(max_steps)
+        self.max_steps = limits.max_steps
         self.success_reward = float(success_reward)
         self.model = model
         self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
@@ -109,11 +102,8 @@ class NemoGymEnv(CallToolEnv):
         self.reward: float | None = None
         self.verify_fields: dict[str, Any] = {}
 
-    # ------------------------------------------------------------------ HTTP, on the background loop
     async def _post(self, path: str, body: Any, timeout: float) -> Any:
-        """``POST path`` on this episode's client (its cookie jar is the session), the whole request bounded by
-        ``timeout`` seconds: :class:`EnvTimeoutError` (``no answer in N s (nemo_gym POST path)``) when it runs
-        out, :class:`BackendGoneError` when the connection fails."""
+        """``POST path`` on this episode's client (its cookie jar is the session), bounded by ``timeout``."""
         import httpx
 
         if self._client is None:
@@ -136,16 +126,13 @@ class NemoGymEnv(CallToolEnv):
             raise BackendGoneError(f"/seed_session answered HTTP {answer.status_code}: {answer.text[:500]}")
 
     async def _drop(self) -> None:
-        """Close the session's client."""
         client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(BaseException):
                 await client.aclose()
 
-    # ------------------------------------------------------------------ the episode
     def reset(self, row: str | Mapping[str, Any] | None = None, **fields: Any) -> Observation:
-        """Start an episode on a NeMo Gym dataset row's fields (``row``: the deprecated form,
-        :func:`~agent_tune.envs.tasks.task_fields`): ``/seed_session``, then the row's prompt and tools."""
+        """``/seed_session`` with a NeMo Gym dataset row's fields (``row``: the deprecated form)."""
         data = task_fields("nemo_gym env", row, fields)
         params = row_fields(data)[PARAMS]
         messages, tools = prompt_messages(params), tool_schemas(params)
@@ -164,9 +151,7 @@ class NemoGymEnv(CallToolEnv):
         return Observation(messages=messages, tools=tools)
 
     async def call_tool(self, call: ToolCall) -> ToolResult:
-        """``POST /<tool>`` with the call's arguments (on the background loop, where the session's client lives);
-        the body, whatever its status, is the tool message: 422 (the request model refused the arguments) a
-        format error, another 4xx / 5xx a tool error."""
+        """``POST /<tool>``: the body is the tool message (422 a format error, another 4xx / 5xx a tool error)."""
         answer = await self._post(f"/{call.name}", dict(call.arguments), self.call_timeout)
         rejected = answer.status_code == 422
         self.status.tool_errors += answer.status_code >= 400 and not rejected
@@ -190,8 +175,7 @@ class NemoGymEnv(CallToolEnv):
         return dict(data)
 
     def outcome(self) -> Outcome:
-        """``/verify``'s reward (none after a server failure); its own keys beside the request's in
-        ``nemo_gym_verify``."""
+        """``/verify``'s reward (none after a server failure)."""
         if self.status.error is None:
             try:
                 verdict = wait(self._verify(), backstop(self.call_timeout))

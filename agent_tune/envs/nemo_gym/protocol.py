@@ -1,9 +1,5 @@
-"""NeMo Gym's data in agent-tune's terms: a dataset row's Responses-API prompt as chat messages and tool schemas, and
-the episode as the Responses-API ``response`` object a resource server's ``/verify`` reads.
-
-A NeMo Gym row (one line of its JSONL datasets) holds ``responses_create_params`` (``input``: a string or a list
-of messages; ``tools``: Responses-API function tools; ``instructions``: a system prompt) and the task's own fields
-(``expected_answer``, ``initial_count``, ...), which ``/seed_session`` and ``/verify`` read.
+"""NeMo Gym's data in agent-tune's terms: a dataset row's Responses-API prompt (``responses_create_params``) as chat
+messages and tool schemas, and the episode as the Responses-API ``response`` object ``/verify`` reads.
 """
 
 from __future__ import annotations
@@ -45,9 +41,8 @@ def _text(content: Any, where: str) -> str:
 
 
 def prompt_messages(params: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The chat messages of ``responses_create_params``: ``instructions`` as the system message, then ``input``
-    (a string is one user message; ``developer`` becomes ``system``). Other input items (earlier function calls,
-    images, files) are refused with a ``ValueError`` naming the item."""
+    """The chat messages of ``responses_create_params`` (``instructions``, then ``input``); ``ValueError`` naming an
+    input item that is not a text message."""
     messages: list[dict[str, Any]] = []
     if params.get("instructions"):
         messages.append({"role": "system", "content": str(params["instructions"])})
@@ -66,8 +61,7 @@ def prompt_messages(params: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def tool_schemas(params: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The row's Responses-API function tools as OpenAI chat tools (``None``: the row has none); a tool of another
-    type (web search, MCP, ...) is refused with a ``ValueError`` naming it."""
+    """The row's Responses-API function tools as OpenAI chat tools (``None``: none); ``ValueError`` for another."""
     tools = []
     for i, tool in enumerate(params.get("tools") or []):
         if not (isinstance(tool, Mapping) and tool.get("type") == "function" and isinstance(tool.get("name"), str)):
@@ -77,8 +71,7 @@ def tool_schemas(params: Mapping[str, Any]) -> list[dict[str, Any]] | None:
 
 
 class ResponseLog:
-    """The episode as Responses-API output items, in order: the policy's text as an assistant ``message``, each call
-    run as a ``function_call`` and its ``function_call_output``, as NeMo Gym's own agents build them."""
+    """The episode as Responses-API output items, as NeMo Gym's own agents build them."""
 
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = []

@@ -1,18 +1,19 @@
 """An OpenEnv environment server as a tool environment ("openenv", :class:`OpenEnvEnv`), played over its WebSocket
-session protocol with OpenEnv's own ``GenericEnvClient`` (one session per episode). ``mode="text"``: every generation
-is one action (:class:`OpenEnvTextEnv`, the whole-text tier); ``mode="tools"``: an ``MCPEnvironment``'s tools, each
-decoded call a ``call_tool`` step (the :class:`~agent_tune.envs.base.CallToolEnv` tier: schema refusal, the step's
-time limit, a server gone). The reward is the sum of the server's step rewards. docs/envs.md, "An OpenEnv server",
-is its spec: actions, observations as text, rewards in tools mode, sessions, bad input and time limits.
+session protocol with OpenEnv's own ``GenericEnvClient``: ``mode="text"`` (every generation one action, the whole-text
+tier) or ``mode="tools"`` (an ``MCPEnvironment``'s tools, the ``CallToolEnv`` tier). Spec: docs/envs.md, "An OpenEnv
+server".
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
+import re
 from typing import Any, Literal, Mapping
 
+from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.base import (
     CallToolEnv,
     Observation,
@@ -24,13 +25,12 @@ from agent_tune.envs.base import (
     WholeTextEnv,
 )
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.remote_tools import check_limits, function_tool, input_schemas
+from agent_tune.envs.remote_tools import function_tool, input_schemas
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
-    TimeLimits,
     backstop,
     step_time_limit,
     timeout_text,
@@ -64,53 +64,40 @@ class _Refused(EnvError):
         super().__init__(f"{message} (code: {self.code})")
 
 
-_CLIENT_CLASS: Any = None
-
-
+@functools.cache
 def client_class() -> Any:
-    """OpenEnv's ``GenericEnvClient``, answering an error message with :class:`_Refused` (its code and the
-    validation errors kept) instead of the client's plain ``RuntimeError``. It overrides the client's protected
-    ``_send_and_receive`` (openenv-core 0.3.0's: send, receive, check ``type == "error"``), the one place that sees
-    the error's fields; an error the server sent before closing is read even when the send failed on the closed
-    connection."""
-    global _CLIENT_CLASS
-    if _CLIENT_CLASS is None:
-        try:
-            from openenv.core.generic_client import GenericEnvClient
-        except ImportError as exc:
-            raise ImportError(f"openenv env needs openenv-core ({exc}); install it with: {INSTALL_HINT}") from None
+    """OpenEnv's ``GenericEnvClient`` answering an error message with :class:`_Refused` (its code and validation
+    errors kept): openenv-core 0.3.0's protected ``_send_and_receive`` is the one place that sees them."""
+    try:
+        from openenv.core.generic_client import GenericEnvClient
+    except ImportError as exc:
+        raise ImportError(f"openenv env needs openenv-core ({exc}); install it with: {INSTALL_HINT}") from None
 
-        class Client(GenericEnvClient):
-            async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
+    class Client(GenericEnvClient):
+        async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
+            try:
+                await self._send(message)
+            except Exception as exc:
+                # the server may have said why and closed before this message went out (a refused
+                # session): read what it sent, else the send's own error stands
                 try:
-                    await self._send(message)
-                except Exception as exc:
-                    # the server may have said why and closed before this message went out (a refused
-                    # session): read what it sent, else the send's own error stands
-                    try:
-                        response = await asyncio.wait_for(self._receive(), 1.0)
-                    except Exception:  # noqa: BLE001 - nothing was left to read
-                        raise exc from None
-                    if response.get("type") == "error":
-                        raise _Refused(response.get("data") or {}) from None
-                    raise
-                response = await self._receive()
+                    response = await asyncio.wait_for(self._receive(), 1.0)
+                except Exception:  # noqa: BLE001 - nothing was left to read
+                    raise exc from None
                 if response.get("type") == "error":
-                    raise _Refused(response.get("data") or {})
-                return response
+                    raise _Refused(response.get("data") or {}) from None
+                raise
+            response = await self._receive()
+            if response.get("type") == "error":
+                raise _Refused(response.get("data") or {})
+            return response
 
-        _CLIENT_CLASS = Client
-    return _CLIENT_CLASS
+    return Client
 
 
 def http_url(url: str) -> str:
     """The server's HTTP address for a ``http(s)://`` or ``ws(s)://`` base URL (no trailing slash)."""
-    url = url.rstrip("/")
-    if url.startswith("ws://"):
-        return "http://" + url[len("ws://"):]
-    if url.startswith("wss://"):
-        return "https://" + url[len("wss://"):]
-    return url
+    return re.sub(r"^ws(s?)://", r"http\1://", url.rstrip("/"))
 
 
 def value_text(value: Any) -> str:
@@ -119,7 +106,7 @@ def value_text(value: Any) -> str:
 
 
 def observation_text(observation: Any, field: str | None = None) -> str:
-    """What the policy reads for an OpenEnv observation (a JSON object on the wire); see the module docstring."""
+    """What the policy reads for an OpenEnv observation: ``field``'s value, its one set field, or it as JSON."""
     if not isinstance(observation, Mapping):
         return value_text(observation)
     if field is not None:
@@ -131,8 +118,7 @@ def observation_text(observation: Any, field: str | None = None) -> str:
 
 
 def tool_result_text(observation: Mapping[str, Any]) -> tuple[str, str | None]:
-    """A ``CallToolObservation`` (on the wire) as ``(text, fault)``: ``fault`` is ``"format"`` for a call the server
-    refused (unknown tool, invalid arguments), ``"tool"`` for a tool that failed, ``None`` for a result."""
+    """A ``CallToolObservation`` as ``(text, fault)``: ``"format"`` (a refused call), ``"tool"`` or ``None``."""
     error = observation.get("error")
     if isinstance(error, Mapping):
         kind = str(error.get("error_type") or "")
@@ -159,16 +145,14 @@ def tool_schema(tool: Mapping[str, Any]) -> dict[str, Any]:
 
 @register_env("openenv")
 class OpenEnvEnv(CallToolEnv):
-    """An environment served by OpenEnv (``openenv-core``), played over its WebSocket session protocol; see the
-    module docstring."""
+    """An environment served by OpenEnv (``openenv-core``), played over its WebSocket session protocol."""
 
     description = "OpenEnv server (openenv-core): text actions or its MCP tools, over its WebSocket session protocol"
     sampler_hints = SamplerHints(blocking_reset=True)  # reset opens a session with a remote server
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        """Check the options, then ask the server once (``/health``, then ``/schema``): a server that does not
-        answer fails here naming the URL; in ``text`` mode ``action_field`` must be a field of its action."""
+        """Check the options, then ask the server's ``/health`` and ``/schema`` (``action_field`` in text mode)."""
         super().check_kwargs(kwargs)
         env = cls(**kwargs)
         import httpx
@@ -206,21 +190,19 @@ class OpenEnvEnv(CallToolEnv):
             raise ValueError(f"openenv env: mode must be 'text' or 'tools', got {mode!r}")
         if not action_field:
             raise ValueError("openenv env: action_field must name the action's text field")
-        check_limits(int(max_steps))
-        limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
+        limits = AdapterOptions.of(dict(max_steps=max_steps, call_timeout=call_timeout, start_timeout=start_timeout))
         self.base_url = base_url.rstrip("/")
         self.mode = mode
         self.action_field, self.observation_field = action_field, observation_field
         self.system_prompt = system_prompt
         self.parser = ResponseParser(tool_parser, reasoning_parser)
-        self.max_steps = int(max_steps)
+        self.max_steps = limits.max_steps
         self.success_reward = float(success_reward)
         self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
         self._client: Any = None
         self.rewards: list[float] = []
         self.server_done = False
 
-    # ------------------------------------------------------------------ the session
     def reset(self, question: str | None = None, **task: Any) -> Observation:
         """Reset the server's environment (opening the session first) and show its first observation."""
         if self._client is None or self.status.error is not None:  # a session lost in the last episode
@@ -270,8 +252,8 @@ class OpenEnvEnv(CallToolEnv):
         return first, tools
 
     async def _request(self, payload: dict[str, Any]) -> Any:
-        """One OpenEnv step: its ``StepResult``; :class:`_Refused` for a refused action, :class:`BackendGoneError`
-        for a lost session (``timed_out``: no answer within ``call_timeout``)."""
+        """One OpenEnv step: its ``StepResult``; :class:`_Refused` for a refused action, else
+        :class:`BackendGoneError` for a lost session."""
         client = self._client
         if client is None:
             raise BackendGoneError(self.status.error or "not connected")
@@ -281,9 +263,7 @@ class OpenEnvEnv(CallToolEnv):
             if exc.code in REJECTED_CODES:
                 raise
             raise BackendGoneError(f"the server failed the session: {exc}") from None
-        except asyncio.CancelledError:
-            raise
-        except (asyncio.TimeoutError, TimeoutError):
+        except (asyncio.TimeoutError, TimeoutError):  # (a cancellation, a BaseException, goes through)
             raise BackendGoneError(timeout_text(self.call_timeout, "openenv step"), timed_out=True) from None
         except Exception as exc:  # noqa: BLE001 - websockets' ConnectionClosed, OSError, a bad payload
             raise BackendGoneError(f"connection lost: {error_text(exc)}") from None
@@ -295,10 +275,8 @@ class OpenEnvEnv(CallToolEnv):
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(client.close(), 2.0)
 
-    # ------------------------------------------------------------------ tools mode
     async def call_tool(self, call: ToolCall) -> ToolResult:
-        """One ``call_tool`` step (on the background loop, where the session lives); a call the server refuses is a
-        format error, a tool that fails a tool error; ``done`` when the server ends the episode."""
+        """One ``call_tool`` step: a call the server refuses is a format error, a tool that fails a tool error."""
         try:
             result = await self._request({"type": "call_tool", "tool_name": call.name,
                                           "arguments": dict(call.arguments)})
@@ -336,8 +314,7 @@ class OpenEnvEnv(CallToolEnv):
 
 
 class OpenEnvTextEnv(WholeTextEnv, OpenEnvEnv):
-    """``mode="text"`` (what ``OpenEnvEnv(...)`` builds for it): every generation is one action, its observation
-    the next user message; the step limit is the whole-text tier's, so the last allowed action is taken."""
+    """``mode="text"`` (what ``OpenEnvEnv(...)`` builds for it): every generation is one action."""
 
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
         """The whole response, reasoning stripped and whitespace trimmed, is the action (no call blocks)."""
@@ -345,8 +322,7 @@ class OpenEnvTextEnv(WholeTextEnv, OpenEnvEnv):
         return ParsedResponse(content=content.strip())
 
     async def act(self, step: Step) -> None:
-        """The action, sent on the background loop (where the session lives), the step bounded by the time-limit
-        rule (a backstop: the request has its own bound)."""
+        """The action, sent on the background loop (where the session lives), within the step's time limit."""
         seconds = step_time_limit(self.call_timeout, len(step.parsed.calls))
         try:
             await on_background_loop(self._act_text(step), seconds, "openenv step")

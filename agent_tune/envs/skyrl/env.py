@@ -1,23 +1,19 @@
-"""Any SkyRL-gym text env played through agent-tune's runner ("skyrl", :class:`SkyRLGymEnv`): a ``WholeTextEnv``
-whose every generation goes whole to the SkyRL env's ``step``; its observations are the step's messages, its rewards
-summed are the episode's. The spec (options, the env's build, reward and accuracy, bad input, time limits, the
-catalogue of SkyRL dataset rows) is docs/envs.md, "Any SkyRL-gym text env".
-
-    make_env("skyrl", env="gsm8k")                                       # a skyrl_gym registered id
-    make_env("skyrl", env_class="my_pkg.envs:MyTextEnv")                 # a BaseTextEnv subclass by path
+"""Any SkyRL-gym text env played through agent-tune's runner ("skyrl", :class:`SkyRLGymEnv`): every generation goes
+whole to the SkyRL env's ``step``. Spec: docs/envs.md, "Any SkyRL-gym text env".
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 from typing import Any, Mapping, Sequence
 
 from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.tasks import dataset_row_kwargs, task_fields
+from agent_tune.envs.tasks import chat_messages, chat_prompt, dataset_row_kwargs, task_fields
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
@@ -27,9 +23,9 @@ from agent_tune.envs.time_limits import (
     call_in_thread,
 )
 from agent_tune.errors import error_text
-from agent_tune.utils.imports import import_object
+from agent_tune.utils.imports import import_callable
 from agent_tune.utils.jsonl import json_safe
-from agent_tune.utils.rows import split_rows, truth_text
+from agent_tune.utils.rows import says_correct, split_rows, truth_text
 
 # Keys of a step's metadata that say the answer is correct (true, or a number >= 1).
 CORRECT_KEYS = ("acc", "accuracy", "correct", "is_correct", "success")
@@ -45,32 +41,6 @@ def _skyrl() -> Any:
     return skyrl_gym
 
 
-def _messages(value: Any, where: str) -> list[dict[str, Any]]:
-    """``value`` as a list of chat messages (copies), or ``TypeError`` naming ``where``."""
-    if not isinstance(value, (list, tuple)):
-        raise TypeError(f"{where}: expected a list of chat messages, got {type(value).__name__}")
-    out = []
-    for m in value:
-        if not (isinstance(m, Mapping) and isinstance(m.get("role"), str) and "content" in m):
-            raise TypeError(f"{where}: every message needs a 'role' string and a 'content', got {m!r:.200}")
-        out.append(dict(m))
-    return out
-
-
-def _says_correct(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    return isinstance(value, (int, float)) and value >= 1
-
-
-def _step_output(out: Any) -> tuple[list[dict[str, Any]], float, bool, Any]:
-    """A SkyRL step output's (observations, reward, done, metadata); ``TypeError`` for anything else."""
-    if not isinstance(out, Mapping):
-        raise TypeError(f"step() returned {type(out).__name__}, not a BaseTextEnvStepOutput")
-    observations = _messages(out.get("observations") or [], "step() observations")
-    return observations, float(out.get("reward") or 0.0), bool(out.get("done")), out.get("metadata") or {}
-
-
 class SkyRLOptions(AdapterOptions):
     """The skyrl env's option values (see :class:`AdapterOptions`), with SkyRL's ``env_config`` (a mapping)."""
 
@@ -78,13 +48,8 @@ class SkyRLOptions(AdapterOptions):
 
 
 def skyrl_tasks(split: str, path: str | Mapping[str, str], row_env: bool = True) -> list[Task]:
-    """The rows of SkyRL dataset files as tasks. ``path``: one file per split (``{"train": "train.parquet",
-    "test": "validation.parquet"}``: every row of the split's file), or one file, whose rows are the split's
-    when their ``extra_info.split`` names it (a row without one is ``train``). A task's id is
-    ``<file stem>:<row number>``, its category the row's ``env_class`` (else its ``data_source``), its
-    reference the ``reward_spec.ground_truth`` as text. A row's ``env_class`` becomes the task's ``env``
-    constructor kwarg; with ``row_env=False`` it does not, and the run's ``env`` / ``env_class`` plays
-    every row (a class by path, for rows naming an id registered only in SkyRL's own entry point)."""
+    """The rows of SkyRL dataset files as tasks (:func:`~agent_tune.utils.rows.split_rows`); a row's ``env_class``
+    is its task's ``env`` kwarg unless ``row_env=False`` (the run's ``env`` / ``env_class`` then plays every row)."""
     file, chosen = split_rows(split, path, "skyrl env", ROW_PROMPT)
     tasks = []
     for number, row in chosen:
@@ -109,15 +74,13 @@ class SkyRLGymEnv(WholeTextEnv):
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        """The options' names and types and values, then, when they name it, the env itself: the id is registered
-        in skyrl_gym, the class imports and is a SkyRL env. (Without ``env`` / ``env_class`` the rows name it.)"""
+        """The options, then the env itself when they name it (else the rows do)."""
         super().check_kwargs(kwargs)
         if "env" in kwargs or "env_class" in kwargs:
             cls(**kwargs)
         else:
             SkyRLOptions.of(kwargs)
 
-    # ------------------------------------------------------------------ the env
     def __init__(
         self,
         env: str | None = None,
@@ -138,18 +101,12 @@ class SkyRLGymEnv(WholeTextEnv):
             if env not in skyrl_gym.registry:
                 raise ValueError(f"skyrl env: {env!r} is not a registered skyrl_gym env; registered: "
                                  f"{', '.join(sorted(skyrl_gym.registry))}")
-            self.env_id: str = env
-            self._factory = None
+            self.env_id, self._factory = env, None
         else:
-            try:
-                factory = import_object(str(env_class))
-            except (ImportError, AttributeError, ValueError) as exc:
-                raise ValueError(f"skyrl env: env_class {env_class!r} cannot be imported "
-                                 f"({type(exc).__name__}: {exc})") from None
+            factory = import_callable(str(env_class), "env_class")
             if not (isinstance(factory, type) and issubclass(factory, skyrl_gym.Env)):
                 raise ValueError(f"skyrl env: env_class {env_class!r} is not a skyrl_gym.Env subclass")
-            self.env_id = str(env_class)
-            self._factory = factory
+            self.env_id, self._factory = str(env_class), factory
         self.env_config = dict(env_config or {})
         self.max_steps = self.limits.max_steps  # the tier's: the last generation is stepped
         # reset builds the env and calls its init, bounded by start_timeout: off the runner's start thread
@@ -159,19 +116,10 @@ class SkyRLGymEnv(WholeTextEnv):
         self.last_metadata: dict[str, Any] = {}
         self.skyrl_done = False
 
-    def _build(self, extras: dict[str, Any]) -> Any:
-        from omegaconf import OmegaConf
-
-        config = OmegaConf.create(copy.deepcopy(self.env_config))
-        if self._factory is None:
-            return _skyrl().make(self.env_id, env_config=config, extras=extras)
-        return self._factory(env_config=config, extras=extras)
-
     def reset(self, prompt: list[dict[str, Any]] | str | None = None, row: str | Mapping[str, Any] | None = None,
               **extras: Any) -> Observation:
-        """Start an episode on a SkyRL dataset row's fields: ``prompt`` (chat messages, or a user message's text)
-        and the SkyRL extras (``reward_spec={"ground_truth": ...}``, ``extra_info``, ...); ``row`` (the row, or its
-        JSON text) is the deprecated form (:func:`~agent_tune.envs.tasks.task_fields`)."""
+        """Start an episode on a SkyRL dataset row's fields (``prompt`` and the SkyRL extras); ``row`` is the
+        deprecated form."""
         self.close()
         fields = task_fields("skyrl env", row, extras if prompt is None else {**extras, ROW_PROMPT: prompt})
         row_env = fields.pop(ROW_ENV, None)
@@ -180,7 +128,7 @@ class SkyRLGymEnv(WholeTextEnv):
         prompt = fields.pop(ROW_PROMPT, None)
         if prompt is None:
             raise TypeError("skyrl env: reset() needs a prompt")
-        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else _messages(prompt, "prompt")
+        messages = chat_prompt(prompt, "skyrl env")
         if self.max_steps is not None:
             fields.setdefault("max_turns", self.max_steps)  # as SkyRL's generator passes generator.max_turns
         try:
@@ -192,25 +140,29 @@ class SkyRLGymEnv(WholeTextEnv):
             self.close()
             raise ValueError(f"skyrl env {self.env_id!r}: cannot start the task "
                              f"({type(exc).__name__}: {exc})") from exc
-        first = _messages(first, f"skyrl env {self.env_id!r}: init()")
+        first = chat_messages(first, f"skyrl env {self.env_id!r}: init()")
         self.rewards, self.last_metadata, self.skyrl_done = [], {}, False
         super().reset()
         return Observation(messages=first)
 
     def _start(self, fields: dict[str, Any], messages: list[dict[str, Any]]) -> tuple[Any, Any]:
-        """Build the SkyRL env and ``init`` it (in a bounded thread): the env and its first messages."""
-        env = self._build(fields)
+        from omegaconf import OmegaConf
+
+        config = OmegaConf.create(copy.deepcopy(self.env_config))
+        make = self._factory or functools.partial(_skyrl().make, self.env_id)
+        env = make(env_config=config, extras=fields)
         first, _metadata = env.init(copy.deepcopy(messages))
         return env, first
 
     async def act(self, step: Step) -> None:
-        """``skyrl_env.step(raw)`` in a thread of its own, bounded by ``call_timeout`` (a step that does not return
-        in time ends the episode, stop reason ``timeout``; its thread is abandoned): its observations become the
-        step's messages, its done ends the episode."""
+        """``skyrl_env.step(raw)`` within ``call_timeout``: its observations are the step's messages."""
         try:
             out = await acall_in_thread(self.skyrl_env.step, step.raw, timeout=self.limits.call_timeout,
                                         what=f"skyrl env {self.env_id} step")
-            observations, reward, done, metadata = _step_output(out)
+            if not isinstance(out, Mapping):
+                raise TypeError(f"step() returned {type(out).__name__}, not a BaseTextEnvStepOutput")
+            observations = chat_messages(out.get("observations") or [], "step() observations")
+            reward, done, metadata = float(out.get("reward") or 0.0), bool(out.get("done")), out.get("metadata") or {}
         except EnvTimeoutError as exc:
             self.skyrl_env = None  # its thread may still be inside it: dropped, never used or closed again
             step.fail(StopReason.TIMEOUT, str(exc), f"Error: the environment did not answer ({exc})")
@@ -235,7 +187,7 @@ class SkyRLGymEnv(WholeTextEnv):
 
     def outcome(self) -> Outcome:
         last = self.rewards[-1] if self.rewards else 0.0
-        solved = last >= 1.0 or any(_says_correct(self.last_metadata.get(k)) for k in CORRECT_KEYS)
+        solved = last >= 1.0 or any(says_correct(self.last_metadata.get(k)) for k in CORRECT_KEYS)
         extras: dict[str, Any] = {"skyrl_env": self.env_id, "skyrl_rewards": list(self.rewards),
                                   "skyrl_done": self.skyrl_done}
         if self.skyrl_env is not None:
@@ -249,8 +201,7 @@ class SkyRLGymEnv(WholeTextEnv):
         return Outcome(reward=float(sum(self.rewards)), accuracy=float(solved), extras=extras)
 
     def close(self) -> None:
-        """Close the SkyRL env (bounded by ``call_timeout``); one whose call ran out of time is only dropped (its
-        thread may still be inside it)."""
+        """Close the SkyRL env, within ``call_timeout`` (one that timed out was dropped already)."""
         env, self.skyrl_env = self.skyrl_env, None
         if env is not None:
             with contextlib.suppress(EnvTimeoutError):

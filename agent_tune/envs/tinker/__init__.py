@@ -1,5 +1,4 @@
-"""tinker-cookbook's ``Env`` / ``EnvGroupBuilder`` as an environment (``make_env("tinker", builder=...)``): see
-:mod:`.env`."""
+"""tinker-cookbook's ``Env`` / ``EnvGroupBuilder`` as an environment (``make_env("tinker", ...)``): see :mod:`.env`."""
 
 from agent_tune.envs.tinker.env import TinkerEnv, TinkerEnvError
 

@@ -1,11 +1,6 @@
 """tinker-cookbook's environments (``Env`` / ``EnvGroupBuilder``) as a token environment ("tinker", :class:`TinkerEnv`):
-the env's own renderer makes the tokens, agent-tune keeps them as they are (``observation_kind="tokens"``: the
-initial observation is the prompt, each generation goes to ``env.step`` as sampled, each next observation's new
-tokens are appended unchanged). The spec (the token-exact loop and its two conditions, which env, reward, accuracy
-and format errors, time limits, eval, what is not carried over) is docs/envs.md, "tinker-cookbook's ``Env``".
-
-    make_env("tinker", builder="my_envs.guess:GuessGroupBuilder", builder_kwargs={"renderer_name": "qwen3_instruct"})
-    make_env("tinker", dataset="my_envs.math:MathDatasetBuilder", dataset_kwargs={...})   # rows: {"batch", "slot"}
+the env's own renderer makes the tokens, which agent-tune keeps as they are. Spec: docs/envs.md, "tinker-cookbook's
+``Env``".
 """
 
 from __future__ import annotations
@@ -28,18 +23,17 @@ from agent_tune.envs.time_limits import (
 )
 from agent_tune.errors import EnvError, error_text
 from agent_tune.sync import on_background_loop, wait
-from agent_tune.utils.imports import import_object
+from agent_tune.utils.imports import import_callable, import_object
 from agent_tune.utils.jsonl import json_safe
+from agent_tune.utils.rows import says_correct
 from agent_tune.utils.typed_config import OptionError
 
 # Metrics that say the answer is correct (true, or a number >= 1), newest step first.
 CORRECT_KEYS = ("correct", "accuracy", "acc", "success", "is_correct")
-HINTS = SamplerHints(observation_kind="tokens", blocking_reset=True)
 
 
 class TinkerEnvError(EnvError, RuntimeError):
-    """The tinker env could not start an episode (``make_envs`` or ``initial_observation`` failed); a start with no
-    answer within ``start_timeout`` is :class:`~agent_tune.envs.time_limits.StartTimeoutError` instead."""
+    """The tinker env could not start an episode (``make_envs`` or ``initial_observation`` failed)."""
 
 
 def _types() -> Any:
@@ -94,9 +88,8 @@ _DATASETS: dict[tuple[str, str], tuple[Any, Any]] = {}
 
 
 def load_datasets(path: str, kwargs: Mapping[str, Any], timeout: float) -> tuple[Any, Any]:
-    """The ``(train, test)`` ``RLDataset`` pair of ``path`` built with ``kwargs`` (cached per process): an
-    ``RLDatasetBuilder`` class (chz) is constructed with them and awaited, any other callable called (and awaited
-    if it returns a coroutine), at most ``timeout`` seconds (then :class:`EnvTimeoutError`)."""
+    """The ``(train, test)`` ``RLDataset`` pair of ``path`` (an ``RLDatasetBuilder`` or a callable) built with
+    ``kwargs`` within ``timeout`` seconds, cached per process."""
     key = (path, json.dumps(dict(kwargs), sort_keys=True, default=repr))
     if key not in _DATASETS:
         factory = import_object(path)
@@ -109,10 +102,7 @@ def load_datasets(path: str, kwargs: Mapping[str, Any], timeout: float) -> tuple
                 return made
             return await made()  # an RLDatasetBuilder instance: awaiting its __call__ builds the datasets
 
-        try:
-            pair = wait(build(), timeout)
-        except EnvTimeoutError:
-            raise EnvTimeoutError(timeout, f"tinker dataset {path}") from None
+        pair = wait(build(), timeout, f"tinker dataset {path}")
         if not (isinstance(pair, tuple) and len(pair) == 2):
             raise TypeError(f"tinker env: dataset {path!r} built {type(pair).__name__}, not a (train, test) pair")
         _DATASETS[key] = pair
@@ -121,9 +111,8 @@ def load_datasets(path: str, kwargs: Mapping[str, Any], timeout: float) -> tuple
 
 def tinker_tasks(split: str, dataset: str, dataset_kwargs: Mapping[str, Any] | None = None,
                  start_timeout: float = DEFAULT_START_TIMEOUT) -> list[Task]:
-    """The group builders of a tinker ``RLDataset`` as tasks: ``train`` is the dataset builder's first dataset,
-    ``test`` its second; a task ``{"batch": i, "slot": j}`` is ``get_batch(i)[j]``, its id ``"i:j"``, its category
-    the builder's first logging tag. Each task carries the env kwargs that rebuild the dataset."""
+    """The group builders of a tinker ``RLDataset`` as tasks: ``{"batch": i, "slot": j}`` is ``get_batch(i)[j]`` of
+    the split's dataset (``train`` the builder's first, ``test`` its second)."""
     train, test = load_datasets(dataset, dataset_kwargs or {}, start_timeout)
     chosen = {"train": train, "test": test}.get(split)
     if chosen is None:
@@ -139,9 +128,7 @@ def tinker_tasks(split: str, dataset: str, dataset_kwargs: Mapping[str, Any] | N
 
 
 def tinker_row_prompt(env_cls: Any, task: Task, env_kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A row's prompt: the env's prompt tokens decoded by its renderer's tokenizer, as one user message, so a reader
-    of the rows and verl's prompt-length filter see about what the policy will see (the runner plays the env's
-    tokens from ``reset``, never this text)."""
+    """A row's prompt: the env's prompt tokens decoded, as one user message (the runner plays the tokens)."""
     env = env_cls(**env_kwargs)
     try:
         ids = env.reset(**task.kwargs).token_ids or []
@@ -157,12 +144,12 @@ class TinkerEnv(WholeTextEnv):
     """A tinker-cookbook ``Env`` built by an ``EnvGroupBuilder``, played token in, token out (docs/envs.md)."""
 
     description = "tinker-cookbook Env / EnvGroupBuilder, token in and token out through the env's own renderer"
-    sampler_hints = HINTS
+    sampler_hints = SamplerHints(observation_kind="tokens", blocking_reset=True)
     catalogue = TaskCatalogue(splits=("train", "test"), tasks=tinker_tasks, row_prompt=tinker_row_prompt)
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        """The options' names and types, then their values and the builder's import (cheap: nothing is built)."""
+        """The options, then the builder's import (nothing is built)."""
         super().check_kwargs(kwargs)
         cls(**kwargs)
 
@@ -190,29 +177,13 @@ class TinkerEnv(WholeTextEnv):
         self.split, self.member = limits.split, limits.member
         self.success_reward = float(success_reward)
         self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
-        self._factory: Any = None
-        if builder is not None:
-            try:
-                self._factory = import_object(builder)
-            except (ImportError, AttributeError, ValueError) as exc:
-                raise OptionError("builder", f"{builder!r} cannot be imported ({error_text(exc)})") from None
-            if not callable(self._factory):
-                raise OptionError("builder", f"{builder!r} is not callable")
+        self._factory = import_callable(builder, "builder") if builder is not None else None
         self._group: Any = None
         self._env: Any = None
         self._context: list[int] = []
         self._next_ids: list[int] = []
         self.rewards: list[float] = []
         self.metrics: dict[str, Any] = {}
-
-    # ------------------------------------------------------------------ one bounded call into the env
-    async def _call(self, coro: Any, what: str) -> Any:
-        """Await one of the env's coroutines on the background loop, at most ``call_timeout`` seconds (then it is
-        cancelled there and :class:`EnvTimeoutError` names ``what``)."""
-        try:
-            return await on_background_loop(coro, self.call_timeout)
-        except EnvTimeoutError:
-            raise EnvTimeoutError(self.call_timeout, what) from None
 
     def _group_builder(self, task: Mapping[str, Any]) -> Any:
         if self._factory is not None:
@@ -248,9 +219,7 @@ class TinkerEnv(WholeTextEnv):
         return group, env, first
 
     def reset(self, **task: Any) -> Observation:
-        """Build the task's ``EnvGroupBuilder``, its envs (``make_envs``) and the member's initial observation, all
-        within ``start_timeout`` (else ``StartTimeoutError``); the prompt is its tokens, its stop condition the
-        episode's."""
+        """The task's ``EnvGroupBuilder``, its envs and the member's initial observation, within ``start_timeout``."""
         self.close()
         types = _types()
         what = f"tinker env {self.builder_path or self.dataset_path}"
@@ -270,15 +239,13 @@ class TinkerEnv(WholeTextEnv):
         super().reset()
         return Observation(token_ids=list(ids))
 
-    # ------------------------------------------------------------------ acting: the env parses its own actions
     def format_tool_response(self, results: Sequence[Any]) -> Observation:
         """The tokens the last step's observation added (none once the episode ended)."""
         ids, self._next_ids = self._next_ids, []
         return Observation(token_ids=ids)
 
     def _action(self, step: Step) -> list[int]:
-        """The generation's tokens as sampled; a caller without them (a script, ``check_env``) gets its text
-        encoded with the env's renderer's tokenizer."""
+        """The generation's tokens as sampled, else its text encoded by the env's renderer."""
         if step.token_ids is not None:
             return [int(t) for t in step.token_ids]
         renderer = getattr(self._env, "renderer", None) or getattr(self._group, "renderer", None)
@@ -289,14 +256,13 @@ class TinkerEnv(WholeTextEnv):
         return list(tokenizer.encode(step.raw, add_special_tokens=False))
 
     async def act(self, step: Step) -> None:
-        """``env.step(action)``: its reward and metrics, its ``episode_done``; else the tokens its next observation
-        adds after the episode's tokens so far (which it must extend)."""
+        """``env.step(action)``; the tokens its next observation adds after the episode's so far."""
         action = self._action(step)
         stops = self.sampler_hints.stop_token_ids
         stopped = bool(action) and action[-1] in stops or any(step.raw.endswith(s) for s in self.sampler_hints.stop)
         try:
-            result = await self._call(self._env.step(action, extra={"stop_reason": "stop" if stopped else "length"}),
-                                      "tinker env step")
+            extra = {"stop_reason": "stop" if stopped else "length"}
+            result = await on_background_loop(self._env.step(action, extra=extra), self.call_timeout, "tinker env step")
         except EnvTimeoutError as exc:  # the time-limit rule: ended, scored on the rewards so far
             step.fail(StopReason.TIMEOUT, str(exc))
             return
@@ -313,7 +279,8 @@ class TinkerEnv(WholeTextEnv):
         step.info["tinker_reward"] = reward
         if self.metrics:
             step.info["tinker_metrics"] = json_safe(self.metrics)
-        step.format_errors += int(_says_malformed(self.metrics))
+        fmt = self.metrics.get("format")  # a malformed action: format 0 (ProblemEnv) or stop/parse_error
+        step.format_errors += int((fmt is not None and not fmt) or bool(self.metrics.get("stop/parse_error")))
         if result.episode_done:
             step.done = True
             self.status.turns_completed += 1
@@ -336,11 +303,7 @@ class TinkerEnv(WholeTextEnv):
     def outcome(self) -> Outcome:
         total = float(sum(self.rewards))
         said = [self.metrics[k] for k in CORRECT_KEYS if k in self.metrics]
-        if said:
-            value = said[0]
-            solved = bool(value) if isinstance(value, bool) else isinstance(value, (int, float)) and value >= 1
-        else:
-            solved = total >= self.success_reward
+        solved = says_correct(said[0]) if said else total >= self.success_reward
         extras: dict[str, Any] = {"tinker_rewards": list(self.rewards)}
         if self.metrics:
             extras["tinker_metrics"] = json_safe(self.metrics)
@@ -359,12 +322,6 @@ class TinkerEnv(WholeTextEnv):
                 wait(group.cleanup(), self.call_timeout)
             except Exception:  # noqa: BLE001 - a cleanup that fails or hangs is not worth the run
                 pass
-
-
-def _says_malformed(metrics: Mapping[str, Any]) -> bool:
-    """A step's metrics report a malformed action: ``format`` 0 (``ProblemEnv``) or ``stop/parse_error``."""
-    fmt = metrics.get("format")
-    return (fmt is not None and not fmt) or bool(metrics.get("stop/parse_error"))
 
 
 __all__ = ["TinkerEnv", "TinkerEnvError", "load_datasets", "tinker_tasks", "token_ids"]

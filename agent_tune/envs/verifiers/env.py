@@ -1,11 +1,6 @@
 """Any PrimeIntellect ``verifiers`` environment played through agent-tune's runner ("verifiers", :class:`VerifiersEnv`):
-a ``vf.MultiTurnEnv`` (classic API, verifiers 0.3.1) whose rollout runs step by step with the runner as the model,
-each step verifiers' own code, scored by the env's rubric. The spec (which environment, an episode, the assistant
-message, reward and accuracy, bad input, time limits, the catalogue, what is not carried over) is docs/envs.md,
-"A verifiers environment".
-
-    make_env("verifiers", environment="my_pkg.envs:load_environment", env_args={"difficulty": "easy"})
-    make_env("verifiers", environment="wordle")  # an installed env package: vf.load_environment(id, **env_args)
+a ``vf.MultiTurnEnv`` (classic API, verifiers 0.3.1) stepped by verifiers' own code with the runner as the model,
+scored by its rubric. Spec: docs/envs.md, "A verifiers environment".
 """
 
 from __future__ import annotations
@@ -23,7 +18,7 @@ from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import Task, TaskCatalogue, reset_prompt
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.tasks import dataset_row_kwargs, task_fields
+from agent_tune.envs.tasks import dataset_row_kwargs, mapping_of, task_fields
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
@@ -37,6 +32,7 @@ from agent_tune.parsing.response import ResponseParser
 from agent_tune.sync import on_background_loop, wait
 from agent_tune.utils.imports import import_object
 from agent_tune.utils.jsonl import json_safe
+from agent_tune.utils.rows import truth_text
 
 MODEL = "agent-tune"  # the model name verifiers' state records
 SPLITS = {"train": "dataset", "test": "eval_dataset"}
@@ -62,25 +58,17 @@ def _vf() -> Any:
 
 def _env_args(env_args: Mapping[str, Any] | str | None) -> dict[str, Any]:
     """``env_args`` as a plain dict: a mapping (a Hydra config's too), or its JSON text."""
-    if env_args is None:
-        return {}
     from omegaconf import DictConfig, OmegaConf
 
     if isinstance(env_args, DictConfig):
         env_args = OmegaConf.to_container(env_args, resolve=True)  # type: ignore[assignment]
-    if isinstance(env_args, str):
-        env_args = json.loads(env_args) if env_args.strip() else {}
-    if not isinstance(env_args, Mapping):
-        raise ValueError(f"verifiers env: env_args must be a mapping (or its JSON), got {type(env_args).__name__}")
-    return dict(env_args)
+    return mapping_of(env_args, "verifiers env", "env_args")
 
 
 @contextmanager
 def _signals_off_main_thread() -> Iterator[None]:
-    """verifiers' ``Environment.__post_init__`` installs SIGINT/SIGTERM handlers, which ``signal.signal`` refuses
-    outside the main thread (an agent loop worker builds its envs on its event loop's thread). There, and only
-    there, verifiers' module sees a ``signal`` whose ``signal`` does nothing while the env is built: the env's
-    teardown then runs at exit only (its ``atexit`` hook)."""
+    """Off the main thread (where ``signal.signal`` refuses to run), verifiers' env build installs no signal
+    handlers: its teardown then runs at exit only (its ``atexit`` hook)."""
     if threading.current_thread() is threading.main_thread():
         yield
         return
@@ -104,9 +92,8 @@ def _signals_off_main_thread() -> Iterator[None]:
 
 
 def _count_tool_failures(env: Any) -> None:
-    """Wrap the env's ``call_tool`` (ToolEnv and its kind) so that a tool raising inside ``env_response`` (which
-    verifiers' ToolEnv answers with its error text) is recorded for the step that ran it; the call behaves as
-    before (the exception goes on to verifiers' handler)."""
+    """Wrap the env's ``call_tool`` so that a tool raising inside ``env_response`` is recorded for its step (the
+    exception still goes on to verifiers' handler)."""
     call = getattr(env, "call_tool", None)
     if call is None or getattr(call, "_agent_tune_counted", False) or not asyncio.iscoroutinefunction(call):
         return
@@ -157,37 +144,23 @@ def _no_model_client() -> Any:
     """A verifiers ``Client`` for ``init_state`` that answers nothing: agent-tune's runner is the model."""
     from verifiers.clients.client import Client
 
-    class NoModelClient(Client):
-        def _none(self, *args: Any, **kwargs: Any) -> Any:
-            raise RuntimeError("agent-tune's runner generates; verifiers' client is never asked")
+    def setup_client(self: Any, *args: Any) -> Any:
+        raise RuntimeError("agent-tune's runner generates; verifiers' client is never asked")
 
-        setup_client = _none
+    async def never(self: Any, *args: Any, **kwargs: Any) -> Any:
+        setup_client(self)
 
-        async def to_native_tool(self, tool: Any) -> Any:
-            return self._none()
+    async def close(self: Any) -> None:
+        return None
 
-        async def to_native_prompt(self, messages: Any) -> Any:
-            return self._none()
-
-        async def get_native_response(self, *args: Any, **kwargs: Any) -> Any:
-            return self._none()
-
-        async def raise_from_native_response(self, response: Any) -> None:
-            self._none()
-
-        async def from_native_response(self, response: Any) -> Any:
-            return self._none()
-
-        async def close(self) -> None:
-            return None
-
-    return NoModelClient(None)
+    asked = ("to_native_tool", "to_native_prompt", "get_native_response", "raise_from_native_response",
+             "from_native_response")  # Client's abstract methods: none is ever called
+    methods = {name: never for name in asked}
+    return type("NoModelClient", (Client,), {**methods, "setup_client": setup_client, "close": close})(None)
 
 
 def chat_message(message: Any) -> dict[str, Any]:
-    """A verifiers message as the chat dict the runner renders: its fields (unset ones left out), an assistant's
-    ``tool_calls`` in the OpenAI form (``{"id", "type": "function", "function": {"name", "arguments"}}``, the
-    arguments decoded when they are a JSON object), a completion-style ``text`` message as a user message."""
+    """A verifiers message as the chat dict the runner renders (``tool_calls`` in the OpenAI form)."""
     out = message.model_dump(exclude_none=True) if hasattr(message, "model_dump") else dict(message)
     if out.get("role") == "text":
         out["role"] = "user"
@@ -231,14 +204,9 @@ def _with_chat_prompt(fields: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _same(a: Any, b: Any) -> bool:
-    return a is b or a == b
-
-
 def verifiers_tasks(split: str, environment: str, env_args: Mapping[str, Any] | str | None = None) -> list[Task]:
     """The rows of the environment's ``dataset`` (``train``) or ``eval_dataset`` (``test``), as verifiers formats
-    them. A task's id is ``<split>:<example_id>``, its category the environment, its reference the row's
-    ``answer``; its env kwargs name the environment (and its ``env_args``, as JSON text) so a row plays alone."""
+    them; each task's env kwargs name the environment, so a row plays alone."""
     if split not in SPLITS:
         raise ValueError(f"verifiers env: no split {split!r}; its splits: {', '.join(SPLITS)}")
     vf_env = load_environment(environment, env_args)
@@ -255,10 +223,8 @@ def verifiers_tasks(split: str, environment: str, env_args: Mapping[str, Any] | 
         if task_id in seen:
             task_id = f"{split}:{number}"
         seen.add(task_id)
-        answer = row.get("answer")
-        reference = "" if answer is None else answer if isinstance(answer, str) else json.dumps(answer)
         tasks.append(Task(id=task_id, kwargs=row, category=str(category), env_kwargs=dict(env_kwargs),
-                          reference=reference))
+                          reference=truth_text(row.get("answer"))))
     return tasks
 
 
@@ -282,11 +248,10 @@ class VerifiersEnv(WholeTextEnv):
 
     @classmethod
     def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        """The options' names and types, then the environment itself: it builds and is a ``vf.MultiTurnEnv``."""
+        """The options, then the environment itself: it builds and is a ``vf.MultiTurnEnv``."""
         super().check_kwargs(kwargs)
         cls(**kwargs)
 
-    # ------------------------------------------------------------------ the env
     def __init__(
         self,
         environment: str,
@@ -312,15 +277,9 @@ class VerifiersEnv(WholeTextEnv):
         self._finished = False  # verifiers' cleanup ran (the completion is rendered)
         self._scored: Outcome | None = None
 
-    def _wait(self, coro: Any) -> Any:
-        """Run a coroutine of verifiers' on the process's background loop (one loop for every episode, so what an
-        env keeps across its async calls stays on one loop) and wait for it."""
-        return wait(coro, self.call_timeout)
-
     def reset(self, row: str | Mapping[str, Any] | None = None, **fields: Any) -> Observation:
-        """Start an episode on a dataset row's fields (``prompt`` as chat messages, or ``question`` formatted by the
-        env; ``answer``, ``info``, ``example_id``, any other column); ``row`` is the deprecated form
-        (:func:`~agent_tune.envs.tasks.task_fields`)."""
+        """Start an episode on a dataset row's fields (``prompt``, or ``question`` formatted by the env); ``row`` is
+        the deprecated form."""
         self.close()
         task = _with_chat_prompt(task_fields("verifiers env", row, fields))
         if task.get("prompt") is None:
@@ -366,17 +325,18 @@ class VerifiersEnv(WholeTextEnv):
         return ParsedResponse(content=raw_response)
 
     async def act(self, step: Step) -> None:
-        """verifiers' own step (the env's response, its stop conditions) on the background loop, where the
-        episode's state lives (awaited from the runner's loop), bounded by ``call_timeout``."""
+        """verifiers' own step on the background loop, where the episode's state lives, within ``call_timeout``."""
         try:
             await on_background_loop(self._act(step), self.call_timeout)
         except EnvTimeoutError:  # the time-limit rule: the episode ends timed out, unscored (its state is mid-step)
             if not step.done:
                 why = timeout_text(self.call_timeout, "verifiers step")
                 step.fail(StopReason.TIMEOUT, why, f"Error: the environment did not answer ({why})")
-        except Exception as exc:  # noqa: BLE001 - counted, never a crash
-            if not step.done:
-                self._fail(step, exc)
+        except Exception as exc:  # noqa: BLE001 - verifiers failed on model output (or a conversation the runner
+            # cannot follow): the rollout failed, as in verifiers' own loop (no score); counted, never a crash
+            why = error_text(exc)
+            step.format_errors += 1
+            step.fail(StopReason.ENV_ERROR, why, f"Error: the environment could not process the response ({why})")
 
     def _assistant_message(self, step: Step) -> tuple[dict[str, Any], list[str]]:
         """The generation as verifiers' assistant message fields, and the names of the calls it makes."""
@@ -398,14 +358,7 @@ class VerifiersEnv(WholeTextEnv):
         return fields, [call.name for call in parsed.calls]
 
     async def _act(self, step: Step) -> None:
-        """One generation through verifiers: add it to the trajectory, ask its stop conditions, then its
-        ``env_response``. Never raises: a failure ends the episode, counted."""
-        try:
-            await self._act_unguarded(step)
-        except Exception as exc:  # noqa: BLE001 - verifiers failed on model output: counted, never a crash
-            self._fail(step, exc)
-
-    async def _act_unguarded(self, step: Step) -> None:
+        """One generation through verifiers: its trajectory, its stop conditions, then its ``env_response``."""
         vf = _vf()
         env, state = self.vf_env, self.state
         fields, names = self._assistant_message(step)
@@ -446,7 +399,7 @@ class VerifiersEnv(WholeTextEnv):
         if failed:
             self.status.tool_errors += len(failed)
             step.info["tool_errors"] = [f"{name}: {error}" for name, error in failed]
-        if len(prompt) < len(before) or not all(_same(a, b) for a, b in zip(prompt, before)):
+        if len(prompt) < len(before) or not all(a is b or a == b for a, b in zip(prompt, before)):
             raise ValueError("get_prompt_messages did not continue the conversation (a non-linear prompt)")
         final = state.get("final_env_response")
         if final is not None:
@@ -456,19 +409,6 @@ class VerifiersEnv(WholeTextEnv):
             return
         self._prompt = list(prompt)
         step.messages.extend(chat_message(m) for m in prompt[len(before):])
-
-    @staticmethod
-    def _fail(step: Step, exc: BaseException) -> None:
-        """The episode ends on a failure of verifiers' code (or a conversation the runner cannot follow): the
-        rollout failed, as it does in verifiers' own loop (no score: reward 0)."""
-        why = error_text(exc)
-        step.format_errors += 1
-        step.fail(StopReason.ENV_ERROR, why, f"Error: the environment could not process the response ({why})")
-
-    def _rollout_failed(self) -> bool:
-        """The rollout failed outside verifiers' own error rule (which keeps its error in ``state["error"]`` and is
-        scored): a failure the episode recorded, none in the state. Such a rollout is not scored."""
-        return self.status.error is not None and self.state.get("error") is None
 
     async def _stopped(self, step: Step) -> None:
         """verifiers' stop condition fired: the episode's turn is done."""
@@ -502,9 +442,10 @@ class VerifiersEnv(WholeTextEnv):
         if self._scored is not None:
             return self._scored
         extras: dict[str, Any] = {"verifiers_env": self.environment}
-        crashed = self._rollout_failed()
+        # failed outside verifiers' own error rule (which keeps its error in state["error"] and is scored): no score
+        crashed = self.status.error is not None and self.state.get("error") is None
         try:
-            self._wait(self._finish() if crashed else self._score())
+            wait(self._finish() if crashed else self._score(), self.call_timeout)
         except EnvTimeoutError:  # the time-limit rule: scoring is a call too
             self.status.fail(StopReason.TIMEOUT, timeout_text(self.call_timeout, "verifiers scoring"))
             self.state["reward"] = None
@@ -526,7 +467,7 @@ class VerifiersEnv(WholeTextEnv):
         if state is not None and not self._finished:
             self.state = state
             try:
-                self._wait(self._finish())
+                wait(self._finish(), self.call_timeout)
             except Exception:  # noqa: BLE001 - closing never raises
                 pass
             self.state = None

@@ -1,15 +1,7 @@
-"""Every call into verl's tools, as verl's ``ToolAgentLoop`` makes it.
-
-The tools' coroutines run on the process's background event loop (:mod:`agent_tune.sync`): verl shares one tool
-object between trajectories on its worker's loop, so what a tool keeps across calls (a client session, a lock) stays
-on one loop here too (the :class:`~agent_tune.envs.base.CallToolEnv` tier runs the env's ``async`` ``call_tool``
-there). The env waits on them with :func:`agent_tune.envs.time_limits.bounded` (on that loop) and
-:func:`agent_tune.sync.wait` (from a thread), each bounded by the time-limit rule
-(:mod:`agent_tune.envs.time_limits`: ``EnvTimeoutError`` when a tool does not answer in time). The coroutines they
-wait on never raise a tool's own exception: :func:`guarded` turns it into a :class:`Failed` value, so a timeout is
-never mistaken for a tool raising ``TimeoutError``.
+"""Every call into verl's tools, as verl's ``ToolAgentLoop`` makes it (on the process's background loop, where
+verl's shared tool objects live); a tool's own exception is a :class:`Failed` value (:func:`guarded`), so a timeout
+is never mistaken for a tool raising ``TimeoutError``.
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -35,9 +27,7 @@ async def guarded(awaitable: Awaitable[T]) -> T | Failed:
 
 @dataclass
 class CallResult:
-    """One call's outcome as verl's ``_call_tool`` returns it: the text the policy reads (truncated as verl truncates
-    it), the step reward and metrics the tool returned; ``failed`` when the tool raised (verl answers with
-    ``Error executing tool ...``), ``media`` the images / videos the response carried (this env shows text only)."""
+    """One call's outcome as verl's ``_call_tool`` returns it (``media``: images / videos, which are not shown)."""
 
     text: str
     reward: float = 0.0
@@ -60,15 +50,13 @@ def truncate(text: str, limit: int, side: str) -> str:
 
 async def call_tool(tool: Any, arguments: dict[str, Any], *, instance_id: str | None,
                     create_kwargs: Mapping[str, Any], agent_data: Any, limit: int, side: str) -> CallResult:
-    """One decoded call, as verl's ``ToolAgentLoop._call_tool``: a ``FunctionTool`` is called with the arguments and
-    its return normalised by verl; a ``BaseTool`` executes on ``instance_id`` (the episode's instance) or, without
-    one, on an instance of its own, ``create(create_kwargs=...)`` before and ``release`` after (verl 0.9's
-    per-call lifecycle). Never raises on the tool's failure."""
+    """One decoded call, as verl's ``ToolAgentLoop._call_tool`` (a ``BaseTool`` without ``instance_id`` gets an
+    instance of its own for the call: verl 0.9's per-call lifecycle). Never raises on the tool's failure."""
     from verl.tools.function_tool import FunctionTool, normalize_function_tool_return
     from verl.tools.schemas import ToolResponse
 
     name = tool.name
-    own: list[str] = []  # the instance made for this call (verl 0.9's per-call lifecycle), released at the end
+    own: list[str] = []  # the instance made for this call, released at the end
     try:
         try:
             if isinstance(tool, FunctionTool):
@@ -93,5 +81,6 @@ async def call_tool(tool: Any, arguments: dict[str, Any], *, instance_id: str | 
     if own and isinstance(released, Failed):  # verl lets this escape the rollout; here the call counts as failed
         result = CallResult(f"Error executing tool '{name}': release failed ({released.error})", failed=True)
     return result
+
 
 __all__ = ["CallResult", "Failed", "call_tool", "guarded", "truncate"]

@@ -1,30 +1,28 @@
-"""verl's own tools as an environment ("verl_tools", :class:`VerlToolsEnv`): the ``BaseTool`` s of a verl tool-config
-YAML and ``@function_tool`` functions, loaded by verl's ``load_all_tools`` (:mod:`.loader`), each decoded call run as
-verl's ``ToolAgentLoop`` runs it (:mod:`.calls`) through the :class:`~agent_tune.envs.base.CallToolEnv` tier (schema
-refusal, the time-limit rule), the reward from their ``calc_reward`` or a reward function (:mod:`.reward`).
-docs/envs.md, "verl's tools", is its spec: options, what the policy sees, the tools' lifecycle, the reward, the
-task, bad input and what is not carried over.
+"""verl's own tools as an environment ("verl_tools", :class:`VerlToolsEnv`): loaded by verl (:mod:`.loader`), each
+decoded call run as verl's ``ToolAgentLoop`` runs it (:mod:`.calls`) through the ``CallToolEnv`` tier; the reward
+from their ``calc_reward`` or a reward function (:mod:`.reward`). Spec: docs/envs.md, "verl's tools".
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from dataclasses import replace
 from typing import Any, Literal, Mapping, Sequence
 
+from pydantic import model_validator
+
+from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.base import CallToolEnv, Observation, Outcome, SamplerHints, Step, StopReason, ToolResult
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.remote_tools import check_limits, input_schemas
-from agent_tune.envs.tasks import task_fields
+from agent_tune.envs.remote_tools import input_schemas
+from agent_tune.envs.tasks import chat_prompt, mapping_of, task_fields
 from agent_tune.envs.time_limits import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
-    TimeLimits,
     bounded,
     call_in_thread,
 )
@@ -40,29 +38,23 @@ from agent_tune.utils.typed_config import OptionError
 
 Lifecycle = Literal["episode", "call"]
 TruncateSide = Literal["left", "right", "middle"]
+WHO = "verl_tools env"
 
 
-def _prompt_messages(prompt: Any) -> list[dict[str, Any]]:
-    if isinstance(prompt, str):
-        return [{"role": "user", "content": prompt}]
-    if not isinstance(prompt, (list, tuple)) or not prompt:
-        raise TypeError(f"verl_tools env: prompt must be chat messages or a question, got {type(prompt).__name__}")
-    out = []
-    for m in prompt:
-        if not (isinstance(m, Mapping) and isinstance(m.get("role"), str) and "content" in m):
-            raise TypeError(f"verl_tools env: every prompt message needs a 'role' and a 'content', got {m!r:.200}")
-        out.append(dict(m))
-    return out
+class VerlToolsOptions(AdapterOptions):
+    """The verl_tools env's option values (see :class:`AdapterOptions`), with verl's lifecycle and call limits."""
 
+    lifecycle: Lifecycle = "episode"
+    tool_response_truncate_side: TruncateSide = "middle"
+    max_parallel_calls: int = 1
+    max_tool_response_length: int = 256
 
-def _mapping(value: Any, key: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        value = json.loads(value) if value.strip() else {}
-    if not isinstance(value, Mapping):
-        raise TypeError(f"verl_tools env: {key} must be a mapping (or its JSON), got {type(value).__name__}")
-    return dict(value)
+    @model_validator(mode="after")
+    def _counts(self) -> VerlToolsOptions:
+        for key in ("max_parallel_calls", "max_tool_response_length"):
+            if getattr(self, key) < 1:
+                raise OptionError(key, f"must be >= 1, got {getattr(self, key)}")
+        return self
 
 
 @register_env("verl_tools")
@@ -96,94 +88,69 @@ class VerlToolsEnv(CallToolEnv):
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         start_timeout: float = DEFAULT_START_TIMEOUT,
     ) -> None:
-        check_limits(1 if max_steps is None else int(max_steps))
-        limits = TimeLimits(call_timeout=call_timeout, start_timeout=start_timeout)
-        self.call_timeout, self.start_timeout = limits.call_timeout, limits.start_timeout
-        if lifecycle not in ("episode", "call"):
-            raise OptionError("lifecycle", f"must be 'episode' or 'call', got {lifecycle!r}")
-        if tool_response_truncate_side not in ("left", "right", "middle"):
-            raise OptionError("tool_response_truncate_side", f"must be left, right or middle, got "
-                              f"{tool_response_truncate_side!r}")
-        for key, value in (("max_parallel_calls", max_parallel_calls),
-                           ("max_tool_response_length", max_tool_response_length)):
-            if int(value) < 1:
-                raise OptionError(key, f"must be >= 1, got {value}")
+        self.limits = VerlToolsOptions.of(dict(
+            max_steps=max_steps, lifecycle=lifecycle, tool_response_truncate_side=tool_response_truncate_side,
+            max_parallel_calls=max_parallel_calls, max_tool_response_length=max_tool_response_length,
+            call_timeout=call_timeout, start_timeout=start_timeout))
+        self.call_timeout, self.start_timeout = self.limits.call_timeout, self.limits.start_timeout
         self.loaded: LoadedTools = load_tools(tool_config, function_tools)
         self.reward_fn = load_reward(reward) if reward else None
-        self.lifecycle = lifecycle
         has_base_tools = any(not self.loaded.is_function_tool(n) for n in self.loaded.tools)
         if self.reward_fn is None and not (lifecycle == "episode" and has_base_tools):
             raise OptionError("reward", "no tool's calc_reward can reward the episode (function tools only, or "
                               "lifecycle='call', where verl never calls it): give a reward function, "
                               "reward='pkg.mod:fn'")
         self.parser = ResponseParser(tool_parser, reasoning_parser)
-        self.max_steps = None if max_steps is None else int(max_steps)
-        self.max_parallel_calls = int(max_parallel_calls)
-        self.max_tool_response_length = int(max_tool_response_length)
-        self.truncate_side = str(tool_response_truncate_side)
+        self.max_steps = self.limits.max_steps
         self.validate_arguments = bool(validate_arguments)
         self.instances: dict[str, str] = {}  # BaseTool name -> this episode's instance id (lifecycle "episode")
         self.transcript: list[dict[str, Any]] = []
         self.task: dict[str, Any] = {}
 
-    # ------------------------------------------------------------------ the episode's start
     def reset(self, prompt: list[dict[str, Any]] | str | None = None, row: str | Mapping[str, Any] | None = None,
               tools_kwargs: Mapping[str, Any] | str | None = None, tool_selection: Sequence[str] | None = None,
               ground_truth: Any = None, data_source: str | None = None,
               extra_info: Mapping[str, Any] | None = None, reward_model: Mapping[str, Any] | None = None,
               ) -> Observation:
-        """Start an episode on a verl dataset row's fields (``prompt``: chat messages, or a question;
-        ``data_source``, ``reward_model.ground_truth``, ``extra_info`` with its ``tools_kwargs`` and
-        ``tool_selection``), ``tools_kwargs`` / ``tool_selection`` / ``ground_truth`` over the row's; ``row`` is the
-        deprecated form (:func:`~agent_tune.envs.tasks.task_fields`). ``tool_selection`` shows only the tools it
-        names (verl's per-row ``extra_info.tool_selection``). The tools' instances not created within
-        ``start_timeout``: :class:`StartTimeoutError` (the runner counts the episode as not played)."""
+        """Start an episode on a verl dataset row's fields (``tools_kwargs`` / ``tool_selection`` /
+        ``ground_truth`` over the row's ``extra_info`` and ``reward_model``); ``row`` is the deprecated form."""
         self.close()
         given = {"prompt": prompt, "data_source": data_source, "extra_info": extra_info, "reward_model": reward_model}
-        fields = task_fields("verl_tools env", row, {k: v for k, v in given.items() if v is not None})
-        info = _mapping(fields.get("extra_info"), "extra_info")
-        prompt = fields.get("prompt")
-        if prompt is None:
+        fields = task_fields(WHO, row, {k: v for k, v in given.items() if v is not None})
+        info = mapping_of(fields.get("extra_info"), WHO, "extra_info")
+        if not fields.get("prompt"):
             raise TypeError("verl_tools env: reset() needs a prompt")
-        messages = _prompt_messages(prompt)
+        messages = chat_prompt(fields["prompt"], WHO)
         if ground_truth is None:
             ground_truth = (fields.get("reward_model") or {}).get("ground_truth")
-        kwargs = _mapping(tools_kwargs if tools_kwargs is not None else info.get("tools_kwargs"), "tools_kwargs")
+        kwargs = mapping_of(tools_kwargs if tools_kwargs is not None else info.get("tools_kwargs"), WHO, "tools_kwargs")
         selection = tool_selection if tool_selection is not None else info.get("tool_selection")
         names = list(self.loaded.tools)
         if selection:  # verl's per-row selection: the names it gives that are loaded, in its order
             names = [n for n in selection if n in self.loaded.tools]
         self.active = {n: self.loaded.tools[n] for n in names}
-        self.schemas = {n: self.loaded.schemas[n] for n in names}
-        self.tools = list(self.schemas.values()) or None
+        self.tools = [self.loaded.schemas[n] for n in names] or None
         self.call_schemas = input_schemas(self.tools) if self.validate_arguments else None
-        self.tools_kwargs = {n: _mapping(v, f"tools_kwargs[{n!r}]") for n, v in kwargs.items()}
-        self.task = {"ground_truth": ground_truth, "data_source": fields.get("data_source"),
-                     "extra_info": info}
+        self.tools_kwargs = {n: mapping_of(v, WHO, f"tools_kwargs[{n!r}]") for n, v in kwargs.items()}
+        self.task = {"ground_truth": ground_truth, "data_source": fields.get("data_source"), "extra_info": info}
         self.transcript = [dict(m) for m in messages]
-        self.agent_data = self._agent_data()
+        self.agent_data: Any = None  # verl's own AgentData for execute(..., agent_data=...); function tools get none
+        if not all(self.loaded.is_function_tool(n) for n in self.active):
+            from verl.experimental.agent_loop.tool_agent_loop import AgentData
+
+            self.agent_data = AgentData(messages=self.transcript, image_data=None, video_data=None, audio_data=None,
+                                        mm_processor_kwargs=None, metrics={}, request_id=uuid.uuid4().hex,
+                                        tools_kwargs=self.tools_kwargs)
         self.tool_rewards, self.dropped_calls = [], 0
         self.instances = {}
         super().reset()
-        if self.lifecycle == "episode":
+        if self.limits.lifecycle == "episode":
             self._create_instances()
         return Observation(messages=messages, tools=self.tools)
 
-    def _agent_data(self) -> Any:
-        """verl's own ``AgentData`` for ``execute(..., agent_data=...)``: the conversation (this env's transcript,
-        kept up to date), the row's ``tools_kwargs`` and a request id."""
-        if all(self.loaded.is_function_tool(n) for n in self.active):
-            return None  # function tools are not given one
-        from verl.experimental.agent_loop.tool_agent_loop import AgentData
-
-        return AgentData(messages=self.transcript, image_data=None, video_data=None, audio_data=None,
-                         mm_processor_kwargs=None, metrics={}, request_id=uuid.uuid4().hex,
-                         tools_kwargs=self.tools_kwargs)
-
     def _create_instances(self) -> None:
-        """``create`` of every BaseTool the episode shows, concurrently, within ``start_timeout`` (else
-        :class:`StartTimeoutError`; the instances made so far stay in ``instances``, released by ``close``); a
-        ``create`` that raises is a failure recorded at the start: the first step ends the episode with it."""
+        """``create`` of every BaseTool the episode shows, concurrently, within ``start_timeout``; one that raises
+        is recorded, ending the episode at its first step."""
         base_tools = [n for n in self.active if not self.loaded.is_function_tool(n)]
 
         async def create(name: str) -> Failed | None:
@@ -204,10 +171,8 @@ class VerlToolsEnv(CallToolEnv):
         if failures:
             self.status.fail(StopReason.ENV_ERROR, "; ".join(f.error for f in failures))
 
-    # ------------------------------------------------------------------ a step
     def refuse(self, call: ToolCall) -> str | None:
-        """verl's answer to a tool the episode does not show, else the tier's schema refusal
-        (``validate_arguments``); verl records a step reward of 0 for a call it answers without running."""
+        """verl's answer to a tool the episode does not show, else the tier's schema refusal (step reward 0)."""
         if call.name not in self.active:
             refused: str | None = f"Unknown function '{call.name}'. Available tools: {list(self.active)}"
         else:
@@ -217,12 +182,12 @@ class VerlToolsEnv(CallToolEnv):
         return refused
 
     async def call_tool(self, call: ToolCall) -> ToolResult:
-        """One call as verl makes it (on the background loop, where the tools live), within ``call_timeout``; its
-        step reward goes in ``tool_rewards`` (none at a timeout)."""
+        """One call as verl makes it, within ``call_timeout``; its step reward goes in ``tool_rewards``."""
         result: CallResult = await bounded(call_tool(
             self.active[call.name], dict(call.arguments), instance_id=self.instances.get(call.name),
             create_kwargs=self.tools_kwargs.get(call.name, {}).get("create_kwargs") or {},
-            agent_data=self.agent_data, limit=self.max_tool_response_length, side=self.truncate_side,
+            agent_data=self.agent_data, limit=self.limits.max_tool_response_length,
+            side=self.limits.tool_response_truncate_side,
         ), self.call_timeout, f"verl tool {call.name!r}")
         self.status.tool_errors += result.failed
         self.tool_rewards.append(result.reward)
@@ -233,13 +198,12 @@ class VerlToolsEnv(CallToolEnv):
         return ToolResult(result.text, call.name)
 
     async def act(self, step: Step) -> None:
-        """The tier's step as verl takes it: the first ``max_parallel_calls`` calls (verl ignores the others, counted
-        in ``dropped_calls``), the generation and the tools' answers added to the transcript (verl's messages)."""
+        """The tier's step on the first ``max_parallel_calls`` calls (verl ignores the others), in the transcript."""
         calls = step.parsed.calls
-        if len(calls) > self.max_parallel_calls:
-            step.info["dropped_calls"] = len(calls) - self.max_parallel_calls
+        if len(calls) > self.limits.max_parallel_calls:
+            step.info["dropped_calls"] = len(calls) - self.limits.max_parallel_calls
             self.dropped_calls += step.info["dropped_calls"]
-            step.parsed = replace(step.parsed, calls=calls[: self.max_parallel_calls])
+            step.parsed = replace(step.parsed, calls=calls[: self.limits.max_parallel_calls])
         message: dict[str, Any] = {"role": "assistant", "content": step.parsed.content}
         if not step.answer:
             message["tool_calls"] = [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -248,21 +212,27 @@ class VerlToolsEnv(CallToolEnv):
         await super().act(step)
         self.transcript.extend({"role": "tool", "content": r.content} for r in step.results if r.name is not None)
 
-    # ------------------------------------------------------------------ the episode's end
     def outcome(self) -> Outcome:
-        """The tools' ``calc_reward`` s and ``release`` s (lifecycle ``episode``), then the reward: the reward
-        function's, else the sum of the ``calc_reward`` s."""
+        """The reward function's reward, else the sum of the tools' ``calc_reward`` s."""
         scores = self._end_instances()
         extras: dict[str, Any] = {"tool_rewards": list(self.tool_rewards), "tool_scores": dict(scores),
                                   "dropped_calls": self.dropped_calls}
         if self.reward_fn is None:
             total = float(sum(scores.values()))
             return Outcome(total, float(total >= 1.0), None, extras)
-        given = {"messages": [dict(m) for m in self.transcript], "solution_str": self._final_answer(),
+        # verl's reward functions read the last generation's text outside its calls
+        answer = next((str(m.get("content") or "") for m in reversed(self.transcript) if m["role"] == "assistant"), "")
+        given = {"messages": [dict(m) for m in self.transcript], "solution_str": answer,
                  **self.task, "tools_kwargs": dict(self.tools_kwargs), "tool_rewards": list(self.tool_rewards),
                  "tool_scores": dict(scores)}
         try:
-            reward, accuracy = verdict(self._call_reward(given))
+            fn, kwargs = self.reward_fn, reward_arguments(self.reward_fn, given)
+            what = "verl_tools reward function"
+            if asyncio.iscoroutinefunction(fn):  # on the background loop, where the tools live
+                value = wait(fn(**kwargs), self.call_timeout, what)
+            else:
+                value = call_in_thread(lambda: fn(**kwargs), timeout=self.call_timeout, what=what)
+            reward, accuracy = verdict(value)
         except EnvTimeoutError as exc:  # the scoring is a call too: the time-limit rule's outcome
             self.status.fail(StopReason.TIMEOUT, str(exc))
             return Outcome(0.0, 0.0, None, extras)
@@ -271,27 +241,8 @@ class VerlToolsEnv(CallToolEnv):
             return Outcome(0.0, 0.0, None, extras)
         return Outcome(reward, accuracy, None, extras)
 
-    def _call_reward(self, given: dict[str, Any]) -> Any:
-        """The reward function within ``call_timeout``: a coroutine function on the background loop (where the
-        tools live), a plain one in a thread of its own (one that never returns holds no pool's worker)."""
-        assert self.reward_fn is not None
-        fn, kwargs = self.reward_fn, reward_arguments(self.reward_fn, given)
-        what, seconds = "verl_tools reward function", self.call_timeout
-        if asyncio.iscoroutinefunction(fn):
-            return wait(fn(**kwargs), seconds, what)
-        return call_in_thread(lambda: fn(**kwargs), timeout=seconds, what=what)
-
-    def _final_answer(self) -> str:
-        """The last generation's text outside its calls (verl's reward functions read the decoded response)."""
-        for message in reversed(self.transcript):
-            if message["role"] == "assistant":
-                return str(message.get("content") or "")
-        return ""
-
     def _end_instances(self, score: bool = True) -> dict[str, float]:
-        """``calc_reward`` (when ``score``, and no tool has timed out or failed to start) then ``release`` of each of
-        the episode's instances, each within ``call_timeout``. A tool that raises there scores 0, counted in
-        ``tool_errors`` with its ``error``; one that times out ends the episode as ``timeout``."""
+        """``calc_reward`` (when ``score`` and nothing failed) then ``release`` of each instance, each bounded."""
         instances, self.instances = dict(self.instances), {}
         # no score after a failure (a tool that timed out or failed to start)
         methods = ("calc_reward", "release") if score and self.status.error is None else ("release",)

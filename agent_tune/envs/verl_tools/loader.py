@@ -1,15 +1,7 @@
-"""verl's tools loaded by verl's own loader, once per process.
-
-``load_tools(tool_config, function_tools)`` calls :func:`verl.tools.tool_registry.load_all_tools` (what verl's agent
-loop calls with ``multi_turn.tool_config_path`` and ``multi_turn.function_tool_path``), resolving the paths with
-verl's own ``resolve_config_path``: once for the tool config and once per function-tool file (verl takes one file,
-this env a list), with verl's rule that a tool name is unique across them. As verl loads its tools once per
-agent-loop worker and shares them between trajectories (an instance id keeps each trajectory's state), the tools
-are loaded once per process for each pair of paths and shared by the episodes.
-
-Every failure is an :class:`~agent_tune.utils.typed_config.OptionError` naming the key (``tool_config`` or
-``function_tools``). verl 0.9's loader reads native tools only (its ``ToolType`` has no ``mcp`` since MCP tools
-were removed from it): an MCP entry is refused here, naming its place, rather than failing inside verl.
+"""verl's tools loaded by verl's own ``load_all_tools``, once per process per (``tool_config``,
+``function_tools``) and shared by the episodes, as verl's agent loop shares them; every failure an
+:class:`~agent_tune.utils.typed_config.OptionError` naming its key (an MCP entry, which verl 0.9 no longer loads,
+included).
 """
 
 from __future__ import annotations
@@ -26,8 +18,7 @@ from agent_tune.utils.typed_config import OptionError
 
 @dataclass(frozen=True)
 class LoadedTools:
-    """The tools of one (``tool_config``, ``function_tools``) pair: verl's tool objects by name (``BaseTool``
-    subclasses and ``FunctionTool`` s), in verl's order, and the schema each shows the policy."""
+    """verl's tool objects by name (in verl's order) and the schema each shows the policy."""
 
     tools: dict[str, Any]
     schemas: dict[str, dict[str, Any]]
@@ -56,7 +47,6 @@ def _resolve(path: str, key: str) -> str:
 
 
 def _refuse_mcp(path: str) -> None:
-    """An MCP entry in the tool config: verl 0.9's loader has no MCP tools; say so, naming the entry."""
     from omegaconf import OmegaConf
 
     try:

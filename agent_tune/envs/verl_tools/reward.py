@@ -1,10 +1,5 @@
-"""The episode's reward function (``reward="pkg.mod:fn"``) of the ``verl_tools`` env.
-
-The function is called once the episode ends, with the keyword arguments among :data:`REWARD_ARGUMENTS` that it
-declares (all of them when it takes ``**kwargs``), so a verl ``compute_score(data_source, solution_str,
-ground_truth, extra_info)`` plugs in as it is. It may be ``async``. It returns the reward, ``(reward, accuracy)``, or a
-mapping with ``reward`` or verl's ``score`` (and optionally ``accuracy`` or verl's ``acc``); the accuracy defaults to
-``reward >= 1``.
+"""The ``verl_tools`` env's reward function (``reward="pkg.mod:fn"``): called with the :data:`REWARD_ARGUMENTS` it
+declares, so a verl ``compute_score`` plugs in as it is (docs/envs.md, "verl's tools").
 """
 
 from __future__ import annotations
@@ -12,7 +7,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable, Mapping
 
-from agent_tune.utils.imports import import_object
+from agent_tune.utils.imports import import_callable
 from agent_tune.utils.typed_config import OptionError
 
 # What the env passes: the transcript, the final answer, the task's fields, the tools' rewards.
@@ -23,12 +18,7 @@ REWARD_ARGUMENTS = ("messages", "solution_str", "ground_truth", "data_source", "
 def load_reward(path: str) -> Callable[..., Any]:
     """The function at ``module:function``, its required parameters among :data:`REWARD_ARGUMENTS`;
     :class:`OptionError` keyed ``reward``."""
-    try:
-        fn = import_object(path)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise OptionError("reward", f"{path!r} cannot be imported ({type(exc).__name__}: {exc})") from None
-    if not callable(fn):
-        raise OptionError("reward", f"{path!r} is not a function")
+    fn = import_callable(path, "reward")
     params = inspect.signature(fn).parameters.values()
     unknown = [p.name for p in params if p.default is inspect.Parameter.empty
                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in REWARD_ARGUMENTS]

@@ -1,11 +1,4 @@
-"""A verl tool recipe's dataset as the ``verl_tools`` env's catalogue.
-
-verl's multi-turn recipes write rows of ``prompt`` (chat messages), ``data_source``, ``reward_model.ground_truth`` and
-``extra_info`` (with the row's ``tools_kwargs`` and, optionally, ``tool_selection``). :func:`verl_rows_tasks` reads such
-a file (``.parquet``, or ``.jsonl``: one row per line) into tasks whose reset kwargs are the row's
-:data:`ROW_FIELDS` (everything ``reset`` reads), so ``agent-tune data --env verl_tools`` rewrites a recipe's rows
-for agent-tune's loop with nothing the episode uses lost.
-"""
+"""A verl tool recipe's dataset (``.parquet`` / ``.jsonl`` rows) as the ``verl_tools`` env's catalogue."""
 
 from __future__ import annotations
 
