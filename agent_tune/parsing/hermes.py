@@ -36,8 +36,8 @@ class HermesToolParser(ToolCallParser):
 
     def parse(self, text: str) -> ParsedResponse:
         if OPEN not in text and CLOSE not in text:  # no tag at all (the usual answer to the user): all content
-            return ParsedResponse(content=text.strip())
-        out = ParsedResponse(content="")
+            return ParsedResponse(text.strip(), [], [])  # the lists given: no default factories called
+        out = ParsedResponse("", [], [])
         content: list[str] = []
         pos = 0
         # the spans of _blocks(text), inlined (no generator per answer)
@@ -83,6 +83,7 @@ def _next_index(out: ParsedResponse) -> int:
 
 
 _scan_once = _json.DECODER.scan_once
+_JSON_WS = _json.JSON_WS
 
 
 def _decode_block(body: str, raw: str) -> ToolCall | str:
@@ -90,7 +91,7 @@ def _decode_block(body: str, raw: str) -> ToolCall | str:
     not take it."""
     # Fast path, the well-formed call: the same tests as the path below, inlined; anything else (and any
     # decoding error) goes down that path, which words the reason.
-    stripped = body.strip(_json.JSON_WS)
+    stripped = body.strip(_JSON_WS)
     try:
         obj, end = _scan_once(stripped, 0)  # = _json.DECODER.raw_decode(stripped, 0), less its Python frame
     except (StopIteration, ValueError, RecursionError):

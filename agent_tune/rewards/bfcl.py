@@ -83,7 +83,11 @@ def accuracy(
     ``turn_scores`` holds one value per played turn (1.0 passed, 0.0 failed, None unscored).
     """
     completed = len(turn_scores) == len(required_turns)
-    all_passed = all(s != 0.0 for t, s in enumerate(turn_scores) if required_turns[t])
+    all_passed = True  # = all(s != 0.0 for t, s in enumerate(turn_scores) if required_turns[t]), without a generator
+    for t, s in enumerate(turn_scores):
+        if required_turns[t] and not s != 0.0:
+            all_passed = False
+            break
     return float(completed and all_passed and not force_terminated and not forced_turns)
 
 
@@ -92,10 +96,14 @@ def progress(turn_scores: Sequence[float | None], scoreable_turns: Sequence[bool
 
     An entry with no scoreable turn scores 1.0 once every turn is played, else 0.0.
     """
-    scoreable = sum(bool(s) for s in scoreable_turns)
+    scoreable = sum(map(bool, scoreable_turns))
     if not scoreable:
         return float(len(turn_scores) == len(scoreable_turns))
-    return sum(1 for s in turn_scores if s == 1.0) / scoreable
+    passed = 0  # = sum(1 for s in turn_scores if s == 1.0), without a generator (once per episode)
+    for s in turn_scores:
+        if s == 1.0:
+            passed += 1
+    return passed / scoreable
 
 
 def progress_format(progress_value: float, format_errors: int, format_penalty: float = 0.1,

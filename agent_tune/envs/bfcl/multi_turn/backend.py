@@ -212,11 +212,13 @@ class BFCLBackend:
         """Run one call; returns the result text, or bfcl-eval's error text if it raised."""
         if name in _BLOCKED_NAMES:
             return format_exception(Exception(f"Function call {name} is not allowed."))
-        method = self._method(name)
-        if method is None:
+        owner = self._owners.get(name)  # = self._method(name), inlined: one per call of every step
+        if owner is None:
             return format_exception(NameError(f"name '{name}' is not defined"))
+        method = getattr(self.instances[owner], name)
         try:
-            return format_result(method(**arguments))
+            value = method(**arguments)
+            return value if type(value) is str else format_result(value)  # the usual str without a call
         except Exception as exc:  # the backend's own errors are observations, as in bfcl-eval
             return format_exception(exc)
 
