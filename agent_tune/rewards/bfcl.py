@@ -54,6 +54,9 @@ def syntax_grade_of(undecodable_blocks: int, call_checks: Sequence[Sequence[str]
     """The graded validity of one generation's call blocks (0 without any), from the checks made on them: the
     number of blocks that did not decode, and per decoded call ``None`` (no visible tool of that name) or the
     schema errors of its arguments (:func:`agent_tune.envs.bfcl.schema.syntax_grade` checks and grades)."""
+    if not undecodable_blocks and len(call_checks) == 1:  # the usual generation, one call: its grade (no list)
+        errors = call_checks[0]
+        return GRADE_JSON if errors is None else GRADE_VISIBLE if errors else GRADE_VALID
     grades = [GRADE_BLOCK] * undecodable_blocks
     for errors in call_checks:
         grades.append(GRADE_JSON if errors is None else GRADE_VISIBLE if errors else GRADE_VALID)

@@ -152,7 +152,7 @@ class BFCLToolEnv(BaseToolEnv):
         self.eval_mode = eval_mode
         self.parser = ResponseParser(tool_parser, reasoning_parser)
         self.shots = [str(s) for s in (shots if shots is not None else [])]
-        self._shot_messages = shot_messages(self.shots, tool_parser)  # built (and checked) once
+        self._shot_messages = shot_messages(self.shots, tool_parser) if self.shots else []  # built (and checked) once
         self.max_steps_per_turn = max_steps_per_turn
         self.max_steps_per_episode = max_steps_per_episode
         self.reward_kind = reward
