@@ -216,7 +216,7 @@ class BFCLToolEnv(BaseToolEnv):
             if self._hints is not None:
                 self._hints.tools = self._tools
             return [{"role": "user", "content": _announcement(self.entry.id, turn)}]
-        return [dict(m) for m in self.entry.question[turn]]
+        return list(map(dict, self.entry.question[turn]))  # fresh copies (= [dict(m) for m in ...], no frame)
 
     # ------------------------------------------------------------------ parsing
     def stop(self, raw_response: str) -> bool:
