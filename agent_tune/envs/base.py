@@ -514,7 +514,7 @@ class BaseToolEnv(ABC):
             {"role": "tool", "content": r.content, "name": r.name} if r.name is not None
             else {"role": "tool", "content": r.content}
             for r in results
-        ]
+        ] if results else []  # an answer's step has none: no comprehension frame
         return Observation(messages, None, self.tools)
 
     def stop(self, raw_response: str) -> bool:

@@ -262,7 +262,7 @@ class BFCLToolEnv(BaseToolEnv):
             self._syntax_grades.append(grade)
         if step.answer:  # the policy has finished this user turn
             step.info = {"syntax_grade": grade}
-            self._end_turn(step, forced=False)
+            self._end_turn(step, False)
             return
 
         self._steps_in_turn += 1
@@ -278,7 +278,7 @@ class BFCLToolEnv(BaseToolEnv):
                 self._force_terminated = True
                 self._finish(step, "force_terminated")
                 return
-            self._end_turn(step, forced=True)
+            self._end_turn(step, True)
             return
         if self.max_steps_per_episode is not None and self.status.num_steps >= self.max_steps_per_episode:
             self._finish(step, "max_steps_per_episode")
