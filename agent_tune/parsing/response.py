@@ -19,15 +19,13 @@ class ResponseParser:
         self.reasoning_parser = get_reasoning_parser(reasoning_parser)
         self._last_raw: str | None = None
         self._last: tuple[str | None, ParsedResponse] | None = None  # the result for _last_raw, returned as is
-        # "none" leaves the text as it is: skipped (a call per generation)
-        self._no_reasoning = type(self.reasoning_parser) is NoReasoningParser
 
     def parse(self, raw_response: str) -> tuple[str | None, ParsedResponse]:
         """``(reasoning or None, the calls, errors and content outside them)``; never raises on model text."""
         last = self._last
         if last is not None and (raw_response is self._last_raw or raw_response == self._last_raw):
             return last
-        if self._no_reasoning:
+        if type(self.reasoning_parser) is NoReasoningParser:  # leaves the text as is: not called (one per generation)
             last = (None, self.tool_parser.parse(raw_response))
         else:
             reasoning, content = self.reasoning_parser.parse(raw_response)

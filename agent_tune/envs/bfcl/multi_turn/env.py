@@ -95,7 +95,7 @@ def _announcement(test_id: str, turn: int) -> str:
 
 @lru_cache(maxsize=256)
 def _initial_tools(test_id: str) -> dict[str, dict[str, Any]]:
-    """Name -> tool visible when ``test_id`` starts (shared read-only: each episode copies it)."""
+    """Name -> tool visible when ``test_id`` starts (shared read-only: an episode copies it before adding tools)."""
     return {tool_name(t): t for t in shared_entry(test_id).functions}
 
 
