@@ -101,6 +101,32 @@ round robin): ~+2.7% wall. Wall, main and this branch alternated three times at 
 15%, parsing 16% (ablated: a cached parse saves that much), copying the pristine backends 8%; the episode's own
 work (parse, schema check, calls, results, scoring, copy) is 59% of the env's time, the rest spread over ~700
 Python calls per episode. Measured and left: the garbage collector costs ours ~4.5% of wall time, bfcl-eval ~0.
+
+Issue 41, item 5 (2026-11-29, same box: AMD EPYC, 2 shared cores at load 3-6, CPython 3.11.7): main (504f61e) and
+this round alternated four times, ``--repeats 20``, ``all`` 4.17/4.41/4.46/4.47x -> 4.83/4.77/4.81/4.79x (median
+4.43x -> 4.80x); base 4.37-4.80x -> 4.93-5.15x, miss_func 4.14-4.81x -> 4.82-5.02x, miss_param 4.44-4.65x ->
+5.07-5.20x, long_context 3.89-4.11x -> 4.25-4.46x. ``callgrind``, instructions per episode (50 entries per
+category): ours 1,239k -> 1,131k (-8.7%), bfcl-eval 8,657k (7.0x -> 7.65x). What did it: a backend copy no longer
+looks its classes up by name (``find_class`` goes through ``__import__``: they are shared like the other immutable
+objects) and reads the shared objects through a dict (a tuple's ``__getitem__`` builds an argument tuple per
+object): base copy 88k -> 69k instructions, long_context ~335k -> 296k; the parser's cache is hit by identity and
+the "none" reasoning parser is not called; ``execute`` and ``stop`` inline their helpers; the final record is built
+without the keys it then deleted; ``accuracy``/``progress`` without generators; one-argument call strings and the
+one-call syntax grade without a list; fewer throwaway dicts and comprehensions (no results, no shots). Identity
+digests unchanged (68,420 episodes, ``PYTHONHASHSEED=0``, written with 504f61e). Not reached: 6x, nor 5x on
+long_context. Where the time is (``benchmarks/bfcl_env_breakdown.py``, CPU us per episode, all categories, two
+runs each, alternated, +-5% between runs; main in brackets): copying the backends 12.7-13.4 (15.9-16.1), running
+the calls 29-30, schema checks and call strings ~9, scoring the turns 21-25, parsing ~12: the episode's own work is
+84-90 us, 8.0-8.3x bfcl-eval by itself; the step template adds 17-18 (21): that floor is 6.7-6.9x (6.2-6.4x); the
+BFCL env's records (grades, call lists, messages, metrics, the final record) are the rest, 38-48 (47-48). 6x would
+leave the records 10-15 us with the own work and the template as they are. Why the time
+ratio (4.8x) is below the instruction ratio (7.65x): ours is a flat path of many small functions (parse, check,
+call, record, per step), with 11.5 L1 data misses per 1,000 instructions against bfcl-eval's 5.8 (``callgrind
+--cache-sim=yes``, 20 entries per category) and more mispredicted branches (22.5 vs 19.4 per 1,000); bfcl-eval's
+extra work (``eval`` of call strings, deep copies, the checker's re-execution) runs long loops in few functions.
+Measured and dropped: the ground-truth states pickled once more for locality (no change), copies of only the classes
+a call reaches (the classes no call reached cost 0.7 of the 12 us of copying), every string shared in the copies
+(long_context copy 321k -> 357k instructions).
 """
 
 from __future__ import annotations

@@ -200,9 +200,13 @@ class EpisodeInfo:
         ``tool_errors`` and ``error`` only when there are some, so the records of envs whose tools cannot fail
         keep their keys)."""
         out = dict(self.extras)
-        out.update(accuracy=self.accuracy, progress=self.progress, format_errors=self.format_errors,
-                   num_steps=self.num_steps, num_calls=self.num_calls, turns_completed=self.turns_completed,
-                   stop_reason=self.stop_reason.value)
+        out["accuracy"] = self.accuracy  # key by key: no keyword dict built for an update (one per episode)
+        out["progress"] = self.progress
+        out["format_errors"] = self.format_errors
+        out["num_steps"] = self.num_steps
+        out["num_calls"] = self.num_calls
+        out["turns_completed"] = self.turns_completed
+        out["stop_reason"] = self.stop_reason.value
         if self.tool_errors:
             out["tool_errors"] = self.tool_errors
         if self.error is not None:
@@ -517,8 +521,8 @@ class BaseToolEnv(ABC):
             {"role": "tool", "content": r.content, "name": r.name} if r.name is not None
             else {"role": "tool", "content": r.content}
             for r in results
-        ]
-        return Observation(messages=messages, tools=self.tools)
+        ] if results else []  # an answer's step has none: no comprehension frame
+        return Observation(messages, None, self.tools)
 
     def stop(self, raw_response: str) -> bool:
         """True if ``raw_response`` has no call to run (the policy has finished acting): by default,
@@ -547,7 +551,8 @@ class BaseToolEnv(ABC):
                 run_sync(self.act(step))  # type: ignore[arg-type]
             else:
                 self.act(step)
-            self._after_act(step)
+            if not step.done and (self._limit_after_act or self.status.error is not None):
+                self._after_act(step)
         return self._close_step(step)
 
     async def astep(self, raw_response: str, token_ids: list[int] | None = None) -> StepResult:
@@ -560,7 +565,8 @@ class BaseToolEnv(ABC):
         step = self._open_step(raw_response, token_ids)
         if not step.done:
             await self.act(step)  # type: ignore[misc]
-            self._after_act(step)
+            if not step.done and (self._limit_after_act or self.status.error is not None):
+                self._after_act(step)
         if step.done:  # outcome() may block (a verifier, tau2's evaluator)
             return await in_env_thread(self._close_step, step)
         return self._close_step(step)
@@ -630,7 +636,7 @@ class BaseToolEnv(ABC):
         if "calls" not in info and step.results:  # the calls that ran (named, not rejected): collapse metrics
             info["calls"] = [r.name for r in step.results if isinstance(r, ToolResult) and r.name and not r.error]
         if not step.done:
-            return StepResult(observation, step.reward, False, info, sampling=step.sampling)
+            return StepResult(observation, step.reward, False, info, None, step.sampling)
         return self._end(observation, step.reward, info, step.format_errors)
 
     def _end(self, observation: Observation, reward: float, info: dict[str, Any], step_errors: int) -> StepResult:
@@ -639,12 +645,11 @@ class BaseToolEnv(ABC):
         if status.stop_reason is None:
             status.stop_reason = StopReason.DONE
         outcome = self.outcome()
-        episode = EpisodeInfo(
-            accuracy=float(outcome.accuracy),
-            progress=float(outcome.accuracy if outcome.progress is None else outcome.progress),
-            format_errors=status.format_errors, num_steps=status.num_steps, num_calls=status.num_calls,
-            turns_completed=status.turns_completed, stop_reason=status.stop_reason, extras=dict(outcome.extras),
-            tool_errors=status.tool_errors, error=status.error,
+        episode = EpisodeInfo(  # the fields in order (accuracy, progress, format_errors, num_steps, num_calls,
+            # turns_completed, stop_reason, extras, tool_errors, error), positionally: one per episode
+            float(outcome.accuracy), float(outcome.accuracy if outcome.progress is None else outcome.progress),
+            status.format_errors, status.num_steps, status.num_calls, status.turns_completed, status.stop_reason,
+            dict(outcome.extras), status.tool_errors, status.error,
         )
         merged = episode.as_dict()
         merged.update(info)

@@ -25,6 +25,7 @@ OPEN, CLOSE = "<tool_call>", "</tool_call>"
 FORM = '<tool_call>\\n{"name": <function-name>, "arguments": <args-json-object>}\\n</tool_call>'
 _BLOCK = re.compile(rf"{re.escape(OPEN)}\n(.*?)\n{re.escape(CLOSE)}", re.DOTALL)  # bfcl-eval's regex
 _OPEN_NL, _NL_CLOSE = OPEN + "\n", "\n" + CLOSE
+_OPEN_NL_LEN, _NL_CLOSE_LEN = len(_OPEN_NL), len(_NL_CLOSE)
 _WS_CLOSE = re.compile(r"\s*" + re.escape(CLOSE))
 _TAG = re.compile(rf"{re.escape(OPEN)}|{re.escape(CLOSE)}")
 _MIN_TAG = min(len(OPEN), len(CLOSE))
@@ -36,21 +37,21 @@ class HermesToolParser(ToolCallParser):
 
     def parse(self, text: str) -> ParsedResponse:
         if OPEN not in text and CLOSE not in text:  # no tag at all (the usual answer to the user): all content
-            return ParsedResponse(content=text.strip())
-        out = ParsedResponse(content="")
+            return ParsedResponse(text.strip(), [], [])  # the lists given: no default factories called
+        out = ParsedResponse("", [], [])
         content: list[str] = []
         pos = 0
         # the spans of _blocks(text), inlined (no generator per answer)
         while (start := text.find(_OPEN_NL, pos)) >= 0:
-            close = text.find(_NL_CLOSE, start + len(_OPEN_NL))
+            close = text.find(_NL_CLOSE, start + _OPEN_NL_LEN)
             if close < 0:
                 break
-            end = close + len(_NL_CLOSE)
+            end = close + _NL_CLOSE_LEN
             # a gap shorter than a tag holds none (the usual "\n" between blocks): no search
             content.append(text[pos:start] if start - pos < _MIN_TAG else _scan_gap(text, pos, start, out))
             raw = text[start:end]
-            result = _decode_block(text[start + len(_OPEN_NL) : close], raw)
-            if isinstance(result, ToolCall):
+            result = _decode_block(text[start + _OPEN_NL_LEN : close], raw)
+            if type(result) is not str:  # a ToolCall (else the reason)
                 out.calls.append(result)
             else:
                 out.errors.append(ToolCallError(_next_index(out), raw, result))
@@ -83,6 +84,7 @@ def _next_index(out: ParsedResponse) -> int:
 
 
 _scan_once = _json.DECODER.scan_once
+_JSON_WS = _json.JSON_WS
 
 
 def _decode_block(body: str, raw: str) -> ToolCall | str:
@@ -90,7 +92,7 @@ def _decode_block(body: str, raw: str) -> ToolCall | str:
     not take it."""
     # Fast path, the well-formed call: the same tests as the path below, inlined; anything else (and any
     # decoding error) goes down that path, which words the reason.
-    stripped = body.strip(_json.JSON_WS)
+    stripped = body.strip(_JSON_WS)
     try:
         obj, end = _scan_once(stripped, 0)  # = _json.DECODER.raw_decode(stripped, 0), less its Python frame
     except (StopIteration, ValueError, RecursionError):

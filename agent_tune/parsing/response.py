@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agent_tune.parsing.reasoning import NoReasoningParser
 from agent_tune.parsing.registry import get_reasoning_parser, get_tool_parser
 from agent_tune.parsing.types import ParsedResponse
 
@@ -21,8 +22,13 @@ class ResponseParser:
 
     def parse(self, raw_response: str) -> tuple[str | None, ParsedResponse]:
         """``(reasoning or None, the calls, errors and content outside them)``; never raises on model text."""
-        if self._last is None or self._last_raw != raw_response:
+        last = self._last
+        if last is not None and (raw_response is self._last_raw or raw_response == self._last_raw):
+            return last
+        if type(self.reasoning_parser) is NoReasoningParser:  # leaves the text as is: not called (one per generation)
+            last = (None, self.tool_parser.parse(raw_response))
+        else:
             reasoning, content = self.reasoning_parser.parse(raw_response)
-            self._last = (reasoning, self.tool_parser.parse(content))
-            self._last_raw = raw_response
-        return self._last
+            last = (reasoning, self.tool_parser.parse(content))
+        self._last, self._last_raw = last, raw_response
+        return last

@@ -54,6 +54,9 @@ def syntax_grade_of(undecodable_blocks: int, call_checks: Sequence[Sequence[str]
     """The graded validity of one generation's call blocks (0 without any), from the checks made on them: the
     number of blocks that did not decode, and per decoded call ``None`` (no visible tool of that name) or the
     schema errors of its arguments (:func:`agent_tune.envs.bfcl.schema.syntax_grade` checks and grades)."""
+    if not undecodable_blocks and len(call_checks) == 1:  # the usual generation, one call: its grade (no list)
+        errors = call_checks[0]
+        return GRADE_JSON if errors is None else GRADE_VISIBLE if errors else GRADE_VALID
     grades = [GRADE_BLOCK] * undecodable_blocks
     for errors in call_checks:
         grades.append(GRADE_JSON if errors is None else GRADE_VISIBLE if errors else GRADE_VALID)
@@ -83,7 +86,11 @@ def accuracy(
     ``turn_scores`` holds one value per played turn (1.0 passed, 0.0 failed, None unscored).
     """
     completed = len(turn_scores) == len(required_turns)
-    all_passed = all(s != 0.0 for t, s in enumerate(turn_scores) if required_turns[t])
+    all_passed = True  # = all(s != 0.0 for t, s in enumerate(turn_scores) if required_turns[t]), without a generator
+    for t, s in enumerate(turn_scores):
+        if required_turns[t] and not s != 0.0:
+            all_passed = False
+            break
     return float(completed and all_passed and not force_terminated and not forced_turns)
 
 
@@ -92,10 +99,14 @@ def progress(turn_scores: Sequence[float | None], scoreable_turns: Sequence[bool
 
     An entry with no scoreable turn scores 1.0 once every turn is played, else 0.0.
     """
-    scoreable = sum(bool(s) for s in scoreable_turns)
+    scoreable = sum(map(bool, scoreable_turns))
     if not scoreable:
         return float(len(turn_scores) == len(scoreable_turns))
-    return sum(1 for s in turn_scores if s == 1.0) / scoreable
+    passed = 0  # = sum(1 for s in turn_scores if s == 1.0), without a generator (once per episode)
+    for s in turn_scores:
+        if s == 1.0:
+            passed += 1
+    return passed / scoreable
 
 
 def progress_format(progress_value: float, format_errors: int, format_penalty: float = 0.1,

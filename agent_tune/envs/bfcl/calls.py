@@ -15,7 +15,11 @@ from agent_tune.parsing.types import ToolCall
 
 def to_call_string(call: ToolCall) -> str:
     """``ToolCall("cd", {"folder": "x"})`` -> ``"cd(folder='x')"`` (BFCL's decoded-call form)."""
-    args = ",".join([f"{k}={v!r}" for k, v in call.arguments.items()])
+    arguments = call.arguments
+    if len(arguments) == 1:  # the usual call: no list to join
+        ((key, value),) = arguments.items()
+        return f"{call.name}({key}={value!r})"
+    args = ",".join([f"{k}={v!r}" for k, v in arguments.items()])
     return f"{call.name}({args})"
 
 

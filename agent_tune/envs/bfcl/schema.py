@@ -8,6 +8,7 @@ also carry a ``"response"`` key. Tools are shown to the policy in the OpenAI for
 from __future__ import annotations
 
 import copy
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from agent_tune.parsing.types import ParsedResponse
@@ -123,13 +124,14 @@ def validate_arguments(tool: dict[str, Any], arguments: Any) -> list[str]:
     type (integers are not booleans; numbers accept integers). Nested arrays/objects are checked
     where the schema describes them.
     """
-    params = tool["function"]["parameters"]
-    name = tool["function"]["name"]
+    function = tool["function"]
+    params = function["parameters"]
+    name = function["name"]
     if not isinstance(arguments, dict):
         return [f"arguments of '{name}' must be a JSON object, got {_type_name(arguments)}"]
-    props: dict[str, Any] = params.get("properties", {})
+    props: Mapping[str, Any] = params.get("properties", _NONE)  # read only: a shared empty default
     errors: list[str] = []
-    required = params.get("required", [])
+    required = params.get("required", ())
     # plain loops find the usual call (every required argument, only known ones) without a comprehension
     for param in required:
         if param not in arguments:
@@ -154,6 +156,8 @@ def validate_arguments(tool: dict[str, Any], arguments: Any) -> list[str]:
         _check(value, sub, key, errors)
     return errors
 
+
+_NONE: Mapping[str, Any] = MappingProxyType({})
 
 # type of a value -> the declared types that accept it as is (bool is not an integer; a number may be an int)
 _SCALAR_OK: dict[type, tuple[str, ...]] = {str: ("string",), int: ("integer", "number"), float: ("number",),

@@ -17,6 +17,7 @@ import json
 import json.encoder
 import pickle
 import random
+import types
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -90,13 +91,16 @@ def _restore_random(cls: type[random.Random], state: tuple[Any, ...], attrs: dic
 # cheaper decoded once per copy, then taken from the pickle's memo, than fetched at each use).
 _SHARED_TYPES = (str, datetime.datetime)
 _SHARED_MIN_LEN = 16
+# Globals, classes and functions, are shared too: unpickling one by name goes through the import system
+# (``find_class`` -> ``__import__``), about 20k instructions each, three or more per copy.
+_GLOBAL_KINDS = (types.FunctionType, types.BuiltinFunctionType)
 
 
 class _PristinePickler(pickle.Pickler):
     """Pickles the pristine instances: the same objects as plain pickling, except that a ``Random`` is
     rebuilt without being seeded first, and immutable objects (its state, a tuple of ints that ``setstate``
-    copies; datetimes; strings of 16 characters or more) are kept out of the stream, in :attr:`shared`, for
-    every copy to use as is."""
+    copies; datetimes; strings of 16 characters or more; the classes and functions the stream would name) are
+    kept out of the stream, in :attr:`shared`, for every copy to use as is."""
 
     def __init__(self, file: io.BytesIO) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
@@ -117,7 +121,10 @@ class _PristinePickler(pickle.Pickler):
         kind = type(obj)
         if kind is tuple:
             return self._shared_ids.get(id(obj))
-        if kind not in _SHARED_TYPES or (kind is str and len(obj) < _SHARED_MIN_LEN):
+        if kind in _SHARED_TYPES:
+            if kind is str and len(obj) < _SHARED_MIN_LEN:
+                return None
+        elif not (isinstance(obj, type) or kind in _GLOBAL_KINDS):
             return None
         index = self._shared_ids.get(id(obj))
         if index is None:
@@ -144,21 +151,20 @@ def _method_owners(instances: dict[str, Any]) -> dict[str, str]:
 
 
 @lru_cache(maxsize=256)
-def _pristine_instances(test_id: str) -> tuple[bytes, tuple[Any, ...], dict[str, str]]:
-    """The pristine instances of ``test_id``, pickled, the immutable objects kept out of the stream, and
+def _pristine_instances(test_id: str) -> tuple[bytes, dict[int, Any], dict[str, str]]:
+    """The pristine instances of ``test_id``, pickled, the immutable objects kept out of the stream (by index), and
     their :func:`_method_owners`."""
     entry = load_entry(test_id)
     instances = BFCLBackend(entry.involved_classes, entry.initial_config, entry.long_context).instances
     buffer = io.BytesIO()
     pickler = _PristinePickler(buffer)
     pickler.dump(instances)
-    return buffer.getvalue(), tuple(pickler.shared), _method_owners(instances)
+    # index -> object: a dict's __getitem__ takes its argument as is, a tuple's builds an argument tuple per call
+    return buffer.getvalue(), dict(enumerate(pickler.shared)), _method_owners(instances)
 
 
-def _unpickle(blob: bytes, shared: tuple[Any, ...]) -> Any:
+def _unpickle(blob: bytes, shared: dict[int, Any]) -> Any:
     """A new, independent copy of what :func:`_pristine_instances` pickled (``shared`` is only read)."""
-    if not shared:
-        return pickle.loads(blob)
     unpickler = pickle.Unpickler(io.BytesIO(blob))
     unpickler.persistent_load = shared.__getitem__
     return unpickler.load()
@@ -212,11 +218,13 @@ class BFCLBackend:
         """Run one call; returns the result text, or bfcl-eval's error text if it raised."""
         if name in _BLOCKED_NAMES:
             return format_exception(Exception(f"Function call {name} is not allowed."))
-        method = self._method(name)
-        if method is None:
+        owner = self._owners.get(name)  # = self._method(name), inlined: one per call of every step
+        if owner is None:
             return format_exception(NameError(f"name '{name}' is not defined"))
+        method = getattr(self.instances[owner], name)
         try:
-            return format_result(method(**arguments))
+            value = method(**arguments)
+            return value if type(value) is str else format_result(value)  # the usual str without a call
         except Exception as exc:  # the backend's own errors are observations, as in bfcl-eval
             return format_exception(exc)
 

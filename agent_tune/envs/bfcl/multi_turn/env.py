@@ -56,7 +56,6 @@ from typing import Any, Mapping, Sequence
 
 from agent_tune.envs.base import (
     BaseToolEnv,
-    EpisodeInfo,
     Observation,
     Outcome,
     Step,
@@ -76,7 +75,7 @@ from agent_tune.envs.bfcl.reports import BFCL_REPORT
 from agent_tune.envs.bfcl.schema import tool_name, validate_arguments
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
-from agent_tune.parsing import ParsedResponse, ToolCall
+from agent_tune.parsing import ToolCall
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.rewards import bfcl as rewards
 
@@ -96,7 +95,7 @@ def _announcement(test_id: str, turn: int) -> str:
 
 @lru_cache(maxsize=256)
 def _initial_tools(test_id: str) -> dict[str, dict[str, Any]]:
-    """Name -> tool visible when ``test_id`` starts (shared read-only: each episode copies it)."""
+    """Name -> tool visible when ``test_id`` starts (shared read-only: an episode copies it before adding tools)."""
     return {tool_name(t): t for t in shared_entry(test_id).functions}
 
 
@@ -153,7 +152,7 @@ class BFCLToolEnv(BaseToolEnv):
         self.eval_mode = eval_mode
         self.parser = ResponseParser(tool_parser, reasoning_parser)
         self.shots = [str(s) for s in (shots if shots is not None else [])]
-        self._shot_messages = shot_messages(self.shots, tool_parser)  # built (and checked) once
+        self._shot_messages = shot_messages(self.shots, tool_parser) if self.shots else []  # built (and checked) once
         self.max_steps_per_turn = max_steps_per_turn
         self.max_steps_per_episode = max_steps_per_episode
         self.reward_kind = reward
@@ -179,7 +178,8 @@ class BFCLToolEnv(BaseToolEnv):
         self._num_turns = entry.num_turns if self.max_turns is None else min(self.max_turns, entry.num_turns)
         self._model = BFCLBackend.for_entry(test_id)
         self._gt = ground_truth_trace(test_id)
-        self._tools: dict[str, dict[str, Any]] = dict(_initial_tools(test_id))
+        # shared read-only until a turn adds held-back tools (_turn_messages copies it then)
+        self._tools: dict[str, dict[str, Any]] = _initial_tools(test_id)
         self._hints = HintBuilder(self._model, self._tools) if self.augment else None
         self._turn = 0
         self._steps_in_turn = 0
@@ -199,7 +199,7 @@ class BFCLToolEnv(BaseToolEnv):
         if self._shot_messages:
             messages.extend(dict(m) for m in self._shot_messages)
         messages.extend(self._turn_messages(0))
-        return Observation(messages=messages, tools=self.tools)
+        return Observation(messages, None, self.tools)
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -210,22 +210,20 @@ class BFCLToolEnv(BaseToolEnv):
         assert self.entry is not None
         new_tools = self.entry.missed_function.get(turn)
         if new_tools:
+            self._tools = dict(self._tools)  # the shared initial map is never written to
             for tool in new_tools:
                 self._tools[tool_name(tool)] = tool
             if self._hints is not None:
                 self._hints.tools = self._tools
             return [{"role": "user", "content": _announcement(self.entry.id, turn)}]
-        return [dict(m) for m in self.entry.question[turn]]
+        return list(map(dict, self.entry.question[turn]))  # fresh copies (= [dict(m) for m in ...], no frame)
 
     # ------------------------------------------------------------------ parsing
     def stop(self, raw_response: str) -> bool:
         """True if the answer ends the user turn: no decodable call in eval mode (BFCL drops malformed
         blocks silently), no call block at all in training mode (a malformed block is answered)."""
-        return self._stops(self.parser.parse(raw_response)[1])  # = extract_tool_calls (the parser keeps it)
-
-    def _stops(self, parsed: ParsedResponse) -> bool:
-        """:meth:`stop` of an answer already parsed."""
-        return not parsed.calls if self.eval_mode else not parsed.has_tool_call_attempt
+        parsed = self.parser.parse(raw_response)[1]  # = extract_tool_calls (the parser keeps it)
+        return not parsed.calls if self.eval_mode else not (parsed.calls or parsed.errors)  # = has_tool_call_attempt
 
     def _check_call(self, call: ToolCall) -> list[str] | None:
         """The schema errors of a call's arguments against the tool visible now; None if no such tool."""
@@ -264,7 +262,7 @@ class BFCLToolEnv(BaseToolEnv):
             self._syntax_grades.append(grade)
         if step.answer:  # the policy has finished this user turn
             step.info = {"syntax_grade": grade}
-            self._end_turn(step, forced=False)
+            self._end_turn(step, False)
             return
 
         self._steps_in_turn += 1
@@ -280,7 +278,7 @@ class BFCLToolEnv(BaseToolEnv):
                 self._force_terminated = True
                 self._finish(step, "force_terminated")
                 return
-            self._end_turn(step, forced=True)
+            self._end_turn(step, True)
             return
         if self.max_steps_per_episode is not None and self.status.num_steps >= self.max_steps_per_episode:
             self._finish(step, "max_steps_per_episode")
@@ -337,7 +335,7 @@ class BFCLToolEnv(BaseToolEnv):
             else:
                 # In training mode only the results a schema-respecting policy can reproduce are
                 # required (about 90 entries' ground truth breaks the documented schema).
-                required = gt.required_counts(all_required=self.eval_mode)
+                required = gt.required_counts(self.eval_mode)
                 verdict = score_turn(turn, self._turn_acted, self._model, gt.state, self._all_model_results, required)
         elif self.score_empty_turns:
             error = "agent_tune:acted_on_empty_turn" if self._turn_acted else None
@@ -376,15 +374,18 @@ class BFCLToolEnv(BaseToolEnv):
         unfinished turns count as failed."""
         if self.status.stop_reason.by_runner:
             self._end_reason = self.status.stop_reason.value
-        # metrics() without its copies: the episode is over, so its lists are handed to the record as they are
-        # (nothing appends to them again; reset starts new ones)
-        info = self._metrics(copy=False)
-        info["end_reason"] = self._end_reason
-        accuracy, progress = info["accuracy"], info["progress"]
-        reward = accuracy if self.eval_mode else self._reward(info)
-        for key in EpisodeInfo.CORE_KEYS:  # the template's record holds those
-            del info[key]
-        return Outcome(reward, accuracy, progress, info)
+        accuracy, progress = self._accuracy_progress()
+        # the record's own keys (the template's record holds the core ones), without copies: the episode is over,
+        # so its lists are handed to the record as they are (nothing appends to them again; reset starts new ones)
+        extras = self._own_keys(copy=False)
+        extras["end_reason"] = self._end_reason
+        if self.eval_mode:
+            reward = accuracy
+        else:
+            info = {**extras, "accuracy": accuracy, "progress": progress, "format_errors": self.status.format_errors}
+            reward = rewards.episode_reward(self.reward_kind, info, self.format_penalty,
+                                            self.max_penalized_format_errors)
+        return Outcome(reward, accuracy, progress, extras)
 
     def metrics(self) -> dict[str, Any]:
         """Episode metrics so far: turn scores, accuracy, progress, format errors, steps.
@@ -394,31 +395,34 @@ class BFCLToolEnv(BaseToolEnv):
         (turns never reached count as failed). With ``max_turns`` both are over the turns the episode plays
         (``num_turns``).
         """
-        return self._metrics(copy=True)
+        accuracy, progress = self._accuracy_progress()
+        status = self.status
+        return {**self._own_keys(copy=True), "accuracy": accuracy, "progress": progress,
+                "format_errors": status.format_errors, "num_steps": status.num_steps, "num_calls": status.num_calls,
+                "turns_completed": status.turns_completed}
 
-    def _metrics(self, copy: bool) -> dict[str, Any]:
-        """:meth:`metrics`; ``copy=False`` shares the episode's own lists instead of copying them."""
+    def _accuracy_progress(self) -> tuple[float, float]:
+        """The episode's ``accuracy`` and ``progress`` so far (:meth:`metrics`)."""
         assert self.entry is not None
         required = _required_turns(self.entry.id)[: self._num_turns]
-        scores, decoded = self._turn_scores, self._decoded
+        scores = self._turn_scores
+        return (rewards.accuracy(scores, required, self._force_terminated, self._forced_turns),
+                rewards.progress(scores, [r or self.score_empty_turns for r in required]))
+
+    def _own_keys(self, copy: bool) -> dict[str, Any]:
+        """The episode record's BFCL keys (:meth:`metrics` less the core ones); ``copy=False`` shares the episode's
+        own lists instead of copying them."""
+        assert self.entry is not None
+        decoded = self._decoded
         return {
             "test_id": self.entry.id,
             "category": self.entry.category,
-            "turn_scores": list(scores) if copy else scores,
+            "turn_scores": list(self._turn_scores) if copy else self._turn_scores,
             "turn_errors": list(self._turn_errors) if copy else self._turn_errors,
-            "accuracy": rewards.accuracy(scores, required, self._force_terminated, self._forced_turns),
-            "progress": rewards.progress(scores, [r or self.score_empty_turns for r in required]),
-            "format_errors": self.status.format_errors,
-            "num_steps": self.status.num_steps,
-            "num_calls": self.status.num_calls,
             "num_turns": self._num_turns,
-            "turns_completed": self.status.turns_completed,
             "force_terminated": self._force_terminated,
             "forced_turns": self._forced_turns,
             "decoded_calls": [list(map(list, turn)) for turn in decoded] if copy else decoded,
             "syntax_grades": list(self._syntax_grades) if copy else self._syntax_grades,
         }
-
-    def _reward(self, info: dict[str, Any]) -> float:
-        return rewards.episode_reward(self.reward_kind, info, self.format_penalty, self.max_penalized_format_errors)
 
