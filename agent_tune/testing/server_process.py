@@ -23,12 +23,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Callable, Mapping, Sequence
 
+from agent_tune.errors import SetupError
+
 STOP_GRACE_S = 60.0
 LOG_TAIL_LINES = 40
 _LOG_TAIL_BYTES = 16_000  # read from a log's end for its last lines (a server's log can be large)
 
 
-class ServerStartError(RuntimeError):
+class ServerStartError(SetupError, RuntimeError):
     """The server exited, or did not answer in time, before it was ready; the message ends with its log's tail."""
 
 
