@@ -67,8 +67,8 @@ class BoundedReplayBuffer(ReplayBuffer):
     def __init__(self, *, trainer_mode: str, sampler_kwargs: Mapping[str, Any], **kwargs: Any) -> None:
         if trainer_mode != "sync":
             raise ValueError(f"trainer.v1.sampler.custom_sampler: {type(self).__name__} samples synchronously; "
-                             f"trainer mode {trainer_mode!r} needs verl's own buffer: add trainer.v1.sampler.custom_sampler.path=null "
-                             "(dynamic sampling is then unbounded)")
+                             f"trainer mode {trainer_mode!r} needs verl's own buffer: add "
+                             "trainer.v1.sampler.custom_sampler.path=null (dynamic sampling is then unbounded)")
         kwargs.update(filter_settings(sampler_kwargs))
         super().__init__(trainer_mode=trainer_mode, sampler_kwargs=sampler_kwargs, **kwargs)
         self.budget = regeneration_budget(sampler_kwargs) if self.filter_groups_metric is not None else None
