@@ -703,6 +703,15 @@ class CallToolEnv(BaseToolEnv):
         """The policy answered without a call: by default its turn is done and so is the episode."""
         step.end_turn()
 
+    def _refused(self, step: Step, call: ToolCall) -> bool:
+        """Whether :meth:`refuse` refuses ``call``; a refusal is the call's result and a format error."""
+        refused = self.refuse(call)
+        if refused is None:
+            return False
+        step.format_errors += 1
+        step.results.append(ToolResult(refused, call.name, error=True))
+        return True
+
     def act(self, step: Step) -> Awaitable[None] | None:
         if self._async_calls:
             return self._act_async(step)
@@ -711,10 +720,7 @@ class CallToolEnv(BaseToolEnv):
             return None
         calls = step.parsed.calls
         for i, call in enumerate(calls):
-            refused = self.refuse(call)
-            if refused is not None:
-                step.format_errors += 1
-                step.results.append(ToolResult(refused, call.name, error=True))
+            if self._refused(step, call):
                 continue
             try:
                 result = self.call_tool(call)
@@ -744,10 +750,7 @@ class CallToolEnv(BaseToolEnv):
         """The step's calls, in order, on the background loop (:meth:`act`'s rules)."""
         calls = step.parsed.calls
         for i, call in enumerate(calls):
-            refused = self.refuse(call)
-            if refused is not None:
-                step.format_errors += 1
-                step.results.append(ToolResult(refused, call.name, error=True))
+            if self._refused(step, call):
                 continue
             try:
                 result = await self.call_tool(call)  # type: ignore[misc]
