@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
+from agent_tune.launch.watchdog import death_cause
+
 logger = logging.getLogger(__name__)
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -232,6 +234,15 @@ def exit_status(code: int) -> int:
     return code if code >= 0 else 128 - code
 
 
+def resume_hint(files: RunFiles) -> str:
+    """What running the same command again does: resume from the latest checkpoint, or start over."""
+    latest = files.checkpoints / "latest_checkpointed_iteration.txt"
+    if latest.is_file():
+        return (f"run the same command again to resume from "
+                f"{files.checkpoints / ('global_step_' + latest.read_text().strip())}")
+    return "no checkpoint was saved: the same command starts over"
+
+
 INTERRUPT_GRACE_S = 60.0  # how long Ctrl-C waits for the trainer's own shut-down before killing it
 
 # --- following files -------------------------------------------------------------------------------
@@ -392,6 +403,9 @@ def watch(
         else:
             logger.info("checkpoints: none saved in %s", files.checkpoints)
         logger.info("episodes, curves and tokens: agent-tune view %s", files.checkpoints)
+    elif (death := death_cause([clean(line) for line in launch_lines()])) is not None:
+        # a part of the run died: one line naming it (its traceback is in the log)
+        logger.error("training failed (%s) after %s: %s; %s", describe_exit(code), elapsed, death, resume_hint(files))
     else:
         cause = failure_excerpt(launch_lines()) or ["(the log is empty)"]
         logger.error("training failed (%s) after %s; from the log:\n%s", describe_exit(code), elapsed,

@@ -106,6 +106,15 @@ def _run_forced_exit_hooks() -> None:
             logger.exception("while ending the run")
 
 
+def exit_after(grace_s: float, message: str, code: int, exit_now: Callable[[int], None] = os._exit) -> None:
+    """The deadline of a shut-down under way (call it from a daemon thread): ``grace_s`` from now, if this
+    process still runs, log ``message``, run the :func:`at_forced_exit` hooks and end it with ``code``."""
+    time.sleep(grace_s)
+    logger.error("%s", message)
+    _run_forced_exit_hooks()
+    exit_now(code)
+
+
 def tie_to_parent(grace_s: float = GRACE_S) -> threading.Thread:
     """What a training child does first (unless detached): :func:`watch_parent`, and a closed terminal's
     SIGHUP left to the launcher. The launcher dies of it and the kernel's SIGTERM follows (:func:`die_with_parent`);
@@ -127,10 +136,8 @@ def watch_parent(grace_s: float = GRACE_S, interval_s: float = 1.0,
         logger.warning("the launcher (pid %d) is gone: stopping the run (at most %ds)", parent, int(grace_s))
         if parent_death_signal() != signal.SIGTERM:
             os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(grace_s)
-        logger.error("the run did not stop %ds after its launcher died: exiting now", int(grace_s))
-        _run_forced_exit_hooks()
-        exit_now(128 + signal.SIGTERM)
+        exit_after(grace_s, f"the run did not stop {int(grace_s)}s after its launcher died: exiting now",
+                   128 + signal.SIGTERM, exit_now)
 
     thread = threading.Thread(target=watch, name="agent-tune-parent-watch", daemon=True)
     thread.start()

@@ -225,6 +225,7 @@ def run(config: DictConfig) -> None:
     process (what verl's ``main_ppo.main`` does after Hydra); the training child of ``agent-tune train``."""
     from agent_tune.launch.lifeline import shield_shutdown
     from agent_tune.launch.step_metrics import StepMetricsWriter, follow, wait_stop
+    from agent_tune.launch.watchdog import RunWatchdog
 
     parsed = RunConfig.parse(config)
     options = parsed.options
@@ -259,13 +260,18 @@ def run(config: DictConfig) -> None:
                                new_records_only=True)
     thread, stop = follow(writer)
     logger.info("per-step metrics: %s", metrics_file)
+    watchdog = RunWatchdog()  # a Ray actor of the run that dies stops the run, named in the log
+    watchdog.start()
+    failed = True
     try:
         wrap = None
         if options.task_weighting.enable:
             from verl_ext.task_weighting_runner import task_runner_class as wrap
         run_trainer(config, options.trainer or MAIN_PPO, wrap)
+        failed = False
     finally:
         shield_shutdown()
+        watchdog.stop(failed)
         wait_stop(thread, stop)
         if snapshot is not None:
             snapshot.observe()  # what the run's processes hold before Ray tears them down
