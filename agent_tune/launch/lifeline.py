@@ -9,8 +9,10 @@ Two ties, both Linux's (elsewhere they do nothing):
   written whole or not at all by verl, so what is on disk stays resumable;
 - :func:`watch_parent` (a thread in the child) sees the parent go, sends SIGTERM where the kernel did not
   (a child started without the ``preexec_fn``, such as torchrun's workers), and ends the process after
-  ``grace_s`` if the shut-down hangs. Ray's own processes share its fate: Ray starts its head processes with
-  a parent-death SIGKILL, and its workers exit when their raylet goes.
+  ``grace_s`` if the shut-down hangs (:func:`exit_after`: its descendants first, Ray's and vLLM's processes,
+  then the :func:`at_forced_exit` hooks such as the ``/dev/shm`` clean-up, which can remove a file only once
+  no process maps it). Ray's own processes share its fate anyway: Ray starts its head processes with a
+  parent-death SIGKILL, and its workers exit when their raylet goes.
 
 Once the shut-down has begun, :func:`shield_shutdown` keeps further SIGINT / SIGTERM from cutting it short
 (Ctrl-C reaches the child from the terminal and again from the launcher); :func:`tie_to_parent` leaves a closed
@@ -39,8 +41,9 @@ _AT_FORCED_EXIT: list[Callable[[], object]] = []
 
 PR_SET_PDEATHSIG = 1
 PR_GET_PDEATHSIG = 2
-GRACE_S = 35.0  # the shut-down's bound after the parent died: Ray's teardown fits; with the forced-exit hooks
-# (the /dev/shm clean-up, at most ~10 s) 60 s overall holds
+GRACE_S = 35.0  # the shut-down's bound after the parent died: Ray's teardown fits; with the forced exit (the
+# descendants ended, at most 5 s; the /dev/shm clean-up, at most ~10 s) 60 s overall holds
+DESCENDANTS_WAIT_S = 5.0
 
 
 def _prctl() -> Callable[..., int] | None:
@@ -93,8 +96,9 @@ def shield_shutdown() -> None:
 
 
 def at_forced_exit(fn: Callable[[], object]) -> None:
-    """Run ``fn`` if :func:`watch_parent`'s deadline ends this process (a shut-down that hung: the ``finally``
-    blocks it would have run are skipped); it should be quick and bounded."""
+    """Run ``fn`` if a deadline (:func:`exit_after`: :func:`watch_parent`'s, the run watchdog's) ends this process
+    (a shut-down that hung: the ``finally`` blocks it would have run are skipped), after its descendants were
+    ended; it should be quick and bounded."""
     _AT_FORCED_EXIT.append(fn)
 
 
@@ -106,11 +110,41 @@ def _run_forced_exit_hooks() -> None:
             logger.exception("while ending the run")
 
 
+def end_descendants(wait_s: float = DESCENDANTS_WAIT_S) -> list[int]:
+    """SIGKILL every live descendant of this process (Ray's head processes and workers, vLLM's), then wait up to
+    ``wait_s`` for them to be gone; returns their pids. A forced exit does this before its hooks: a shared-memory
+    file a live process of the run still maps cannot be removed, and the processes would die right after."""
+    from verl_ext.cpu.shm import process_tree
+
+    me = os.getpid()
+    tree = sorted(process_tree(me) - {me})
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + wait_s
+    while any(_running(pid) for pid in tree) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return tree
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie, dead but not yet reaped, maps nothing: it does not)."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()  # noqa: SIM115 - one read
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
+
+
 def exit_after(grace_s: float, message: str, code: int, exit_now: Callable[[int], None] = os._exit) -> None:
     """The deadline of a shut-down under way (call it from a daemon thread): ``grace_s`` from now, if this
-    process still runs, log ``message``, run the :func:`at_forced_exit` hooks and end it with ``code``."""
+    process still runs, log ``message``, end its descendants (:func:`end_descendants`), run the
+    :func:`at_forced_exit` hooks and end it with ``code``."""
     time.sleep(grace_s)
     logger.error("%s", message)
+    end_descendants()
     _run_forced_exit_hooks()
     exit_now(code)
 

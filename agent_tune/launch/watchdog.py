@@ -132,18 +132,22 @@ class RunWatchdog:
             installed by :meth:`start` in the main thread, raises :class:`RunPartDied` there: ``ray.get`` wakes
             for signals, and the trainer's ``finally`` shuts Ray down. Not SIGTERM: Ray's native handler prints a
             stack dump for it).
-        exit_now: how a shut-down that hangs is ended.
+        force_exit: how a shut-down that hangs is ended: called with ``stop_after`` and the message, it waits
+            that long and, if the process still runs, ends it (:func:`~agent_tune.launch.lifeline.exit_after`,
+            exit status 1).
     """
 
     def __init__(self, grace_s: float = GRACE_S, interval_s: float = INTERVAL_S, stop_after: float | None = None,
                  actors: Callable[[], list[dict[str, Any]]] = _job_actors,
                  send_stop: Callable[[], None] = lambda: os.kill(os.getpid(), STOP_SIGNAL),
-                 exit_now: Callable[[int], None] = os._exit) -> None:
+                 force_exit: Callable[[float, str], None] | None = None) -> None:
         from agent_tune.launch.lifeline import GRACE_S as SHUTDOWN_S
+        from agent_tune.launch.lifeline import exit_after
 
         self.grace_s, self.interval_s = grace_s, interval_s
         self.stop_after = SHUTDOWN_S if stop_after is None else stop_after
-        self._actors, self._send_stop, self._exit_now = actors, send_stop, exit_now
+        self._actors, self._send_stop = actors, send_stop
+        self._force_exit = force_exit or (lambda after_s, message: exit_after(after_s, message, 1))
         self._ended = threading.Event()  # the trainer returned or raised
         self._lock = threading.Lock()
         self.deaths: list[Death] = []
@@ -190,10 +194,8 @@ class RunWatchdog:
             raise RunPartDied(f"{DIED}{'; '.join(d.describe() for d in self.deaths)}")  # exit status 1
 
     def _end_hung(self) -> None:
-        from agent_tune.launch.lifeline import exit_after
-
-        exit_after(self.stop_after, f"the run did not shut down {int(self.stop_after)}s after a part of it died: "
-                   "exiting now", 1, self._exit_now)
+        self._force_exit(self.stop_after, f"the run did not shut down {int(self.stop_after)}s after a part of it "
+                         "died: exiting now")
 
     def stop(self, failed: bool) -> list[Death]:
         """The trainer is done: it returned, or raised (``failed``). After a failure, one last look, so a death

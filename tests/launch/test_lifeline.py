@@ -128,3 +128,54 @@ def test_a_shielded_shut_down_is_not_cut_short_by_more_signals() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("shut-down finished")
     assert "SIGINT: already stopping" in proc.stdout + proc.stderr
+
+
+# A worker of the run (as a Ray worker below the raylet): maps a shared-memory file and does not stop on SIGTERM
+HOLDER = textwrap.dedent("""
+    import mmap, signal, sys, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with open(sys.argv[1], "w+b") as f:
+        f.write(b"w" * 4096)
+        f.flush()
+        held = mmap.mmap(f.fileno(), 4096)
+    print("holding", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_forced_exit_ends_the_runs_processes_then_removes_their_shared_memory_files(tmp_path: Path) -> None:
+    # the training child's clean-up on a hung shut-down (agent_tune.launch.train.run): the file a live worker
+    # of the run maps cannot be removed until that worker is gone, so the forced exit ends the workers first
+    shm, marker = tmp_path / "shm", tmp_path / "up"
+    shm.mkdir()
+    code = textwrap.dedent(f"""
+        import pathlib, signal, subprocess, sys, time
+        from agent_tune.launch.lifeline import at_forced_exit, watch_parent
+        from verl_ext.cpu.shm import ShmSnapshot
+        shm = pathlib.Path({str(shm)!r})
+        snapshot = ShmSnapshot.take(directory=shm)
+        snapshot.watch(interval_s=0.2, list_s=0.05)
+        at_forced_exit(lambda: snapshot.cleanup(wait_s=2.0))
+        holder = subprocess.Popen([sys.executable, "-c", {HOLDER!r}, str(shm / "psm_weights")],
+                                  stdout=subprocess.PIPE, text=True)
+        holder.stdout.readline()
+        while "psm_weights" not in snapshot.observe():  # seen held by the run's process: the run's file
+            time.sleep(0.05)
+        signal.signal(signal.SIGTERM, lambda *_: None)  # a shut-down that hangs
+        watch_parent(grace_s=1.0, interval_s=0.1)
+        pathlib.Path({str(marker)!r}).write_text(str(holder.pid))
+        while True:
+            time.sleep(0.1)
+    """)
+    parent, child = _family(code, "none", marker)
+    holder = int(marker.read_text())
+    assert (shm / "psm_weights").is_file()
+    try:
+        parent.kill()
+        parent.wait()
+        wait_gone(child)
+        wait_gone(holder, 10.0)  # ended by the forced exit, not left behind
+    finally:
+        if not gone(holder):
+            os.kill(holder, 9)
+    assert not (shm / "psm_weights").exists()

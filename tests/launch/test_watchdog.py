@@ -75,7 +75,7 @@ def said(monkeypatch):
     """The watchdog's log lines; Ray taken as joined (the watch waits for that)."""
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
     handler = _Lines()
-    log = logging.getLogger("agent_tune.launch")  # the watch and lifeline's deadline
+    log = logging.getLogger("agent_tune.launch.watchdog")
     log.addHandler(handler)
     yield handler.lines
     log.removeHandler(handler)
@@ -92,7 +92,7 @@ def test_a_death_is_named_then_a_trainer_that_does_not_fail_is_stopped_and_a_hun
     dead: list[dict] = []
     stops, exits = [], []
     dog = RunWatchdog(grace_s=0.3, interval_s=0.02, stop_after=0.3, actors=lambda: list(dead),
-                      send_stop=lambda: stops.append(time.monotonic()), exit_now=exits.append)
+                      send_stop=lambda: stops.append(time.monotonic()), force_exit=lambda *a: exits.append(a))
     dog.start()
     time.sleep(0.1)
     assert said == [] and stops == []  # nothing dead: nothing said
@@ -103,7 +103,7 @@ def test_a_death_is_named_then_a_trainer_that_does_not_fail_is_stopped_and_a_hun
     assert said[0] == DIED + Death("WorkerDict", 42, how).describe()
     assert said[1] == "the trainer did not stop 0s after a part of the run died: stopping it"
     assert stops and 0.25 <= stops[0] - seen < 2.0  # the grace, then the stop
-    assert exits == [1] and "exiting now" in said[2]  # the stopped run's shut-down hung: ended
+    assert exits == [(0.3, "the run did not shut down 0s after a part of it died: exiting now")]  # its deadline
     assert len([line for line in said if line.startswith(DIED)]) == 1  # said once
     dog.stop(failed=True)
 
@@ -112,19 +112,19 @@ def test_a_trainer_that_fails_by_itself_is_not_stopped(said) -> None:
     dead = [_actor("vLLMHttpServer", 7, REASON.Value("WORKER_DIED"), KILLED)]
     stops, exits = [], []
     dog = RunWatchdog(grace_s=5.0, interval_s=0.02, stop_after=0.2, actors=lambda: dead,
-                      send_stop=lambda: stops.append(1), exit_now=exits.append)
+                      send_stop=lambda: stops.append(1), force_exit=lambda *a: exits.append(a))
     dog.start()
     _wait(lambda: said)
     assert [d.pid for d in dog.stop(failed=True)] == [7]  # the trainer raised within the grace
     _wait(lambda: exits)  # its shut-down still has a deadline
-    assert stops == [] and exits == [1]
+    assert stops == [] and [after for after, _ in exits] == [0.2]
 
 
 def test_a_death_the_trainer_ran_into_first_is_named_at_stop(said) -> None:
     dead: list[dict] = []
     exits = []
     dog = RunWatchdog(grace_s=5.0, interval_s=60.0, stop_after=0.2, actors=lambda: list(dead),
-                      exit_now=exits.append)
+                      force_exit=lambda *a: exits.append(a))
     dog.start()
     time.sleep(0.1)  # the watch's first look: nothing yet, next one in a minute
     dead.append(_actor("AgentLoopWorkerTQ", 9, REASON.Value("WORKER_DIED"), KILLED))
