@@ -5,8 +5,9 @@ forwarded worker logs, vLLM) goes to ``train.log`` in the run folder, and watche
 :func:`watch`: start-up phases named as they pass (found by :class:`PhaseDetector` in the log),
 one progress line per training step (from the rows :mod:`agent_tune.launch.step_metrics` appends to
 ``metrics.jsonl``, formatted by :class:`Progress` with rate and ETA), where the results are at the end,
-and, when the child fails, the cause found in the log (:func:`failure_excerpt`). With ``verbose``
-every log line is echoed as well.
+and, when the child fails, the cause found in the log (:func:`failure_excerpt`; one line naming what died when a
+part of the run died: :func:`agent_tune.launch.watchdog.death_cause`). With ``verbose`` every log line is echoed
+as well.
 
 The pieces work on text and rows, not processes, so they are tested on canned logs.
 """

@@ -15,7 +15,8 @@ logs, vLLM) to ``<trainer.default_local_dir>/train.log``. It runs :func:`run`: f
 loads agent-tune's CPU support into verl (:mod:`verl_ext.cpu.launch`), runs verl's own ``main_ppo`` task (what
 ``python -m verl.trainer.main_ppo`` does after Hydra; or verl's one-step-off-policy / fully-async trainer when
 ``agent_tune.trainer`` names one, :mod:`verl_ext.trainers`) while writing the per-step ``metrics.jsonl``
-(:mod:`agent_tune.launch.step_metrics`) and, on CPU, removes the shared-memory files the run left in
+(:mod:`agent_tune.launch.step_metrics`), watching the run's Ray actors (:mod:`agent_tune.launch.watchdog`: one
+that dies stops the run, named in the log) and, on CPU, removes the shared-memory files the run left in
 ``/dev/shm``. Meanwhile the launcher shows the
 phases the log passes (Ray, vLLM, first step), one progress line per step with rate and ETA, and at the end
 where the metrics, checkpoints and log are, or the error found in the log; the child's exit code is the
