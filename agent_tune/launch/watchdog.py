@@ -215,8 +215,11 @@ class RunWatchdog:
 _OURS = re.compile(r"^\[agent-tune\] error: " + re.escape(DIED) + r"(?P<what>.+)$")
 _RAY_DIED = re.compile(r"ActorDiedError: The actor died unexpectedly")
 _RAY_FIELD = re.compile(r"^\s*(?P<key>class_name|pid):\s*(?P<value>\S+)")
-_VLLM_DIED = re.compile(r"(?P<proc>Engine core proc|Worker proc) (?P<name>\S+) died unexpectedly")
+# vLLM 0.31's lines when a process of its engine dies (v1/executor/multiproc_executor.py, v1/engine/core_client.py)
+_VLLM_WORKER = re.compile(r"Worker proc (?P<name>\S+) died unexpectedly \(exit code: (?P<code>-?\d+|None)\)")
+_VLLM_CORE = re.compile(r"engine core exited unexpectedly")
 _VLLM_DEAD = re.compile(r"EngineDeadError")
+_HOW = "ended unexpectedly (killed, crashed, or out of memory?)"
 
 
 def death_cause(lines: list[str]) -> str | None:
@@ -234,13 +237,22 @@ def death_cause(lines: list[str]) -> str | None:
                     fields.setdefault(m.group("key"), m.group("value"))
             pid = fields.get("pid", "")
             death = Death(fields.get("class_name", ""), int(pid) if pid.isdigit() else None,
-                          "its process ended unexpectedly (killed, crashed, or out of memory?)")
-            return f"died: {death.describe()}"
+                          f"its process {_HOW}")
+            return f"{DIED}{death.describe()}"
     for line in reversed(lines):
-        if m := _VLLM_DIED.search(line):
-            which = "its engine process" if m.group("proc") == "Engine core proc" else "its model worker process"
-            return f"died: the vLLM server's engine: {which} {m.group('name')} ended unexpectedly (killed, crashed, " \
-                   "or out of memory?)"
+        if m := _VLLM_WORKER.search(line):
+            code = m.group("code")
+            how = _HOW if not code.startswith("-") else f"ended unexpectedly ({_signal_name(-int(code))})"
+            return f"{DIED}the vLLM server's engine: its model worker process {m.group('name')} {how}"
+    if any(_VLLM_CORE.search(line) for line in lines):
+        return f"{DIED}the vLLM server's engine: its engine core process {_HOW}"
     if any(_VLLM_DEAD.search(line) for line in lines):
-        return "died: the vLLM server's engine (vLLM: EngineDeadError)"
+        return f"{DIED}the vLLM server's engine (vLLM: EngineDeadError)"
     return None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"killed by {signal.Signals(number).name}"
+    except ValueError:
+        return f"signal {number}"

@@ -221,9 +221,11 @@ RAY_TRACEBACK = [
     "\tnamespace: 7fb36e32",
     "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR",
 ]
-VLLM_LINES = [
-    "(vLLMHttpServer pid=9145) ERROR 11-29 05:01:02 [core_client.py:610] Engine core proc EngineCore_DP0 died "
-    "unexpectedly, shutting down client.",
+VLLM_LINES = [  # vLLM 0.31's lines, as clean() leaves them
+    "(EngineCore pid=9301) ERROR 11-29 05:01:02 [multiproc_executor.py:315] Worker proc VllmWorker-0 died "
+    "unexpectedly (exit code: -9), shutting down executor.",
+    "(MainProcess pid=9145) WARNING 11-29 05:01:02 [core_client.py:810] [shutdown] MPClient: engine core exited "
+    "unexpectedly; starting cleanup",
     "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the "
     "root cause.",
 ]
@@ -235,9 +237,11 @@ def test_the_cause_from_the_log() -> None:
     assert death_cause(RAY_TRACEBACK) == (
         f"{DIED}WorkerDict (verl's training worker (actor / reference model, FSDP)), a Ray actor, pid 8832: its "
         "process ended unexpectedly (killed, crashed, or out of memory?)")
-    assert death_cause(VLLM_LINES) == (f"{DIED}the vLLM server's engine: its engine process EngineCore_DP0 ended "
-                                       "unexpectedly (killed, crashed, or out of memory?)")
-    assert death_cause(VLLM_LINES[1:]) == f"{DIED}the vLLM server's engine (vLLM: EngineDeadError)"
+    assert death_cause(VLLM_LINES) == (f"{DIED}the vLLM server's engine: its model worker process VllmWorker-0 "
+                                       "ended unexpectedly (killed by SIGKILL)")
+    assert death_cause(VLLM_LINES[1:]) == (f"{DIED}the vLLM server's engine: its engine core process ended "
+                                           "unexpectedly (killed, crashed, or out of memory?)")
+    assert death_cause(VLLM_LINES[2:]) == f"{DIED}the vLLM server's engine (vLLM: EngineDeadError)"
     assert death_cause(["Traceback (most recent call last):", "RuntimeError: vLLM server died"]) is None
 
 
