@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 # What must still run when a hung shut-down is ended (the /dev/shm clean-up): called in order, each guarded, just
 # before the deadline's exit (:func:`at_forced_exit`). Per process, like the signal handlers it stands beside.
 _AT_FORCED_EXIT: list[Callable[[], object]] = []
+_FORCING = threading.Lock()  # held by the deadline that is ending the process
 
 PR_SET_PDEATHSIG = 1
 PR_GET_PDEATHSIG = 2
@@ -141,12 +142,22 @@ def _running(pid: int) -> bool:
 def exit_after(grace_s: float, message: str, code: int, exit_now: Callable[[int], None] = os._exit) -> None:
     """The deadline of a shut-down under way (call it from a daemon thread): ``grace_s`` from now, if this
     process still runs, log ``message``, end its descendants (:func:`end_descendants`), run the
-    :func:`at_forced_exit` hooks and end it with ``code``."""
+    :func:`at_forced_exit` hooks and end it with ``code``. Of several deadlines, the first to expire does it."""
     time.sleep(grace_s)
+    if not _FORCING.acquire(blocking=False):  # another deadline is ending the process
+        return
     logger.error("%s", message)
     end_descendants()
     _run_forced_exit_hooks()
     exit_now(code)
+
+
+def deadline(grace_s: float, message: str, code: int) -> threading.Thread:
+    """:func:`exit_after` in a daemon thread, started now: the bound of a shut-down that has begun."""
+    thread = threading.Thread(target=exit_after, args=(grace_s, message, code), name="agent-tune-deadline",
+                              daemon=True)
+    thread.start()
+    return thread
 
 
 def tie_to_parent(grace_s: float = GRACE_S) -> threading.Thread:

@@ -224,7 +224,8 @@ def prepare(run: RunConfig) -> RunConfig:
 def run(config: DictConfig) -> None:
     """Run verl's PPO task on a config the launcher prepared and checked (:meth:`TrainLauncher.check`), in this
     process (what verl's ``main_ppo.main`` does after Hydra); the training child of ``agent-tune train``."""
-    from agent_tune.launch.lifeline import shield_shutdown
+    from agent_tune.launch.lifeline import GRACE_S as SHUTDOWN_S
+    from agent_tune.launch.lifeline import deadline, shield_shutdown
     from agent_tune.launch.step_metrics import StepMetricsWriter, follow, wait_stop
     from agent_tune.launch.watchdog import RunWatchdog
 
@@ -273,6 +274,8 @@ def run(config: DictConfig) -> None:
     finally:
         shield_shutdown()
         watchdog.stop(failed)
+        if failed:  # a failure or a stop (SIGTERM, Ctrl-C): Ray's teardown can hang on a dead part, so it is bounded
+            deadline(SHUTDOWN_S, f"the run did not shut down within {int(SHUTDOWN_S)}s: exiting now", 1)
         wait_stop(thread, stop)
         if snapshot is not None:
             snapshot.observe()  # what the run's processes hold before Ray tears them down

@@ -199,14 +199,14 @@ class RunWatchdog:
 
     def stop(self, failed: bool) -> list[Death]:
         """The trainer is done: it returned, or raised (``failed``). After a failure, one last look, so a death
-        the trainer ran into first is named too. After a death, the shut-down that follows gets ``stop_after``
-        before the process is ended. Returns the deaths seen."""
-        self._ended.set()  # the watch thread ends, or (after a death) goes on to the deadline
+        the trainer ran into first is named too (the shut-down's bound is then the caller's:
+        :func:`agent_tune.launch.train.run` bounds every failed run's). Returns the deaths seen."""
+        self._ended.set()  # the watch thread ends, or (after a death) goes on to its deadline
         if self._previous is not None and threading.current_thread() is threading.main_thread():
             signal.signal(STOP_SIGNAL, self._previous)
             self._previous = None
-        if failed and not self.deaths and self.look():  # the watch has ended: this deadline needs a thread
-            threading.Thread(target=self._end_hung, name="agent-tune-run-deadline", daemon=True).start()
+        if failed and not self.deaths:
+            self.look()
         return self.deaths
 
 

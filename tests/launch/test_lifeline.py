@@ -179,3 +179,18 @@ def test_a_forced_exit_ends_the_runs_processes_then_removes_their_shared_memory_
         if not gone(holder):
             os.kill(holder, 9)
     assert not (shm / "psm_weights").exists()
+
+
+def test_of_two_deadlines_the_first_ends_the_process_and_runs_the_hooks_once() -> None:
+    # the run watchdog's and the failed run's own deadline may both be running
+    code = textwrap.dedent("""
+        import threading, time
+        from agent_tune.launch.lifeline import at_forced_exit, deadline
+        at_forced_exit(lambda: print("hook", flush=True))
+        at_forced_exit(lambda: time.sleep(0.5))  # the second deadline expires while the first runs its hooks
+        deadline(0.2, "first", 3)
+        deadline(0.3, "second", 4)
+        time.sleep(10)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3 and proc.stdout.count("hook") == 1, (proc.returncode, proc.stdout, proc.stderr)
