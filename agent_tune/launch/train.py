@@ -273,9 +273,9 @@ def run(config: DictConfig) -> None:
         failed = False
     finally:
         shield_shutdown()
-        watchdog.stop(failed)
         if failed:  # a failure or a stop (SIGTERM, Ctrl-C): Ray's teardown can hang on a dead part, so it is bounded
             deadline(SHUTDOWN_S, f"the run did not shut down within {int(SHUTDOWN_S)}s: exiting now", 1)
+        watchdog.stop(failed)  # after a failure: names a dead actor the trainer ran into first
         wait_stop(thread, stop)
         if snapshot is not None:
             snapshot.observe()  # what the run's processes hold before Ray tears them down
