@@ -160,7 +160,11 @@ def _check_part_death(work: Path, ckpt: Path, victim: str) -> float:
         assert f"pid {pids[0]}: its process ended unexpectedly" in cause[0]
     assert cause[0].endswith(f"; run the same command again to resume from {ckpt / 'global_step_2'}"), cause[0]
     assert lines[-1] == f"[agent-tune] full log: {ckpt / 'train.log'}" and "Traceback" not in console, console
-    assert "Traceback (most recent call last)" in (ckpt / "train.log").read_text(errors="replace")
+    train_log = (ckpt / "train.log").read_text(errors="replace")
+    if victim.startswith("ray::"):  # the watchdog's line, the cause's source
+        assert f"[agent-tune] error: died: {VICTIMS[victim]}" in train_log
+    else:  # vLLM's own lines and the trainer's traceback
+        assert "engine core exited unexpectedly" in train_log and "Traceback (most recent call last)" in train_log
     # nothing already written is touched: the metrics rows (each one parses), the checkpoint and its pointer
     assert {path: path.read_bytes() for path in written} == written
     assert [json.loads(line)["step"] for line in metrics.read_text().splitlines()] == [1, 2]
