@@ -40,10 +40,10 @@ GRACE_S = 10.0  # how long the trainer may take to fail by itself once a part of
 
 # What verl's actor classes do, for the message (the class name is always shown as well)
 ROLES = {
-    "WorkerDict": "verl's training worker (actor / reference model, FSDP)",
+    "WorkerDict": "verl's training worker: the FSDP actor and reference model",
     "vLLMHttpServer": "the vLLM server",
-    "AgentLoopWorker": "an agent-loop worker (episodes)",
-    "AgentLoopWorkerTQ": "an agent-loop worker (episodes)",
+    "AgentLoopWorker": "an agent-loop worker: it plays the episodes",
+    "AgentLoopWorkerTQ": "an agent-loop worker: it plays the episodes",
     "RewardLoopWorker": "a reward worker",
     "TaskRunner": "verl's trainer",
     "TaskRunnerV1": "verl's trainer",
@@ -63,7 +63,7 @@ class Death:
     how: str  # "its process ended unexpectedly (...)", "its node died", "Ray's memory monitor killed it"
 
     def describe(self) -> str:
-        """``WorkerDict (verl's training worker ...), a Ray actor, pid 123: its process ended unexpectedly ...``"""
+        """``WorkerDict (verl's training worker: ...), a Ray actor, pid 123: its process ended unexpectedly ...``"""
         name = self.class_name.rsplit(".", 1)[-1]  # verl's colocated class: create_colocated_worker_cls.<locals>.X
         role = ROLES.get(name)
         what = f"{name} ({role}), a Ray actor" if role else f"{name}, a Ray actor" if name else "a Ray actor"

@@ -105,7 +105,7 @@ def _check_launcher_death(work: Path) -> None:
 PART_DEATH_BOUND_S = 60.0
 # the parts killed: verl's training worker (a Ray actor, idle while the step's rollouts run: only the watchdog
 # notices at once) and the process of vLLM's engine (not a Ray actor: vLLM's client sees it die)
-VICTIMS = {"ray::WorkerDict": "WorkerDict (verl's training worker", "VLLM::EngineCore": "the vLLM server's engine"}
+VICTIMS = {"ray::WorkerDict": "WorkerDict (verl's training worker:", "VLLM::EngineCore": "the vLLM server's engine"}
 
 
 def _title(pid: int) -> str:

@@ -54,7 +54,7 @@ def test_only_deaths_nobody_asked_for_count() -> None:
     ]
     deaths = unexpected_deaths(actors)
     assert [d.pid for d in deaths] == [11, 12, 13]
-    assert deaths[0].describe() == ("WorkerDict (verl's training worker (actor / reference model, FSDP)), a Ray "
+    assert deaths[0].describe() == ("WorkerDict (verl's training worker: the FSDP actor and reference model), a Ray "
                                     "actor, pid 11: its process ended unexpectedly (killed, crashed, or out of "
                                     "memory?)")
     assert deaths[1].describe().startswith("vLLMHttpServer (the vLLM server), a Ray actor, pid 12: Ray's memory")
@@ -127,7 +127,8 @@ def test_a_death_the_trainer_ran_into_first_is_named_at_stop(said) -> None:
     time.sleep(0.1)  # the watch's first look: nothing yet, next one in a minute
     dead.append(_actor("AgentLoopWorkerTQ", 9, REASON.Value("WORKER_DIED"), KILLED))
     assert [d.pid for d in dog.stop(failed=True)] == [9]
-    assert said[0].startswith(f"{DIED}AgentLoopWorkerTQ (an agent-loop worker (episodes)), a Ray actor, pid 9")
+    assert said[0].startswith(f"{DIED}AgentLoopWorkerTQ (an agent-loop worker: it plays the episodes), a Ray "
+                              "actor, pid 9: ")
 
 
 def test_a_finished_trainer_is_not_looked_at_again(said) -> None:
@@ -232,7 +233,7 @@ def test_the_cause_from_the_log() -> None:
     ours = f"[agent-tune] error: {DIED}WorkerDict (x), a Ray actor, pid 3: its process ended unexpectedly"
     assert death_cause(["noise", ours] + RAY_TRACEBACK) == ours.removeprefix("[agent-tune] error: ")
     assert death_cause(RAY_TRACEBACK) == (
-        f"{DIED}WorkerDict (verl's training worker (actor / reference model, FSDP)), a Ray actor, pid 8832: its "
+        f"{DIED}WorkerDict (verl's training worker: the FSDP actor and reference model), a Ray actor, pid 8832: its "
         "process ended unexpectedly (killed, crashed, or out of memory?)")
     assert death_cause(VLLM_LINES) == (f"{DIED}the vLLM server's engine: its model worker process VllmWorker-0 "
                                        "ended unexpectedly (killed by SIGKILL)")
@@ -259,7 +260,7 @@ def test_the_console_says_what_died_in_one_line(tmp_path: Path) -> None:
     assert lines == [
         "[agent-tune] First step started (rollouts, then the update) [" + lines[0].rsplit("[", 1)[1],
         "[agent-tune] error: training failed (exit 1) after " + lines[1].split(" after ", 1)[1].split(":")[0]
-        + f": {DIED}WorkerDict (verl's training worker (actor / reference model, FSDP)), a Ray actor, pid 8832: "
+        + f": {DIED}WorkerDict (verl's training worker: the FSDP actor and reference model), a Ray actor, pid 8832: "
         f"its process ended unexpectedly (killed, crashed, or out of memory?); run the same command again to "
         f"resume from {tmp_path / 'global_step_2'}",
         f"[agent-tune] full log: {files.log}",
