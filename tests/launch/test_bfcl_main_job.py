@@ -180,7 +180,7 @@ def _check_part_death(work: Path, ckpt: Path, victim: str) -> float:
 
 def _shm_files() -> set[str]:
     try:
-        return {n for n in os.listdir("/dev/shm") if n.startswith(("psm_", "sem.mp-"))}
+        return {n for n in os.listdir("/dev/shm") if n.startswith(("psm_", "sem.mp-", "verl_weights_"))}
     except OSError:
         return set()
 
@@ -310,8 +310,10 @@ def test_bfcl_grpo_on_cpu_then_resume(tmp_path: Path) -> None:
     assert sorted(logged) == [1, 2, 3]
     assert all(logged[r["step"]] == pytest.approx(r["pg_loss"], rel=1e-6, abs=1e-9) for r in rows), (logged, rows)
 
-    # vLLM's shared-memory files from these runs were removed, the killed and the chaos runs' included (a hung
-    # shut-down's forced exit ends the run's processes, then cleans up); others' files may come and go meanwhile
+    # vLLM's shared-memory files and verl's weight-sync buckets from these runs were removed, the killed and the
+    # chaos runs' included (the killed launcher's run stops during its first weight sync, whose bucket verl never
+    # unlinks then; a hung shut-down's forced exit ends the run's processes, then cleans up); others' files may
+    # come and go meanwhile
     from verl_ext.cpu.shm import paths_in_use
 
     leftover = _shm_files() - shm_before

@@ -81,6 +81,16 @@ def test_only_files_the_runs_processes_held_are_removed(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path)) == ["other_file", "psm_old", "psm_unseen"]
 
 
+def test_a_weight_sync_bucket_left_by_a_stopped_sync_is_removed(tmp_path: Path) -> None:
+    # verl's shared-memory weight transfer: a run stopped during a sync never unlinks the bucket (1 GiB on CPU)
+    snap = ShmSnapshot.take(directory=tmp_path)
+    bucket = _hold(tmp_path / "verl_weights_0123abcd")
+    assert snap.observe() == {"verl_weights_0123abcd"}
+    bucket.stdin.close()
+    bucket.wait(30)
+    assert snap.cleanup(wait_s=0) == ["verl_weights_0123abcd"] and os.listdir(tmp_path) == []
+
+
 def test_two_runs_side_by_side_keep_each_others_files(tmp_path: Path) -> None:
     """A run cleaning up beside another (a training beside a replay): the other run's semaphore, created after this
     run started, seen held by the other run's process and mapped by no process at the moment of the clean-up,

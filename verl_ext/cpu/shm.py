@@ -1,8 +1,10 @@
 """Remove the POSIX shared-memory files a CPU run leaves in ``/dev/shm``, and only this run's.
 
-vLLM's processes (its message queues, Python ``multiprocessing`` shared memory and semaphores) and verl's
-shared-memory weight transfer create ``/dev/shm/psm_*`` and ``/dev/shm/sem.mp-*`` files. When Ray tears the
-processes down at the end of a run, some are never unlinked: about 420 MB per run on a 135M model.
+vLLM's processes (its message queues, Python ``multiprocessing`` shared memory and semaphores) create
+``/dev/shm/psm_*`` and ``/dev/shm/sem.mp-*`` files, and verl's shared-memory weight transfer a
+``/dev/shm/verl_weights_*`` bucket for each weight sync (the bucket's size, 1 GiB on the CPU configs; unlinked
+when the sync ends). When Ray tears the processes down at the end of a run, some are never unlinked: about 420 MB
+per run on a 135M model, and a whole bucket when the run is stopped during a weight sync.
 
 Usage::
 
@@ -41,7 +43,7 @@ from pathlib import Path
 from typing import Iterable
 
 SHM_DIR = Path("/dev/shm")
-PATTERNS = ("psm_*", "sem.mp-*")
+PATTERNS = ("psm_*", "sem.mp-*", "verl_weights_*")
 WATCH_INTERVAL_S = 3.0  # how often the run's processes are looked at while it runs
 STRAY_PATTERNS = ("sem.mp-*",)  # files that are mapped before their name appears: an unheld one is a leak
 FOREIGN_LOOKS = 20  # how many looks at most search all processes for the holder of a new name the run does not hold
