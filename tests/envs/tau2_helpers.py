@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import json
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from tau2.agent.base import LocalAgent
 from tau2.data_model.message import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
@@ -145,3 +149,22 @@ def gold_reference(domain: str, task_id: str) -> tuple[tuple[Any, ...], ...]:
     ref = reference_run(domain, task_id, gold_actions(task), final_text(task), score=False)
     return tuple(comparable(ref.messages))
 
+
+
+_POOL: list[ProcessPoolExecutor] = []
+
+
+def for_each_task(check: Callable[[str, str], None], domain: str, ids: Sequence[str]) -> None:
+    """``check(domain, task_id)`` for every id, on two processes: tau2's evaluator is pure Python (most of a gold
+    replay's 0.6 s: it loads the domain's database three times), so the slow all-tasks tests would otherwise leave
+    the second core idle. ``check`` is a module-level function (it is pickled by name); its failure is raised here,
+    naming the task. One pool serves every test of the session (spawned: the suite's process holds threads)."""
+    if not _POOL:
+        _POOL.append(ProcessPoolExecutor(min(2, os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")))
+        atexit.register(_POOL[0].shutdown)
+    futures = {task_id: _POOL[0].submit(check, domain, task_id) for task_id in ids}
+    for task_id, future in futures.items():
+        try:
+            future.result()
+        except AssertionError as exc:
+            raise AssertionError(f"{domain} task {task_id}: {exc}") from exc
