@@ -458,6 +458,7 @@ class BaseToolEnv(ABC):
     _registered_as: ClassVar[str | None] = None  # the registered name (set by @register_env)
     _limit_after_act: ClassVar[bool] = False  # the step limit is applied after act (WholeTextEnv), not before
     _async_act: ClassVar[bool] = False  # act is a coroutine function (set per subclass)
+    _check_builds: ClassVar[bool] = False  # check_kwargs constructs the env too (cheap: its own checks run there)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> BaseToolEnv:
         self = super().__new__(cls)
@@ -477,7 +478,7 @@ class BaseToolEnv(ABC):
         (:func:`~agent_tune.utils.typed_config.check_arguments`: an :class:`~agent_tune.utils.typed_config.OptionError`
         keyed by the
         parameter, e.g. ``reward``; annotations it cannot check are skipped). An env whose construction is cheap
-        constructs itself too, checking the values' ranges."""
+        constructs itself too, checking the values' ranges (``_check_builds = True`` on the class)."""
         from agent_tune.utils.typed_config import check_arguments
 
         try:
@@ -485,6 +486,8 @@ class BaseToolEnv(ABC):
         except TypeError as exc:
             raise ValueError(f"{cls.__name__}: {exc}") from None
         check_arguments(cls.__init__, kwargs)
+        if cls._check_builds:
+            cls(**kwargs)
 
     # ------------------------------------------------------------------ what a subclass writes
     @abstractmethod

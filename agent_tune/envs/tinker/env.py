@@ -146,12 +146,7 @@ class TinkerEnv(WholeTextEnv):
     description = "tinker-cookbook Env / EnvGroupBuilder, token in and token out through the env's own renderer"
     sampler_hints = SamplerHints(observation_kind="tokens", blocking_reset=True)
     catalogue = TaskCatalogue(splits=("train", "test"), tasks=tinker_tasks, row_prompt=tinker_row_prompt)
-
-    @classmethod
-    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        """The options, then the builder's import (nothing is built)."""
-        super().check_kwargs(kwargs)
-        cls(**kwargs)
+    _check_builds = True  # check_kwargs builds the env: the builder imports (nothing is built)
 
     def __init__(
         self,

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from agent_tune.envs.base import (
     BaseToolEnv,
@@ -115,12 +115,7 @@ class BFCLToolEnv(BaseToolEnv):
         suites={"multi_turn": SCORED_CATEGORIES}, eval_kwargs={"eval_mode": True},  # the leaderboard's rules
     )
     report = BFCL_REPORT
-
-    @classmethod
-    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        """Construct the env from ``kwargs`` (cheap: nothing loads before ``reset``): every option is checked."""
-        super().check_kwargs(kwargs)
-        cls(**kwargs)
+    _check_builds = True  # check_kwargs constructs the env (cheap: nothing loads before reset)
 
     def __init__(
         self,
