@@ -12,7 +12,7 @@ observation the model can read and a counted format error. docs/envs.md shows th
     limit        the generation that reaches self.max_steps (if set) without answering ends the episode
                  (WholeTextEnv: after act, so the last generation is read); a failure recorded at reset ends it
     act          self.act(step)                             # the env's hook; may be async
-                 CallToolEnv: stop(raw)? -> on_answer(step), else per decoded call: refuse(call)?, else
+                 CallToolEnv: is_answer(raw)? -> on_answer(step), else per decoded call: refuse(call)?, else
                  call_tool(call) (may be async; a backend gone ends the episode)
                  a failure (step.fail / status.fail: why, the stop reason) ends the episode after act
     show         obs = self.format_tool_response(step.results) + step.messages
@@ -243,7 +243,7 @@ class StepResult:
 class Step:
     """One step in the making, shared by the template and the env's hooks.
 
-    The template fills ``raw``, ``parsed`` and ``answer`` (``stop(raw)``: no call to run); the hooks add
+    The template fills ``raw``, ``parsed`` and ``answer`` (``is_answer(raw)``: no call to run); the hooks add
     ``results`` (shown through ``format_tool_response``), ``messages`` (shown after them: the next question,
     the user's reply), ``format_errors`` (this step's), ``info`` (the env's own step keys), ``reward`` (a step
     reward; 0 for most envs), ``sampling`` (sampling parameters for the next generation only, e.g.
@@ -356,8 +356,8 @@ class EnvStateError(EnvError, RuntimeError):
 
 
 class EnvContractError(EnvError, TypeError):
-    """An env class written to the contract before agent-tune 0.1.0: raised when the class is defined, naming
-    the migration (CHANGELOG.md)."""
+    """An env class written to the contract before agent-tune 0.1.0 (or with a hook renamed since): raised when the
+    class is defined, naming the migration (CHANGELOG.md)."""
 
 
 _CATALOGUE = "declare `catalogue = TaskCatalogue(splits=..., tasks=...)` (agent_tune.envs.catalogue) instead"
@@ -377,14 +377,24 @@ RETIRED_NAMES: dict[str, str] = {
     "on_finalize": "read `self.status.stop_reason` in `outcome()` instead",
     "set_global_step": "read `self.status.global_step` (the runner sets it before `reset`) instead",
 }
+# The hooks renamed since 0.1.0, each with its one-line migration (CHANGELOG.md, [Unreleased]).
+RENAMED_HOOKS: dict[str, str] = {
+    "stop": "rename it `is_answer(raw)` (same meaning: True when the generation is the policy's answer, with no "
+            "call to run)",
+}
 
 
 def check_contract(cls: type) -> None:
-    """Raise :class:`EnvContractError` when env class ``cls`` defines a name of the contract before 0.1.0."""
+    """Raise :class:`EnvContractError` when env class ``cls`` defines a name of the contract before 0.1.0 or a hook
+    renamed since."""
     own = vars(cls)
     for name, migration in RETIRED_NAMES.items():
         if name in own:
             raise EnvContractError(f"{cls.__qualname__}.{name}: the env contract changed in agent-tune 0.1.0; "
+                                   f"{migration} (CHANGELOG.md, docs/envs.md)")
+    for name, migration in RENAMED_HOOKS.items():
+        if name in own:
+            raise EnvContractError(f"{cls.__qualname__}.{name}: the hook was renamed after agent-tune 0.1.0; "
                                    f"{migration} (CHANGELOG.md, docs/envs.md)")
     for attr, value in own.items():
         code = getattr(getattr(value, "__func__", value), "__code__", None)
@@ -527,9 +537,9 @@ class BaseToolEnv(ABC):
         ] if results else []  # an answer's step has none: no comprehension frame
         return Observation(messages, None, self.tools)
 
-    def stop(self, raw_response: str) -> bool:
-        """True if ``raw_response`` has no call to run (the policy has finished acting): by default,
-        no tool-call block at all, valid or not."""
+    def is_answer(self, raw_response: str) -> bool:
+        """True if ``raw_response`` is the policy's answer: it has no call to run (the policy has finished acting;
+        :attr:`Step.answer`, :meth:`CallToolEnv.on_answer`). By default, no tool-call block at all, valid or not."""
         return not self.extract_tool_calls(raw_response).has_tool_call_attempt
 
     def close(self) -> None:
@@ -609,7 +619,8 @@ class BaseToolEnv(ABC):
         if not isinstance(raw_response, str):
             raise TypeError(f"raw_response must be a str, got {type(raw_response).__name__}")
         status.num_steps += 1
-        step = Step(raw_response, self.extract_tool_calls(raw_response), self.stop(raw_response), status, token_ids)
+        parsed = self.extract_tool_calls(raw_response)
+        step = Step(raw_response, parsed, self.is_answer(raw_response), status, token_ids)
         if status.error is not None:  # a failure recorded at reset (EpisodeStatus.fail): ended, not acted on
             step.done = True
         elif (not step.answer and not self._limit_after_act and self.max_steps is not None
@@ -786,7 +797,7 @@ def _backend_gone(step: Step, call: ToolCall, exc: BaseException) -> None:
 class WholeTextEnv(BaseToolEnv):
     """The tier for envs that act on the whole generation (another framework's env that parses its own text, a
     game): no tool parsing (``extract_tool_calls`` gives the whole text as ``content``; an env with tools may still
-    parse), every generation reaches ``act`` (``stop`` is never true), and ``max_steps`` is applied *after*
+    parse), every generation reaches ``act`` (``is_answer`` is never true), and ``max_steps`` is applied *after*
     ``act``: the generation that reaches it is always read, and ends the episode (``step_limit``) unless ``act``
     ended it first."""
 
@@ -795,5 +806,5 @@ class WholeTextEnv(BaseToolEnv):
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
         return ParsedResponse(content=raw_response)
 
-    def stop(self, raw_response: str) -> bool:
+    def is_answer(self, raw_response: str) -> bool:
         return False

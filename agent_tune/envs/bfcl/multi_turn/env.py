@@ -6,7 +6,7 @@ BFCL's own rule (``scoring.py``).
 
 Protocol, per user turn: the policy answers; if the answer holds tool calls they run and their
 results come back as ``tool`` messages, and the policy answers again; an answer with no tool call
-(:meth:`BFCLToolEnv.stop`) ends the turn, which is then scored, and the next user question (or the
+(:meth:`BFCLToolEnv.is_answer`) ends the turn, which is then scored, and the next user question (or the
 announcement of held-back functions, in miss_func) is shown. A step is the contract's template
 (:class:`~agent_tune.envs.base.BaseToolEnv`): ``extract_tool_calls`` (reasoning stripped, then the tool-call
 parser), this env's :meth:`BFCLToolEnv.act` (the calls run on the episode's backend, or are rejected in
@@ -214,7 +214,7 @@ class BFCLToolEnv(BaseToolEnv):
         return list(map(dict, self.entry.question[turn]))  # fresh copies (= [dict(m) for m in ...], no frame)
 
     # ------------------------------------------------------------------ parsing
-    def stop(self, raw_response: str) -> bool:
+    def is_answer(self, raw_response: str) -> bool:
         """True if the answer ends the user turn: no decodable call in eval mode (BFCL drops malformed
         blocks silently), no call block at all in training mode (a malformed block is answered)."""
         parsed = self.parser.parse(raw_response)[1]  # = extract_tool_calls (the parser keeps it)
