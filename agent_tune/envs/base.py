@@ -45,15 +45,11 @@ episode state: an env that needs it takes it as a constructor kwarg (the configs
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import enum
-import functools
 import inspect
-import threading
 from abc import ABC, abstractmethod
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, ClassVar, Literal, Mapping, Sequence, TypeVar
+from typing import Any, Awaitable, ClassVar, Literal, Mapping, Sequence
 
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.remote_tools import refusal
@@ -62,10 +58,9 @@ from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, step_time_limit
 from agent_tune.errors import BackendGoneError, EnvError
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse, ToolCall
-from agent_tune.sync import EnvTimeoutError, on_background_loop, run_sync
+from agent_tune.sync import EnvTimeoutError, env_executor, in_thread, on_background_loop, run_sync
 
 ObservationKind = Literal["messages", "text", "tokens"]
-_T = TypeVar("_T")
 
 
 class StopReason(str, enum.Enum):
@@ -416,29 +411,6 @@ def undecodable_text(index: int, reason: str) -> str:
     return f"Error: tool call #{index + 1} could not be parsed: {reason}"
 
 
-ENV_THREADS = 32  # blocking env work of concurrent episodes (a SkyRL env's SQL, a sandboxed program) at once
-_env_pool: ThreadPoolExecutor | None = None
-_env_pool_lock = threading.Lock()
-
-
-def env_executor() -> ThreadPoolExecutor:
-    """The process's pool for blocking env work: plain acting hooks and episode endings run there, off the
-    event loop (:data:`ENV_THREADS` threads, created on first use)."""
-    global _env_pool
-    if _env_pool is None:
-        with _env_pool_lock:
-            if _env_pool is None:
-                _env_pool = ThreadPoolExecutor(max_workers=ENV_THREADS, thread_name_prefix="agent_tune_env")
-    return _env_pool
-
-
-async def in_env_thread(fn: Callable[..., _T], *args: Any) -> _T:
-    """``fn(*args)`` in :func:`env_executor`'s threads, in a copy of the caller's context (as
-    ``asyncio.to_thread``), awaited from the event loop."""
-    call = functools.partial(contextvars.copy_context().run, fn, *args)
-    return await asyncio.get_running_loop().run_in_executor(env_executor(), call)
-
-
 class BaseToolEnv(ABC):
     """Base class of all tool environments (one instance = one episode at a time).
 
@@ -574,14 +546,14 @@ class BaseToolEnv(ABC):
         (:func:`env_executor`), so it may block. The step that ends the episode is scored in the worker too."""
         if not self._async_act:  # an env that overrides step(raw) alone gets no token ids (only token envs take them)
             args = (raw_response,) if token_ids is None else (raw_response, token_ids)
-            return await in_env_thread(self.step, *args)
+            return await in_thread(self.step, *args, pool=env_executor())
         step = self._open_step(raw_response, token_ids)
         if not step.done:
             await self.act(step)  # type: ignore[misc]
             if not step.done and (self._limit_after_act or self.status.error is not None):
                 self._after_act(step)
         if step.done:  # outcome() may block (a verifier, tau2's evaluator)
-            return await in_env_thread(self._close_step, step)
+            return await in_thread(self._close_step, step, pool=env_executor())
         return self._close_step(step)
 
     @classmethod

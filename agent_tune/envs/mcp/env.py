@@ -17,17 +17,12 @@ from agent_tune.envs.mcp.connection import CallResult, MCPConnection, ServerSpec
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import input_schemas
 from agent_tune.envs.shots import draw_shots, example_messages
-from agent_tune.envs.time_limits import (
-    DEFAULT_CALL_TIMEOUT,
-    DEFAULT_START_TIMEOUT,
-    EnvTimeoutError,
-    StartTimeoutError,
-    call_in_thread,
-)
+from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT, EnvTimeoutError, StartTimeoutError
 from agent_tune.errors import BackendGoneError, error_text
 from agent_tune.parsing import ToolCall, get_tool_parser
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.rewards.verdict import verdict
+from agent_tune.sync import call_in_thread
 from agent_tune.utils.imports import import_object
 from agent_tune.utils.jsonl import read_jsonl
 

@@ -18,14 +18,7 @@ from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import input_schemas
 from agent_tune.envs.tasks import chat_prompt, mapping_of, task_fields
-from agent_tune.envs.time_limits import (
-    DEFAULT_CALL_TIMEOUT,
-    DEFAULT_START_TIMEOUT,
-    EnvTimeoutError,
-    StartTimeoutError,
-    bounded,
-    call_in_thread,
-)
+from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT, EnvTimeoutError, StartTimeoutError
 from agent_tune.envs.verl_tools.calls import CallResult, Failed, call_tool, guarded
 from agent_tune.envs.verl_tools.loader import LoadedTools, load_tools
 from agent_tune.envs.verl_tools.reward import load_reward, reward_arguments
@@ -34,7 +27,7 @@ from agent_tune.errors import error_text
 from agent_tune.parsing import ToolCall
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.rewards.verdict import verdict
-from agent_tune.sync import wait
+from agent_tune.sync import bounded, call_in_thread, wait
 from agent_tune.utils.typed_config import OptionError
 
 Lifecycle = Literal["episode", "call"]
