@@ -1,5 +1,5 @@
-"""The time-limit rule's pieces (agent_tune/envs/time_limits.py): the typed options, and the bounded calls for sync
-and async code, whose blocked thread is abandoned (not joined) when its time is up."""
+"""The time-limit rule's pieces: the typed options (agent_tune/envs/time_limits.py), and the bounded calls for sync
+and async code (agent_tune/sync.py), whose blocked thread is abandoned (not joined) when its time is up."""
 
 from __future__ import annotations
 
