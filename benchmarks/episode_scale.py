@@ -70,7 +70,7 @@ Full sizes, measured once on 2 shared cores (load 4-6 from other jobs), Python 3
   longest loop lag after the start was 4.5 s, mostly generation-2 gc (longest pause 1.6 s over ~4,096 live
   trajectories).
   **Since then** the runner starts every episode (``reset`` + ``render_prompt``) in its one start thread
-  (``agent_tune.rollout.runner.start_executor``), off the loop. Measured once each on old and new code,
+  (``agent_tune.sync.start_executor``), off the loop. Measured once each on old and new code,
   same command, full sizes, 2 shared cores (load 3-7): 4,096 concurrent, longest loop lag during the
   starts **14,167 ms -> 1,527 ms**, after them 3,261 -> 796 ms; 256 concurrent per category, start-burst
   lag 878-1,021 ms -> 38-124 ms (base, miss_func, miss_param) and 937 -> 1,697 ms for long_context, where

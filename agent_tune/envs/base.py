@@ -12,7 +12,7 @@ observation the model can read and a counted format error. docs/envs.md shows th
     limit        the generation that reaches self.max_steps (if set) without answering ends the episode
                  (WholeTextEnv: after act, so the last generation is read); a failure recorded at reset ends it
     act          self.act(step)                             # the env's hook; may be async
-                 CallToolEnv: stop(raw)? -> on_answer(step), else per decoded call: refuse(call)?, else
+                 CallToolEnv: is_answer(raw)? -> on_answer(step), else per decoded call: refuse(call)?, else
                  call_tool(call) (may be async; a backend gone ends the episode)
                  a failure (step.fail / status.fail: why, the stop reason) ends the episode after act
     show         obs = self.format_tool_response(step.results) + step.messages
@@ -45,15 +45,11 @@ episode state: an env that needs it takes it as a constructor kwarg (the configs
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import enum
-import functools
 import inspect
-import threading
 from abc import ABC, abstractmethod
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, ClassVar, Literal, Mapping, Sequence, TypeVar
+from typing import Any, Awaitable, ClassVar, Literal, Mapping, Sequence
 
 from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.remote_tools import refusal
@@ -62,10 +58,9 @@ from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, step_time_limit
 from agent_tune.errors import BackendGoneError, EnvError
 from agent_tune.parsing.response import ResponseParser
 from agent_tune.parsing.types import ParsedResponse, ToolCall
-from agent_tune.sync import EnvTimeoutError, on_background_loop, run_sync
+from agent_tune.sync import EnvTimeoutError, env_executor, in_thread, on_background_loop, run_sync
 
 ObservationKind = Literal["messages", "text", "tokens"]
-_T = TypeVar("_T")
 
 
 class StopReason(str, enum.Enum):
@@ -243,7 +238,7 @@ class StepResult:
 class Step:
     """One step in the making, shared by the template and the env's hooks.
 
-    The template fills ``raw``, ``parsed`` and ``answer`` (``stop(raw)``: no call to run); the hooks add
+    The template fills ``raw``, ``parsed`` and ``answer`` (``is_answer(raw)``: no call to run); the hooks add
     ``results`` (shown through ``format_tool_response``), ``messages`` (shown after them: the next question,
     the user's reply), ``format_errors`` (this step's), ``info`` (the env's own step keys), ``reward`` (a step
     reward; 0 for most envs), ``sampling`` (sampling parameters for the next generation only, e.g.
@@ -356,8 +351,8 @@ class EnvStateError(EnvError, RuntimeError):
 
 
 class EnvContractError(EnvError, TypeError):
-    """An env class written to the contract before agent-tune 0.1.0: raised when the class is defined, naming
-    the migration (CHANGELOG.md)."""
+    """An env class written to the contract before agent-tune 0.1.0 (or with a hook renamed since): raised when the
+    class is defined, naming the migration (CHANGELOG.md)."""
 
 
 _CATALOGUE = "declare `catalogue = TaskCatalogue(splits=..., tasks=...)` (agent_tune.envs.catalogue) instead"
@@ -377,14 +372,24 @@ RETIRED_NAMES: dict[str, str] = {
     "on_finalize": "read `self.status.stop_reason` in `outcome()` instead",
     "set_global_step": "read `self.status.global_step` (the runner sets it before `reset`) instead",
 }
+# The hooks renamed since 0.1.0, each with its one-line migration (CHANGELOG.md, [Unreleased]).
+RENAMED_HOOKS: dict[str, str] = {
+    "stop": "rename it `is_answer(raw)` (same meaning: True when the generation is the policy's answer, with no "
+            "call to run)",
+}
 
 
 def check_contract(cls: type) -> None:
-    """Raise :class:`EnvContractError` when env class ``cls`` defines a name of the contract before 0.1.0."""
+    """Raise :class:`EnvContractError` when env class ``cls`` defines a name of the contract before 0.1.0 or a hook
+    renamed since."""
     own = vars(cls)
     for name, migration in RETIRED_NAMES.items():
         if name in own:
             raise EnvContractError(f"{cls.__qualname__}.{name}: the env contract changed in agent-tune 0.1.0; "
+                                   f"{migration} (CHANGELOG.md, docs/envs.md)")
+    for name, migration in RENAMED_HOOKS.items():
+        if name in own:
+            raise EnvContractError(f"{cls.__qualname__}.{name}: the hook was renamed after agent-tune 0.1.0; "
                                    f"{migration} (CHANGELOG.md, docs/envs.md)")
     for attr, value in own.items():
         code = getattr(getattr(value, "__func__", value), "__code__", None)
@@ -404,29 +409,6 @@ def check_contract(cls: type) -> None:
 def undecodable_text(index: int, reason: str) -> str:
     """What the policy reads for a call block that could not be decoded (``index`` counts from 0)."""
     return f"Error: tool call #{index + 1} could not be parsed: {reason}"
-
-
-ENV_THREADS = 32  # blocking env work of concurrent episodes (a SkyRL env's SQL, a sandboxed program) at once
-_env_pool: ThreadPoolExecutor | None = None
-_env_pool_lock = threading.Lock()
-
-
-def env_executor() -> ThreadPoolExecutor:
-    """The process's pool for blocking env work: plain acting hooks and episode endings run there, off the
-    event loop (:data:`ENV_THREADS` threads, created on first use)."""
-    global _env_pool
-    if _env_pool is None:
-        with _env_pool_lock:
-            if _env_pool is None:
-                _env_pool = ThreadPoolExecutor(max_workers=ENV_THREADS, thread_name_prefix="agent_tune_env")
-    return _env_pool
-
-
-async def in_env_thread(fn: Callable[..., _T], *args: Any) -> _T:
-    """``fn(*args)`` in :func:`env_executor`'s threads, in a copy of the caller's context (as
-    ``asyncio.to_thread``), awaited from the event loop."""
-    call = functools.partial(contextvars.copy_context().run, fn, *args)
-    return await asyncio.get_running_loop().run_in_executor(env_executor(), call)
 
 
 class BaseToolEnv(ABC):
@@ -458,6 +440,7 @@ class BaseToolEnv(ABC):
     _registered_as: ClassVar[str | None] = None  # the registered name (set by @register_env)
     _limit_after_act: ClassVar[bool] = False  # the step limit is applied after act (WholeTextEnv), not before
     _async_act: ClassVar[bool] = False  # act is a coroutine function (set per subclass)
+    _check_builds: ClassVar[bool] = False  # check_kwargs constructs the env too (cheap: its own checks run there)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> BaseToolEnv:
         self = super().__new__(cls)
@@ -477,7 +460,7 @@ class BaseToolEnv(ABC):
         (:func:`~agent_tune.utils.typed_config.check_arguments`: an :class:`~agent_tune.utils.typed_config.OptionError`
         keyed by the
         parameter, e.g. ``reward``; annotations it cannot check are skipped). An env whose construction is cheap
-        constructs itself too, checking the values' ranges."""
+        constructs itself too, checking the values' ranges (``_check_builds = True`` on the class)."""
         from agent_tune.utils.typed_config import check_arguments
 
         try:
@@ -485,6 +468,8 @@ class BaseToolEnv(ABC):
         except TypeError as exc:
             raise ValueError(f"{cls.__name__}: {exc}") from None
         check_arguments(cls.__init__, kwargs)
+        if cls._check_builds:
+            cls(**kwargs)
 
     # ------------------------------------------------------------------ what a subclass writes
     @abstractmethod
@@ -524,9 +509,9 @@ class BaseToolEnv(ABC):
         ] if results else []  # an answer's step has none: no comprehension frame
         return Observation(messages, None, self.tools)
 
-    def stop(self, raw_response: str) -> bool:
-        """True if ``raw_response`` has no call to run (the policy has finished acting): by default,
-        no tool-call block at all, valid or not."""
+    def is_answer(self, raw_response: str) -> bool:
+        """True if ``raw_response`` is the policy's answer: it has no call to run (the policy has finished acting;
+        :attr:`Step.answer`, :meth:`CallToolEnv.on_answer`). By default, no tool-call block at all, valid or not."""
         return not self.extract_tool_calls(raw_response).has_tool_call_attempt
 
     def close(self) -> None:
@@ -561,14 +546,14 @@ class BaseToolEnv(ABC):
         (:func:`env_executor`), so it may block. The step that ends the episode is scored in the worker too."""
         if not self._async_act:  # an env that overrides step(raw) alone gets no token ids (only token envs take them)
             args = (raw_response,) if token_ids is None else (raw_response, token_ids)
-            return await in_env_thread(self.step, *args)
+            return await in_thread(self.step, *args, pool=env_executor())
         step = self._open_step(raw_response, token_ids)
         if not step.done:
             await self.act(step)  # type: ignore[misc]
             if not step.done and (self._limit_after_act or self.status.error is not None):
                 self._after_act(step)
         if step.done:  # outcome() may block (a verifier, tau2's evaluator)
-            return await in_env_thread(self._close_step, step)
+            return await in_thread(self._close_step, step, pool=env_executor())
         return self._close_step(step)
 
     @classmethod
@@ -606,7 +591,8 @@ class BaseToolEnv(ABC):
         if not isinstance(raw_response, str):
             raise TypeError(f"raw_response must be a str, got {type(raw_response).__name__}")
         status.num_steps += 1
-        step = Step(raw_response, self.extract_tool_calls(raw_response), self.stop(raw_response), status, token_ids)
+        parsed = self.extract_tool_calls(raw_response)
+        step = Step(raw_response, parsed, self.is_answer(raw_response), status, token_ids)
         if status.error is not None:  # a failure recorded at reset (EpisodeStatus.fail): ended, not acted on
             step.done = True
         elif (not step.answer and not self._limit_after_act and self.max_steps is not None
@@ -783,7 +769,7 @@ def _backend_gone(step: Step, call: ToolCall, exc: BaseException) -> None:
 class WholeTextEnv(BaseToolEnv):
     """The tier for envs that act on the whole generation (another framework's env that parses its own text, a
     game): no tool parsing (``extract_tool_calls`` gives the whole text as ``content``; an env with tools may still
-    parse), every generation reaches ``act`` (``stop`` is never true), and ``max_steps`` is applied *after*
+    parse), every generation reaches ``act`` (``is_answer`` is never true), and ``max_steps`` is applied *after*
     ``act``: the generation that reaches it is always read, and ends the episode (``step_limit``) unless ``act``
     ended it first."""
 
@@ -792,5 +778,5 @@ class WholeTextEnv(BaseToolEnv):
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
         return ParsedResponse(content=raw_response)
 
-    def stop(self, raw_response: str) -> bool:
+    def is_answer(self, raw_response: str) -> bool:
         return False

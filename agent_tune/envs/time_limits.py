@@ -14,7 +14,8 @@ rule bounds every such wait, with the same two options and the same counted outc
   the error kept), so a batch goes on: training and ``agent-tune eval`` count it, never crash on it.
 
 Both default to :data:`DEFAULT_CALL_TIMEOUT` and :data:`DEFAULT_START_TIMEOUT` (an adapter says so in its
-docstring when it derives another bound). The bounded calls:
+docstring when it derives another bound). The bounded calls (in :mod:`agent_tune.sync`, with the other bridges
+between threads and loops):
 
 * :func:`call_in_thread` (sync code) and :func:`acall_in_thread` (async code) run a *blocking* function in a
   thread of its own and wait at most ``timeout`` seconds. A call that does not return in time is abandoned, not
@@ -34,25 +35,18 @@ bounded as a whole too, as a backstop in case a call's own bound fails: :func:`s
 :class:`~agent_tune.envs.base.CallToolEnv` applies to every ``async`` ``call_tool`` (and OpenEnv's text mode to its
 one action).
 
-Each raises :class:`EnvTimeoutError` (a ``TimeoutError``; defined in :mod:`agent_tune.sync`, re-exported here)
-naming what waited and for how long.
+Each raises :class:`EnvTimeoutError` (a ``TimeoutError``; defined in :mod:`agent_tune.sync`) naming what waited and
+for how long.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import threading
-from concurrent.futures import Future
-from concurrent.futures import wait as futures_wait
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any
 
 from pydantic import model_validator
 
 from agent_tune.sync import EnvTimeoutError
 from agent_tune.utils.typed_config import ConfigModel, OptionError
-
-T = TypeVar("T")
 
 DEFAULT_CALL_TIMEOUT = 60.0  # seconds for one call during an episode
 DEFAULT_START_TIMEOUT = 60.0  # seconds for the start of an episode (reset)
@@ -108,92 +102,14 @@ class TimeLimits(ConfigModel):
         return self
 
 
-def start_in_thread(fn: Callable[..., T], *args: Any, what: str = "") -> Future[T]:
-    """``fn(*args)`` started in a daemon thread of its own (in a copy of the caller's context); its future, for
-    :func:`wait_future` / :func:`await_future` (a result several episodes wait on, each with its own bound)."""
-    future: Future[T] = Future()
-    context = contextvars.copy_context()
-
-    def run() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            result = context.run(fn, *args)
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
-            future.set_exception(exc)
-        else:
-            future.set_result(result)
-
-    threading.Thread(target=run, name=f"agent_tune_bounded:{what or getattr(fn, '__name__', 'call')}"[:64],
-                     daemon=True).start()
-    return future
-
-
-def wait_future(future: Future[T], timeout: float, what: str = "",
-                error: type[EnvTimeoutError] = EnvTimeoutError) -> T:
-    """The result of ``future`` (raising what it raised), waited for at most ``timeout`` seconds from synchronous
-    code; then ``error``. The future is left as it is: whatever produces it may still finish it for others."""
-    # waited on first, so that a TimeoutError the function raised in time is passed on as its own
-    if not futures_wait([future], timeout).done:
-        raise error(timeout, what)
-    return future.result()
-
-
-async def await_future(future: Future[T], timeout: float, what: str = "",
-                       error: type[EnvTimeoutError] = EnvTimeoutError) -> T:
-    """:func:`wait_future` awaited from an event loop (no thread waits). The future is never cancelled: one not
-    yet running (a batch still gathering) stays valid for whoever finishes it."""
-    waiting = asyncio.wrap_future(future)
-    done, _ = await asyncio.wait({waiting}, timeout=timeout)
-    if not done:
-        waiting.add_done_callback(_retrieved)  # an abandoned call failing later is not logged as never retrieved
-        raise error(timeout, what)
-    return waiting.result()
-
-
-def _retrieved(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()
-
-
-def call_in_thread(fn: Callable[..., T], *args: Any, timeout: float, what: str = "",
-                   error: type[EnvTimeoutError] = EnvTimeoutError) -> T:
-    """``fn(*args)`` in a thread of its own, waited for at most ``timeout`` seconds from synchronous code; then
-    the thread is abandoned and ``error`` (:class:`EnvTimeoutError`, or :class:`StartTimeoutError` for a start)
-    is raised. What ``fn`` raises in time is raised here."""
-    return wait_future(start_in_thread(fn, *args, what=what), timeout, what, error)
-
-
-async def acall_in_thread(fn: Callable[..., T], *args: Any, timeout: float, what: str = "",
-                          error: type[EnvTimeoutError] = EnvTimeoutError) -> T:
-    """:func:`call_in_thread` awaited from an event loop: no thread of a pool waits, so a call that never returns
-    holds nothing the other episodes need."""
-    return await await_future(start_in_thread(fn, *args, what=what), timeout, what, error)
-
-
-async def bounded(awaitable: Awaitable[T], timeout: float, what: str = "",
-                  error: type[EnvTimeoutError] = EnvTimeoutError) -> T:
-    """Await ``awaitable`` at most ``timeout`` seconds; then cancel it and raise ``error``."""
-    try:
-        return await asyncio.wait_for(awaitable, timeout)
-    except asyncio.TimeoutError:
-        raise error(timeout, what) from None
-
-
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_START_TIMEOUT",
     "EnvTimeoutError",
     "StartTimeoutError",
     "TimeLimits",
-    "acall_in_thread",
-    "await_future",
     "backstop",
-    "bounded",
-    "call_in_thread",
     "check_timeout",
-    "start_in_thread",
     "step_time_limit",
     "timeout_text",
-    "wait_future",
 ]

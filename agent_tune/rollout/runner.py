@@ -41,7 +41,7 @@ Decisions (documented here because the trainer and the evaluator rely on them):
   the policy, is not appended and ends the episode the same way. A policy returning more tokens than asked
   is cut to its ``max_tokens``. Masks and log-probs stay aligned in every case.
 * The episode's start (``reset``, then rendering and encoding the initial prompt: ~5 ms with a tool list)
-  runs off the event loop, in the runner's start thread (:func:`start_executor`, one per process): when
+  runs off the event loop, in the runner's start thread (:func:`agent_tune.sync.start_executor`, one per process): when
   thousands of episodes start at once (``asyncio.gather``), their starts would otherwise run back-to-back in
   one loop iteration (4,096 BFCL episodes: 26 s with the loop held; ``benchmarks/episode_scale.py``). One
   thread keeps them in order, one at a time, as on the loop, while the loop goes on serving the episodes
@@ -58,7 +58,7 @@ Decisions (documented here because the trainer and the evaluator rely on them):
 * Env steps are awaited (``BaseToolEnv.astep``): concurrency across episodes comes from the event loop
   running many episodes at once. An env whose acting hook is ``async`` (MCP, OpenEnv, verifiers, tau2's
   users, ReTool's sandbox pool) is awaited on the loop; a plain one runs in the env thread pool
-  (``agent_tune.envs.base.env_executor``), so a blocking env never stalls the other episodes.
+  (``agent_tune.sync.env_executor``), so a blocking env never stalls the other episodes.
 * Training progress: ``run_episode(global_step=...)`` hands the trainer's step to the env
   (``env.status.global_step``) before ``reset``; the verl agent loop passes verl's ``global_steps``, the
   standalone eval nothing (``None``).
@@ -78,24 +78,18 @@ Decisions (documented here because the trainer and the evaluator rely on them):
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import functools
 import inspect
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, Mapping
 
-from agent_tune.envs.base import BaseToolEnv, EpisodeInfo, Observation, StepResult, StopReason, in_env_thread
+from agent_tune.envs.base import BaseToolEnv, EpisodeInfo, Observation, StepResult, StopReason
 from agent_tune.envs.time_limits import StartTimeoutError
 from agent_tune.errors import RolloutError
 from agent_tune.rollout.chat_render import ChatRenderer, DriftReport, check_drift
 from agent_tune.rollout.policy import GenerationOutput, Policy
 from agent_tune.rollout.trajectory import Trajectory
-
-_T = TypeVar("_T")
+from agent_tune.sync import env_executor, in_thread, start_executor
 
 
 class PromptTooLongError(RolloutError, ValueError):
@@ -194,10 +188,11 @@ async def run_episode(
     task_kwargs = dict(task or {})
     try:
         if hints.blocking_reset:
-            obs = await asyncio.to_thread(env.reset, **task_kwargs)
-            start = await _in_start_thread(_start, env, obs, renderer, limits, kind)
+            obs = await in_thread(lambda: env.reset(**task_kwargs))  # the loop's default executor
+            start = await in_thread(_start, env, obs, renderer, limits, kind, pool=start_executor())
         else:  # reset in the start thread too
-            start = await _in_start_thread(lambda: _start(env, env.reset(**task_kwargs), renderer, limits, kind))
+            start = await in_thread(lambda: _start(env, env.reset(**task_kwargs), renderer, limits, kind),
+                                    pool=start_executor())
     except StartTimeoutError as exc:  # the time-limit rule: counted, the batch goes on
         return _not_started(exc, renderer, limits, timings)
     obs, traj, messages, timings["prompt"] = start
@@ -332,27 +327,6 @@ async def run_episode(
 
 
 # --------------------------------------------------------------------------- helpers
-_start_lock = threading.Lock()
-_start_pool: ThreadPoolExecutor | None = None
-
-
-def start_executor() -> ThreadPoolExecutor:
-    """The process's start thread: every episode's ``reset`` and initial prompt render run there, one at a
-    time, off the event loop (created on first use)."""
-    global _start_pool
-    if _start_pool is None:
-        with _start_lock:
-            if _start_pool is None:
-                _start_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent_tune_start")
-    return _start_pool
-
-
-async def _in_start_thread(fn: Callable[..., _T], *args: Any) -> _T:
-    """``fn(*args)`` in the start thread, in a copy of the caller's context (as ``asyncio.to_thread``)."""
-    ctx = contextvars.copy_context()
-    return await asyncio.get_running_loop().run_in_executor(start_executor(), functools.partial(ctx.run, fn, *args))
-
-
 def _start(
     env: BaseToolEnv, obs: Observation, renderer: ChatRenderer, limits: RolloutLimits, kind: str
 ) -> tuple[Observation, Trajectory, list[dict[str, Any]], float]:
@@ -480,7 +454,7 @@ async def _finalize(env: BaseToolEnv, reason: StopReason) -> StepResult | None:
     if inspect.iscoroutinefunction(fin):
         result = await fin(reason)
     else:  # scoring may block (a verifier, tau2's evaluator)
-        result = await in_env_thread(fin, reason)
+        result = await in_thread(fin, reason, pool=env_executor())
     if inspect.isawaitable(result):
         result = await result
     if not isinstance(result, StepResult):

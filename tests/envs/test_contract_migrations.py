@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from agent_tune.envs import BaseToolEnv, CallToolEnv, EnvContractError, Observation, Outcome, Step
-from agent_tune.envs.base import RETIRED_NAMES
+from agent_tune.envs.base import RENAMED_HOOKS, RETIRED_NAMES
 from agent_tune.errors import EnvError
-from agent_tune.parsing.types import ToolCall
+from agent_tune.parsing.types import ParsedResponse, ToolCall
 from agent_tune.rollout.runner import EpisodeResult
 
 
@@ -37,6 +37,41 @@ def test_each_retired_name_fails_at_class_definition(name: str) -> None:
     message = str(info.value)
     assert message.startswith(f"OldEnv.{name}: the env contract changed in agent-tune 0.1.0; ")
     assert RETIRED_NAMES[name] in message and "\n" not in message
+
+
+def test_an_env_that_still_defines_stop_fails_naming_is_answer() -> None:
+    with pytest.raises(EnvContractError) as info:
+        class Answers(CallToolEnv):  # the hook's name until is_answer
+            def stop(self, raw_response: str) -> bool:
+                return "<tool_call>" not in raw_response
+
+    message = str(info.value)
+    assert ".Answers.stop: the hook was renamed after agent-tune 0.1.0; rename it `is_answer(raw)`" in message
+    assert RENAMED_HOOKS["stop"] in message and "CHANGELOG.md" in message and "\n" not in message
+    assert isinstance(info.value, EnvError) and isinstance(info.value, TypeError)
+
+
+def test_is_answer_is_the_hook_the_template_asks() -> None:
+    class NeverAnswers(CallToolEnv):
+        def reset(self, **task: Any) -> Observation:
+            super().reset()
+            return Observation()
+
+        def call_tool(self, call: ToolCall) -> Any:
+            raise AssertionError("no call is decoded")
+
+        def is_answer(self, raw_response: str) -> bool:
+            return raw_response == "done"
+
+        def outcome(self) -> Outcome:
+            return Outcome(reward=1.0, accuracy=1.0)
+
+    env = NeverAnswers()
+    env.parser = None
+    env.extract_tool_calls = lambda raw: ParsedResponse(content=raw)  # type: ignore[method-assign]
+    env.reset()
+    assert not env.step("thinking").done
+    assert env.step("done").done and env.status.turns_completed == 1
 
 
 def test_the_old_names_get_their_own_migrations() -> None:

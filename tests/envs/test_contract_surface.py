@@ -14,7 +14,7 @@ from agent_tune.envs import BaseToolEnv, CallToolEnv, WholeTextEnv, env_names, g
 ROOT = Path(__file__).resolve().parents[2]
 # docs/envs.md's contract: what an env declares, writes or may override (plus status, set per instance)
 DECLARED = {"description", "sampler_hints", "catalogue", "report", "parser", "tools", "max_steps"}
-WRITTEN = {"reset", "act", "outcome", "extract_tool_calls", "stop", "format_tool_response", "close",
+WRITTEN = {"reset", "act", "outcome", "extract_tool_calls", "is_answer", "format_tool_response", "close",
            "check_kwargs", "reference_replies"}
 TEMPLATE = {"step", "astep", "batch_step", "finalize"}
 # the call-by-call tier: its hooks, the schemas its calls are checked against, the bound of a step of async calls

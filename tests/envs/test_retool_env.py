@@ -146,7 +146,7 @@ def test_extract_tool_calls(sandbox):
     assert len(parsed.calls) == 1 and [e.reason for e in parsed.errors] == [
         "empty <code> block", "unterminated <code> block (no </code>)"
     ]
-    assert env.stop("plain answer \\boxed{2}") and not env.stop("<code>x</code>")
+    assert env.is_answer("plain answer \\boxed{2}") and not env.is_answer("<code>x</code>")
 
 
 def test_multiple_blocks_run_first_and_count_format_error(sandbox):

@@ -1,5 +1,5 @@
-"""The time-limit rule's pieces (agent_tune/envs/time_limits.py): the typed options, and the bounded calls for sync
-and async code, whose blocked thread is abandoned (not joined) when its time is up."""
+"""The time-limit rule's pieces: the typed options (agent_tune/envs/time_limits.py), and the bounded calls for sync
+and async code (agent_tune/sync.py), whose blocked thread is abandoned (not joined) when its time is up."""
 
 from __future__ import annotations
 
@@ -10,17 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_tune.envs.time_limits import (
-    EnvTimeoutError,
-    StartTimeoutError,
-    TimeLimits,
-    acall_in_thread,
-    await_future,
-    bounded,
-    call_in_thread,
-    start_in_thread,
-    wait_future,
-)
+from agent_tune.envs.time_limits import EnvTimeoutError, StartTimeoutError, TimeLimits
+from agent_tune.sync import acall_in_thread, await_future, bounded, call_in_thread, start_in_thread, wait_future
 from agent_tune.utils.typed_config import OptionError
 
 
@@ -119,6 +110,36 @@ async def test_the_background_loops_waits_follow_the_rule() -> None:
         with pytest.raises(TimeoutError, match="the server's own") as caught:
             await waited
         assert not isinstance(caught.value, EnvTimeoutError)
+
+
+async def test_a_background_coroutine_is_cancelled_at_its_deadline_and_with_its_caller() -> None:
+    """The background loop's waits cancel what they waited on: at the deadline (sync and async callers), and when
+    the awaiting episode itself is cancelled (a connection's call is not left running)."""
+    from agent_tune.sync import on_background_loop, wait
+
+    cancelled: list[str] = []
+
+    async def slow(name: str) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(name)
+            raise
+
+    with pytest.raises(EnvTimeoutError):
+        await on_background_loop(slow("deadline, async"), 0.1)
+    with pytest.raises(EnvTimeoutError):
+        await asyncio.to_thread(wait, slow("deadline, sync"), 0.1)
+    caller = asyncio.ensure_future(on_background_loop(slow("caller"), 30))
+    await asyncio.sleep(0.1)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    for _ in range(50):
+        if len(cancelled) == 3:
+            break
+        await asyncio.sleep(0.02)
+    assert sorted(cancelled) == ["caller", "deadline, async", "deadline, sync"]
 
 
 def test_one_step_bound_for_every_remote_tools_env() -> None:

@@ -36,7 +36,7 @@ class TokenEcho(BaseToolEnv):
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
         return ParsedResponse(content=raw_response)
 
-    def stop(self, raw_response: str) -> bool:
+    def is_answer(self, raw_response: str) -> bool:
         return False
 
     def format_tool_response(self, results: Any) -> Observation:

@@ -22,14 +22,10 @@ from agent_tune.envs.time_limits import (
     DEFAULT_START_TIMEOUT,
     EnvTimeoutError,
     StartTimeoutError,
-    acall_in_thread,
-    await_future,
-    call_in_thread,
-    start_in_thread,
     timeout_text,
-    wait_future,
 )
 from agent_tune.errors import error_text
+from agent_tune.sync import acall_in_thread, await_future, call_in_thread, start_in_thread, wait_future
 from agent_tune.utils.imports import import_callable
 from agent_tune.utils.jsonl import json_safe
 from agent_tune.utils.rows import says_correct

@@ -17,16 +17,12 @@ from agent_tune.envs.mcp.connection import CallResult, MCPConnection, ServerSpec
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import input_schemas
 from agent_tune.envs.shots import draw_shots, example_messages
-from agent_tune.envs.time_limits import (
-    DEFAULT_CALL_TIMEOUT,
-    DEFAULT_START_TIMEOUT,
-    EnvTimeoutError,
-    StartTimeoutError,
-    call_in_thread,
-)
+from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT, EnvTimeoutError, StartTimeoutError
 from agent_tune.errors import BackendGoneError, error_text
 from agent_tune.parsing import ToolCall, get_tool_parser
 from agent_tune.parsing.response import ResponseParser
+from agent_tune.rewards.verdict import verdict
+from agent_tune.sync import call_in_thread
 from agent_tune.utils.imports import import_object
 from agent_tune.utils.jsonl import read_jsonl
 
@@ -55,17 +51,6 @@ def load_verifier(path: str) -> Callable[..., Any]:
     if not callable(fn):
         raise ValueError(f"mcp env: verifier {path!r} is not a function")
     return fn
-
-
-def verdict(value: Any) -> tuple[float, float]:
-    """(reward, accuracy) from what a verifier returned."""
-    if isinstance(value, Mapping):
-        reward = float(value["reward"])
-        return reward, float(value.get("accuracy", reward >= 1.0))
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        return float(value[0]), float(value[1])
-    reward = float(value)
-    return reward, float(reward >= 1.0)
 
 
 class _Pool:
@@ -296,4 +281,4 @@ class MCPToolEnv(CallToolEnv):
             conn.close()
 
 
-__all__ = ["MCPToolEnv", "VerifierSession", "load_verifier", "verdict"]
+__all__ = ["MCPToolEnv", "VerifierSession", "load_verifier"]

@@ -23,13 +23,12 @@ from agent_tune.envs.time_limits import (
     EnvTimeoutError,
     StartTimeoutError,
     backstop,
-    bounded,
     timeout_text,
 )
 from agent_tune.errors import BackendGoneError, error_text
 from agent_tune.parsing import ToolCall
 from agent_tune.parsing.response import ResponseParser
-from agent_tune.sync import submit, wait
+from agent_tune.sync import bounded, submit, wait
 from agent_tune.utils.jsonl import json_safe, jsonl_lines
 
 

@@ -151,7 +151,7 @@ class ReToolToolEnv(BaseToolEnv):
     def extract_tool_calls(self, raw_response: str) -> ParsedResponse:
         """Decode ``<code>...</code>`` blocks into ``python`` calls; unterminated/empty ones are errors.
 
-        The last response's result is kept (``step`` asks ``stop``, then for the calls)."""
+        The last response's result is kept (``step`` asks ``is_answer``, then for the calls)."""
         if self._last_parse is None or self._last_parse[0] != raw_response:
             self._last_parse = (raw_response, self._parse_code_blocks(raw_response))
         return self._last_parse[1]

@@ -14,15 +14,9 @@ from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopR
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.tasks import chat_messages, chat_prompt, dataset_row_kwargs, task_fields
-from agent_tune.envs.time_limits import (
-    DEFAULT_CALL_TIMEOUT,
-    DEFAULT_START_TIMEOUT,
-    EnvTimeoutError,
-    StartTimeoutError,
-    acall_in_thread,
-    call_in_thread,
-)
+from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT, EnvTimeoutError, StartTimeoutError
 from agent_tune.errors import error_text
+from agent_tune.sync import acall_in_thread, call_in_thread
 from agent_tune.utils.imports import import_callable
 from agent_tune.utils.jsonl import json_safe
 from agent_tune.utils.rows import says_correct, split_rows, truth_text

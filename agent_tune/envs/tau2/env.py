@@ -262,9 +262,9 @@ class Tau2ToolEnv(BaseToolEnv):
             return ParsedResponse(content=text)
         return ParsedResponse(content="", calls=[ToolCall(action.name, dict(action.arguments), text)])
 
-    def stop(self, raw_response: str) -> bool:
+    def is_answer(self, raw_response: str) -> bool:
         """Native: no call block. Pipeline: never (every generation is an action, ``respond`` included)."""
-        return False if self.protocol == "pipeline" else super().stop(raw_response)
+        return False if self.protocol == "pipeline" else super().is_answer(raw_response)
 
     async def act(self, step: Step) -> None:
         """The policy's message on the episode: its calls run on tau2's environment (a call to an unknown tool

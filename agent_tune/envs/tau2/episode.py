@@ -41,7 +41,8 @@ from tau2.user.base import is_valid_user_history_message
 from tau2.user.user_simulator import UserSimulator
 from tau2.utils.llm_utils import to_litellm_messages
 
-from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, EnvTimeoutError, acall_in_thread
+from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, EnvTimeoutError
+from agent_tune.sync import acall_in_thread
 from agent_tune.users.base import User, UserError, UserReply
 
 DEFAULT_MAX_STEPS = 200  # tau2's CLI default (tau2.config.DEFAULT_MAX_STEPS)

@@ -14,15 +14,9 @@ from agent_tune.envs.adapter_options import AdapterOptions
 from agent_tune.envs.base import Observation, Outcome, SamplerHints, Step, StopReason, WholeTextEnv
 from agent_tune.envs.catalogue import Task, TaskCatalogue
 from agent_tune.envs.registry import register_env
-from agent_tune.envs.time_limits import (
-    DEFAULT_CALL_TIMEOUT,
-    DEFAULT_START_TIMEOUT,
-    EnvTimeoutError,
-    StartTimeoutError,
-    call_in_thread,
-)
+from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT, EnvTimeoutError, StartTimeoutError
 from agent_tune.errors import EnvError, error_text
-from agent_tune.sync import on_background_loop, wait
+from agent_tune.sync import call_in_thread, on_background_loop, wait
 from agent_tune.utils.imports import import_callable, import_object
 from agent_tune.utils.jsonl import json_safe
 from agent_tune.utils.rows import says_correct
@@ -146,12 +140,7 @@ class TinkerEnv(WholeTextEnv):
     description = "tinker-cookbook Env / EnvGroupBuilder, token in and token out through the env's own renderer"
     sampler_hints = SamplerHints(observation_kind="tokens", blocking_reset=True)
     catalogue = TaskCatalogue(splits=("train", "test"), tasks=tinker_tasks, row_prompt=tinker_row_prompt)
-
-    @classmethod
-    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        """The options, then the builder's import (nothing is built)."""
-        super().check_kwargs(kwargs)
-        cls(**kwargs)
+    _check_builds = True  # check_kwargs builds the env: the builder imports (nothing is built)
 
     def __init__(
         self,

@@ -286,6 +286,6 @@ class ToolCallToolEnv(BaseToolEnv):
             score = toolrl_score(parsed.calls, self.ground_truth, format_ok, config, step,
                                  toolrl_reasoning(raw_response), undecodable_calls=bool(parsed.errors))
             return score, format_ok
-        right_shape = (not self.stop(raw_response)) == self.expects_calls
+        right_shape = (not self.is_answer(raw_response)) == self.expects_calls
         format_ok = right_shape and not parsed.errors and (reasoning is not None or not self.require_reasoning)
         return toolrl_score(parsed.calls, self.ground_truth, format_ok, config, step, reasoning), format_ok

@@ -245,12 +245,7 @@ class VerifiersEnv(WholeTextEnv):
     description = "any verifiers MultiTurnEnv / ToolEnv (module:function or an env id): its dataset, its rubric"
     sampler_hints = SamplerHints(blocking_reset=True)  # reset runs verifiers' setup_state (it may start a sandbox)
     catalogue = TaskCatalogue(splits=("train", "test"), tasks=verifiers_tasks, row_prompt=verifiers_row_prompt)
-
-    @classmethod
-    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        """The options, then the environment itself: it builds and is a ``vf.MultiTurnEnv``."""
-        super().check_kwargs(kwargs)
-        cls(**kwargs)
+    _check_builds = True  # check_kwargs builds the env: the environment builds and is a ``vf.MultiTurnEnv``
 
     def __init__(
         self,

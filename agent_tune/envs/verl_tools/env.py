@@ -18,22 +18,16 @@ from agent_tune.envs.catalogue import TaskCatalogue
 from agent_tune.envs.registry import register_env
 from agent_tune.envs.remote_tools import input_schemas
 from agent_tune.envs.tasks import chat_prompt, mapping_of, task_fields
-from agent_tune.envs.time_limits import (
-    DEFAULT_CALL_TIMEOUT,
-    DEFAULT_START_TIMEOUT,
-    EnvTimeoutError,
-    StartTimeoutError,
-    bounded,
-    call_in_thread,
-)
+from agent_tune.envs.time_limits import DEFAULT_CALL_TIMEOUT, DEFAULT_START_TIMEOUT, EnvTimeoutError, StartTimeoutError
 from agent_tune.envs.verl_tools.calls import CallResult, Failed, call_tool, guarded
 from agent_tune.envs.verl_tools.loader import LoadedTools, load_tools
-from agent_tune.envs.verl_tools.reward import load_reward, reward_arguments, verdict
+from agent_tune.envs.verl_tools.reward import load_reward, reward_arguments
 from agent_tune.envs.verl_tools.rows import verl_row_prompt, verl_rows_tasks
 from agent_tune.errors import error_text
 from agent_tune.parsing import ToolCall
 from agent_tune.parsing.response import ResponseParser
-from agent_tune.sync import wait
+from agent_tune.rewards.verdict import verdict
+from agent_tune.sync import bounded, call_in_thread, wait
 from agent_tune.utils.typed_config import OptionError
 
 Lifecycle = Literal["episode", "call"]
@@ -65,12 +59,7 @@ class VerlToolsEnv(CallToolEnv):
     sampler_hints = SamplerHints(blocking_reset=True)  # reset creates the episode's tool instances (bounded)
     # a verl recipe's own dataset files (.parquet / .jsonl rows): agent-tune data --env verl_tools --options '{"path"}'
     catalogue = TaskCatalogue(splits=("train", "test"), tasks=verl_rows_tasks, row_prompt=verl_row_prompt)
-
-    @classmethod
-    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        """The options' names and types, then the tools themselves: verl loads them, the reward function imports."""
-        super().check_kwargs(kwargs)
-        cls(**kwargs)
+    _check_builds = True  # check_kwargs builds the env: verl loads the tools, the reward function imports
 
     def __init__(
         self,

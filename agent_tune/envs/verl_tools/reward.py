@@ -36,16 +36,4 @@ def reward_arguments(fn: Callable[..., Any], given: Mapping[str, Any]) -> dict[s
     return {k: v for k, v in given.items() if k in params}
 
 
-def verdict(value: Any) -> tuple[float, float]:
-    """(reward, accuracy) from what a reward function returned."""
-    if isinstance(value, Mapping):
-        reward = float(value["reward"] if "reward" in value else value["score"])
-        accuracy = value.get("accuracy", value.get("acc", reward >= 1.0))
-        return reward, float(accuracy)
-    if isinstance(value, (tuple, list)) and len(value) == 2:
-        return float(value[0]), float(value[1])
-    reward = float(value)
-    return reward, float(reward >= 1.0)
-
-
-__all__ = ["REWARD_ARGUMENTS", "load_reward", "reward_arguments", "verdict"]
+__all__ = ["REWARD_ARGUMENTS", "load_reward", "reward_arguments"]

@@ -6,7 +6,7 @@ BFCL's own rule (``scoring.py``).
 
 Protocol, per user turn: the policy answers; if the answer holds tool calls they run and their
 results come back as ``tool`` messages, and the policy answers again; an answer with no tool call
-(:meth:`BFCLToolEnv.stop`) ends the turn, which is then scored, and the next user question (or the
+(:meth:`BFCLToolEnv.is_answer`) ends the turn, which is then scored, and the next user question (or the
 announcement of held-back functions, in miss_func) is shown. A step is the contract's template
 (:class:`~agent_tune.envs.base.BaseToolEnv`): ``extract_tool_calls`` (reasoning stripped, then the tool-call
 parser), this env's :meth:`BFCLToolEnv.act` (the calls run on the episode's backend, or are rejected in
@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from agent_tune.envs.base import (
     BaseToolEnv,
@@ -115,12 +115,7 @@ class BFCLToolEnv(BaseToolEnv):
         suites={"multi_turn": SCORED_CATEGORIES}, eval_kwargs={"eval_mode": True},  # the leaderboard's rules
     )
     report = BFCL_REPORT
-
-    @classmethod
-    def check_kwargs(cls, kwargs: Mapping[str, Any]) -> None:
-        """Construct the env from ``kwargs`` (cheap: nothing loads before ``reset``): every option is checked."""
-        super().check_kwargs(kwargs)
-        cls(**kwargs)
+    _check_builds = True  # check_kwargs constructs the env (cheap: nothing loads before reset)
 
     def __init__(
         self,
@@ -219,7 +214,7 @@ class BFCLToolEnv(BaseToolEnv):
         return list(map(dict, self.entry.question[turn]))  # fresh copies (= [dict(m) for m in ...], no frame)
 
     # ------------------------------------------------------------------ parsing
-    def stop(self, raw_response: str) -> bool:
+    def is_answer(self, raw_response: str) -> bool:
         """True if the answer ends the user turn: no decodable call in eval mode (BFCL drops malformed
         blocks silently), no call block at all in training mode (a malformed block is answered)."""
         parsed = self.parser.parse(raw_response)[1]  # = extract_tool_calls (the parser keeps it)
