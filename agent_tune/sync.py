@@ -114,7 +114,8 @@ async def await_future(future: Future[T], timeout: float, what: str = "",
     if not done and (not cancel or future.cancel()):
         waiting.add_done_callback(_retrieved)  # an abandoned call failing later is not logged as never retrieved
         raise error(timeout, what)
-    return future.result()
+    # the wrapper's result, not the future's: a wrapper whose exception is never retrieved is logged when collected
+    return waiting.result()
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
