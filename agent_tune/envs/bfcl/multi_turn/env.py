@@ -69,7 +69,7 @@ from agent_tune.envs.bfcl.multi_turn.catalogue import ALL_SPLIT, CATALOGUE_SPLIT
 from agent_tune.envs.bfcl.multi_turn.data import SCORED_CATEGORIES, BFCLEntry, ensure_bfcl_project_root, shared_entry
 from agent_tune.envs.bfcl.multi_turn.ground_truth import ground_truth_trace
 from agent_tune.envs.bfcl.multi_turn.hints import HintBuilder, with_hint
-from agent_tune.envs.bfcl.multi_turn.scoring import TurnVerdict, score_turn
+from agent_tune.envs.bfcl.multi_turn.scoring import turn_error
 from agent_tune.envs.bfcl.multi_turn.shots import shot_messages
 from agent_tune.envs.bfcl.reports import BFCL_REPORT
 from agent_tune.envs.bfcl.schema import tool_name, validate_arguments
@@ -327,23 +327,25 @@ class BFCLToolEnv(BaseToolEnv):
         assert self.entry is not None
         turn = self._turn
         gt = self._gt[turn]
-        verdict: TurnVerdict | None
+        score: float | None  # the turn's verdict (None: not scored) and its error type (scoring.turn_error)
+        error: str | None
         self._forced_turns += forced
         if gt.calls:
             if forced:
-                verdict = TurnVerdict(False, "agent_tune:turn_step_limit")
+                score, error = 0.0, "agent_tune:turn_step_limit"
             else:
                 # In training mode only the results a schema-respecting policy can reproduce are
                 # required (about 90 entries' ground truth breaks the documented schema).
                 required = gt.required_counts(self.eval_mode)
-                verdict = score_turn(turn, self._turn_acted, self._model, gt.state, self._all_model_results, required)
+                error = turn_error(self._turn_acted, self._model, gt.state, self._all_model_results, required)
+                score = 1.0 if error is None else 0.0
         elif self.score_empty_turns:
             error = "agent_tune:acted_on_empty_turn" if self._turn_acted else None
-            verdict = TurnVerdict(not self._turn_acted and not forced, error)
+            score = 1.0 if not self._turn_acted and not forced else 0.0
         else:
-            verdict = None
-        self._turn_scores.append(None if verdict is None else float(verdict.passed))
-        self._turn_errors.append(None if verdict is None else verdict.error_type)
+            score = error = None
+        self._turn_scores.append(score)
+        self._turn_errors.append(error)
         self.status.turns_completed = len(self._turn_scores)
 
         self._turn += 1
