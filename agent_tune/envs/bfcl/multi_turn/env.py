@@ -180,6 +180,9 @@ class BFCLToolEnv(BaseToolEnv):
         self._gt = ground_truth_trace(test_id)
         # shared read-only until a turn adds held-back tools (_turn_messages copies it then)
         self._tools: dict[str, dict[str, Any]] = _initial_tools(test_id)
+        # what every observation shows, until a turn adds tools (built then, never changed in place: a step's
+        # observation may hold it)
+        self.tools: list[dict[str, Any]] = list(self._tools.values())
         self._hints = HintBuilder(self._model, self._tools) if self.augment else None
         self._turn = 0
         self._steps_in_turn = 0
@@ -201,11 +204,6 @@ class BFCLToolEnv(BaseToolEnv):
         messages.extend(self._turn_messages(0))
         return Observation(messages, None, self.tools)
 
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        """The tool schemas visible now."""
-        return list(self._tools.values())
-
     def _turn_messages(self, turn: int) -> list[dict[str, Any]]:
         assert self.entry is not None
         new_tools = self.entry.missed_function.get(turn)
@@ -213,6 +211,7 @@ class BFCLToolEnv(BaseToolEnv):
             self._tools = dict(self._tools)  # the shared initial map is never written to
             for tool in new_tools:
                 self._tools[tool_name(tool)] = tool
+            self.tools = list(self._tools.values())
             if self._hints is not None:
                 self._hints.tools = self._tools
             return [{"role": "user", "content": _announcement(self.entry.id, turn)}]
