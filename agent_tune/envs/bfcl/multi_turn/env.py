@@ -239,33 +239,24 @@ class BFCLToolEnv(BaseToolEnv):
     def act(self, step: Step) -> None:
         """One generation: grade its call format; an answer (:meth:`stop`) ends the user turn, otherwise its
         calls run (:meth:`_run_calls`) within the turn's and the episode's step limits."""
-        parsed = step.parsed
-        calls, undecodable = parsed.calls, len(parsed.errors)
+        undecodable = len(step.parsed.errors)
         step.format_errors = undecodable
         grade: float | None
-        if calls:
-            # = [self._check_call(call) for call in calls], inlined: one per call of every step
-            tools = self._tools
-            checks = [None if (tool := tools.get(call.name)) is None else validate_arguments(tool, call.arguments)
-                      for call in calls]
-            grade = rewards.syntax_grade_of(undecodable, checks)  # = schema.syntax_grade
-        elif undecodable:
-            checks = []
-            grade = rewards.syntax_grade_of(undecodable, checks)
-        else:  # no call block: rewards.syntax_grade_of(0, []), and rewards.closes_acted_turn is the turn's
-            checks = []
-            grade = rewards.GRADE_NO_CALL
-            if self._turn_acted:
-                grade = None  # the text that answers the user after the turn's calls: not a format attempt
-        if grade is not None:
-            self._syntax_grades.append(grade)
-        if step.answer:  # the policy has finished this user turn
+        if step.answer:  # the policy has finished this user turn (no decoded call: stop)
+            if undecodable:  # eval mode: broken blocks alone
+                grade = rewards.syntax_grade_of(undecodable, [])
+            else:  # no call block: rewards.syntax_grade_of(0, []), and rewards.closes_acted_turn is the turn's
+                grade = None if self._turn_acted else rewards.GRADE_NO_CALL  # None: the text that answers the user
+            if grade is not None:
+                self._syntax_grades.append(grade)
             step.info = {"syntax_grade": grade}
             self._end_turn(step, False)
             return
 
         self._steps_in_turn += 1
-        executed, rejected = self._run_calls(step, checks)
+        executed, rejected, checks = self._run_calls(step)
+        grade = rewards.syntax_grade_of(undecodable, checks)  # = schema.syntax_grade (checked before each call ran)
+        self._syntax_grades.append(grade)
         step.format_errors += rejected
         if executed:
             self._turn_acted = True
@@ -284,11 +275,9 @@ class BFCLToolEnv(BaseToolEnv):
             return
         info["turn"] = self._turn
 
-    def _run_calls(self, step: Step, checks: Sequence[list[str] | None]) -> tuple[list[str], int]:
-        """Run the decoded calls on the backend, their results into ``step.results`` in call order:
-        (BFCL call strings run, calls rejected).
-
-        ``checks`` holds each call's :meth:`_check_call`.
+    def _run_calls(self, step: Step) -> tuple[list[str], int, list[list[str] | None]]:
+        """Check and run the decoded calls on the backend, their results into ``step.results`` in call order:
+        (BFCL call strings run, calls rejected, each call's :meth:`_check_call`).
 
         Training mode is strict: a call to an invisible function or with schema-breaking arguments
         does not run, and the model is told why; an undecodable block is answered too. Eval mode runs
@@ -296,11 +285,16 @@ class BFCLToolEnv(BaseToolEnv):
         """
         parsed, results = step.parsed, step.results
         executed: list[str] = []
+        checks: list[list[str] | None] = []
         rejected = 0
+        tools = self._tools
         execute = self._model.execute
         counts = self._all_model_results  # scoring sees the backend's own text, never a hint
         hints = self._hints
-        for call, errors in zip(parsed.calls, checks):
+        for call in parsed.calls:
+            tool = tools.get(call.name)  # = self._check_call(call), inlined: one per call of every step
+            errors = None if tool is None else validate_arguments(tool, call.arguments)
+            checks.append(errors)
             if errors is None or errors:  # = _reject_reason(call, errors) is not None
                 rejected += 1
                 if not self.eval_mode:
@@ -319,7 +313,7 @@ class BFCLToolEnv(BaseToolEnv):
         if not self.eval_mode:
             for err in parsed.errors:
                 results.append(ToolResult(undecodable_text(err.index, err.reason), error=True))
-        return executed, rejected
+        return executed, rejected, checks
 
     def _end_turn(self, step: Step, forced: bool) -> None:
         """Score the current turn, then show the next question or finish the episode."""
