@@ -106,7 +106,7 @@ _RUNNER_REASONS = frozenset({StopReason.TOKEN_BUDGET, StopReason.GENERATION_LIMI
 _OVERRIDABLE = frozenset({None, StopReason.DONE, StopReason.STEP_LIMIT})
 
 
-@dataclass
+@dataclass(slots=True)  # no __dict__: one is built per step
 class Observation:
     """What the environment shows the policy.
 
@@ -220,7 +220,7 @@ class EpisodeInfo:
         return self.as_dict().get(key, default)
 
 
-@dataclass
+@dataclass(slots=True)  # no __dict__: one is built per step
 class StepResult:
     """The outcome of one ``step``: the next observation, the reward, whether the episode ended, this step's
     record (``info``) and, on the step that ends the episode, the episode's record (``episode``).
@@ -296,7 +296,7 @@ class Step:
         return f"Step(answer={self.answer}, done={self.done}, format_errors={self.format_errors}, info={self.info})"
 
 
-@dataclass
+@dataclass(slots=True)  # no __dict__: its counts are written at every step
 class EpisodeStatus:
     """An episode's running status (``env.status``), kept by the template: whether it is running, its counts so
     far (env steps, decoded calls, format errors, user turns finished: :class:`EpisodeInfo` says what each
