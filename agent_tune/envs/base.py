@@ -517,11 +517,10 @@ class BaseToolEnv(ABC):
 
     def format_tool_response(self, results: Sequence[Any]) -> Observation:
         """One ``tool`` message per result, in call order, named after the function when there is one."""
-        messages: list[dict[str, Any]] = [
-            {"role": "tool", "content": r.content, "name": r.name} if r.name is not None
-            else {"role": "tool", "content": r.content}
-            for r in results
-        ] if results else []  # an answer's step has none: no comprehension frame
+        messages: list[dict[str, Any]] = []
+        for r in results:  # a loop, not a comprehension: no frame (one or two results per step)
+            messages.append({"role": "tool", "content": r.content, "name": r.name} if r.name is not None
+                            else {"role": "tool", "content": r.content})
         return Observation(messages, None, self.tools)
 
     def stop(self, raw_response: str) -> bool:

@@ -31,22 +31,21 @@ _JSON = json.JSONEncoder()  # json.dumps's encoder: default options
 _C_ENCODER = json.encoder.c_make_encoder  # type: ignore[attr-defined]
 
 
-def _make_dumps() -> Callable[[Any], str]:
-    """``json.dumps(value)`` with its C encoder built once instead of at every call.
+def _make_encoder() -> Callable[[Any, int], Any] | None:
+    """``json.dumps``'s C encoder, built once instead of at every call (``None`` where there is none); it returns
+    the text as chunks, which ``"".join`` makes the text.
 
     Built without circular-reference markers (shared ones would make a dict two threads encode at once
     look circular): a circular value then raises RecursionError instead of ValueError, and either way
     :func:`format_result` falls back to ``str``, the same text.
     """
     if _C_ENCODER is None:
-        return _JSON.encode
-    encode = _C_ENCODER(None, _JSON.default, json.encoder.encode_basestring_ascii, None, _JSON.key_separator,
-                        _JSON.item_separator, _JSON.sort_keys, _JSON.skipkeys, _JSON.allow_nan)
-    join = "".join
-    return lambda value: join(encode(value, 0))
+        return None
+    return _C_ENCODER(None, _JSON.default, json.encoder.encode_basestring_ascii, None, _JSON.key_separator,
+                      _JSON.item_separator, _JSON.sort_keys, _JSON.skipkeys, _JSON.allow_nan)
 
 
-_dumps = _make_dumps()
+_encode = _make_encoder()
 
 
 def format_result(value: Any) -> str:
@@ -54,8 +53,8 @@ def format_result(value: Any) -> str:
     if type(value) is str:
         return value
     if type(value) is dict:
-        try:
-            return _dumps(value)  # = json.dumps(value)
+        try:  # = json.dumps(value), with its encoder built once (called here: one per dict result)
+            return "".join(_encode(value, 0)) if _encode is not None else _JSON.encode(value)
         except Exception:
             return str(value)
     return str(value)

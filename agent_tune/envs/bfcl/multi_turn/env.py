@@ -151,7 +151,7 @@ class BFCLToolEnv(BaseToolEnv):
         self.test_id = test_id
         self.eval_mode = eval_mode
         self.parser = ResponseParser(tool_parser, reasoning_parser)
-        self.shots = [str(s) for s in (shots if shots is not None else [])]
+        self.shots = [str(s) for s in shots] if shots is not None else []
         self._shot_messages = shot_messages(self.shots, tool_parser) if self.shots else []  # built (and checked) once
         self.max_steps_per_turn = max_steps_per_turn
         self.max_steps_per_episode = max_steps_per_episode
@@ -401,8 +401,10 @@ class BFCLToolEnv(BaseToolEnv):
         assert self.entry is not None
         required = _required_turns(self.entry.id)[: self._num_turns]
         scores = self._turn_scores
+        # the scoreable turns, = [r or self.score_empty_turns for r in required] (score_empty_turns: a bool)
+        scoreable = (True,) * len(required) if self.score_empty_turns else required
         return (rewards.accuracy(scores, required, self._force_terminated, self._forced_turns),
-                rewards.progress(scores, [r or self.score_empty_turns for r in required]))
+                rewards.progress(scores, scoreable))
 
     def _own_keys(self, copy: bool) -> dict[str, Any]:
         """The episode record's BFCL keys (:meth:`metrics` less the core ones); ``copy=False`` shares the episode's
