@@ -31,33 +31,21 @@ _JSON = json.JSONEncoder()  # json.dumps's encoder: default options
 _C_ENCODER = json.encoder.c_make_encoder  # type: ignore[attr-defined]
 
 
-def _make_encoder() -> Callable[[Any, int], Any] | None:
-    """``json.dumps``'s C encoder, built once instead of at every call (``None`` where there is none); it returns
-    the text as chunks, which ``"".join`` makes the text.
+def _make_encoder() -> Callable[[Any, int], Any]:
+    """``json.dumps``'s encoder, built once instead of at every call: ``encode(value, 0)`` gives the text in
+    chunks, ``"".join`` of them is ``json.dumps(value)``.
 
-    Built without circular-reference markers (shared ones would make a dict two threads encode at once
-    look circular): a circular value then raises RecursionError instead of ValueError, and either way
-    :func:`format_result` falls back to ``str``, the same text.
+    The C encoder, built without circular-reference markers (shared ones would make a dict two threads encode at
+    once look circular): a circular value then raises RecursionError instead of ValueError, and either way
+    :meth:`BFCLBackend.execute` falls back to ``str``, the same text.
     """
-    if _C_ENCODER is None:
-        return None
+    if _C_ENCODER is None:  # no C accelerator: json.dumps itself
+        return lambda value, _indent_level: (_JSON.encode(value),)
     return _C_ENCODER(None, _JSON.default, json.encoder.encode_basestring_ascii, None, _JSON.key_separator,
                       _JSON.item_separator, _JSON.sort_keys, _JSON.skipkeys, _JSON.allow_nan)
 
 
 _encode = _make_encoder()
-
-
-def format_result(value: Any) -> str:
-    """Render a call's return value as bfcl-eval does: strings as is, dicts as JSON, the rest ``str``."""
-    if type(value) is str:
-        return value
-    if type(value) is dict:
-        try:  # = json.dumps(value), with its encoder built once (called here: one per dict result)
-            return "".join(_encode(value, 0)) if _encode is not None else _JSON.encode(value)
-        except Exception:
-            return str(value)
-    return str(value)
 
 
 def format_exception(exc: BaseException) -> str:
@@ -223,7 +211,15 @@ class BFCLBackend:
         method = getattr(self.instances[owner], name)
         try:
             value = method(**arguments)
-            return value if type(value) is str else format_result(value)  # the usual str without a call
+            # the value rendered as bfcl-eval renders it: strings as is, dicts as JSON, the rest str
+            if type(value) is str:
+                return value
+            if type(value) is dict:
+                try:
+                    return "".join(_encode(value, 0))  # = json.dumps(value)
+                except Exception:
+                    return str(value)
+            return str(value)
         except Exception as exc:  # the backend's own errors are observations, as in bfcl-eval
             return format_exception(exc)
 
