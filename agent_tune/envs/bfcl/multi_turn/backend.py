@@ -150,13 +150,6 @@ def _pristine_instances(test_id: str) -> tuple[bytes, dict[int, Any], dict[str, 
     return buffer.getvalue(), dict(enumerate(pickler.shared)), _method_owners(instances)
 
 
-def _unpickle(blob: bytes, shared: dict[int, Any]) -> Any:
-    """A new, independent copy of what :func:`_pristine_instances` pickled (``shared`` is only read)."""
-    unpickler = pickle.Unpickler(io.BytesIO(blob))
-    unpickler.persistent_load = shared.__getitem__
-    return unpickler.load()
-
-
 class BFCLBackend:
     """The backend instances of one episode (or of its ground truth), isolated from every other."""
 
@@ -181,8 +174,11 @@ class BFCLBackend:
         a new, fully independent copy (only immutable objects are shared).
         """
         blob, shared, owners = _pristine_instances(test_id)
+        # a new, independent copy of what _pristine_instances pickled (``shared`` is only read)
+        unpickler = pickle.Unpickler(io.BytesIO(blob))
+        unpickler.persistent_load = shared.__getitem__
         backend = cls.__new__(cls)
-        backend._bind(_unpickle(blob, shared), owners)
+        backend.instances, backend._owners = unpickler.load(), owners  # = _bind(...), the owners shared
         return backend
 
     def _bind(self, instances: dict[str, Any], owners: dict[str, str] | None = None) -> None:
