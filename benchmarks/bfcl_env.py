@@ -127,6 +127,36 @@ extra work (``eval`` of call strings, deep copies, the checker's re-execution) r
 Measured and dropped: the ground-truth states pickled once more for locality (no change), copies of only the classes
 a call reaches (the classes no call reached cost 0.7 of the 12 us of copying), every string shared in the copies
 (long_context copy 321k -> 357k instructions).
+
+Issue 41, item 5, second round (2026-11-29, same box, load 2-3): main (ede84cb) and this round alternated four
+times, ``--repeats 20``, ``all`` 4.56/4.68/4.64/4.66x -> 5.06/5.14/4.94/4.96x (and the tree before the round,
+dee4eaf, 4.51-4.67x in five more alternations against 4.98-5.08x); per category, this round (main): base 5.15-5.51x
+(4.90-5.01x), miss_func 5.09-5.12x (4.66-4.78x), miss_param 5.20-5.47x (4.80-4.85x), long_context 4.37-4.71x
+(4.10-4.34x). ``callgrind``, instructions per episode: 1,154k -> 1,078k (-6.6%; bfcl-eval's 8,657k of the round
+above: 7.5x -> 8.0x). Breakdown (CPU us per episode, bfcl-eval ~660): env 136-147 -> 125-129, the records 41 ->
+31-33, the step template 18-19 -> 17-18, the own work 80-86 -> 74-80. What did it: a turn is scored by
+``scoring.turn_error`` (the rule's verdict, stopping at the first difference; no ``TurnVerdict`` nor details, -2.5%
+wall alone); the visible tools' list is built when it changes, not for each observation; each call is schema-checked
+in the loop that runs it (no list of checks first); ``Observation``, ``StepResult``, ``EpisodeStatus`` and
+``ParsedResponse`` are slotted; tool messages and call strings without comprehension frames; ``execute`` encodes a
+dict result itself (no ``format_result`` and lambda per call); fewer throwaway lists per episode (scoreable turns,
+the project-root check, no shots). Identity digests unchanged after each commit (68,420 episodes,
+``PYTHONHASHSEED=0``). Measured and dropped: the template's ``_open_step``/``_close_step`` inlined into ``step``
+(~1%, within noise; it would write the template twice, for ``step`` and ``astep``); persistent objects memoized in
+the pristine pickle (the 67 class references of a long_context copy read from the memo: -3% of the copy, <1 us). Not
+reached: 6x, nor 5x on long_context. Why: the own work alone (copy, calls, checks and call strings, turn scores,
+parsing) is 8.3-8.9x, and with the template's ~17 us (a ``Step``, the parse looked up twice through the ``stop`` and
+``extract_tool_calls`` hooks, an ``Observation`` and a ``StepResult`` per step, ~2.5 us per step on this unoptimized
+CPython build) the floor is 6.9-7.2x; 6x (~110 us) would leave 12-18 us per episode for the records (the per-step
+infos, grades and call lists, the tool messages and the next question's copies, the final record: all read by the
+trainer and the digests), against 31-33. Per episode constant costs are ~6 us of them (``make_env`` 1.5, the rest of
+``reset`` 1.9, the outcome and final record ~3); the rest is per step. long_context (~156 us against bfcl-eval's
+~750): its state check is 18% of its time (bfcl-eval's ``Directory``/``File.__eq__`` 14%), its copy 16% (25 us cold,
+17 us hot, against 7 for base: ~67 objects rebuilt by ``BUILD``), its calls 16%, parsing 11%. And the wall ratio
+stays under the instruction ratio (8.0x): this script runs each category's bfcl-eval pass just before ours, so each
+entry's cached state (pristine pickle, ground-truth trace, question messages) is cold when ours reads it: base's 50
+entries take 111 us per episode right after bfcl-eval's pass and 102 us right after a pass of ours (best of 15), 9%
+apart.
 """
 
 from __future__ import annotations

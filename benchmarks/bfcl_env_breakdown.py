@@ -30,7 +30,7 @@ from agent_tune.envs.bfcl.multi_turn.backend import BFCLBackend
 from agent_tune.envs.bfcl.multi_turn.data import SCORED_CATEGORIES, category_test_ids, load_entry, shared_entry
 from agent_tune.envs.bfcl.multi_turn.ground_truth import ground_truth_trace
 from agent_tune.envs.bfcl.multi_turn.replay import ground_truth_responses
-from agent_tune.envs.bfcl.multi_turn.scoring import score_turn
+from agent_tune.envs.bfcl.multi_turn.scoring import turn_error
 from agent_tune.envs.bfcl.schema import tool_name, validate_arguments
 from agent_tune.parsing import ParsedResponse, ToolCall, get_tool_parser
 from agent_tune.parsing.response import ResponseParser
@@ -76,7 +76,7 @@ def _own_work(level: int, parsed: dict[str, list[ParsedResponse]]) -> Callable[[
             if not response.calls:  # the answer that ends the turn
                 gt = trace[turn]
                 if level >= 3 and gt.calls:
-                    score_turn(turn, acted, model, gt.state, counts, gt.required_counts(True))
+                    turn_error(acted, model, gt.state, counts, gt.required_counts(True))
                 turn, acted = turn + 1, False
                 if turn >= shared.num_turns:
                     return

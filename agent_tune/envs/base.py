@@ -101,7 +101,7 @@ _RUNNER_REASONS = frozenset({StopReason.TOKEN_BUDGET, StopReason.GENERATION_LIMI
 _OVERRIDABLE = frozenset({None, StopReason.DONE, StopReason.STEP_LIMIT})
 
 
-@dataclass
+@dataclass(slots=True)  # no __dict__: one is built per step
 class Observation:
     """What the environment shows the policy.
 
@@ -215,7 +215,7 @@ class EpisodeInfo:
         return self.as_dict().get(key, default)
 
 
-@dataclass
+@dataclass(slots=True)  # no __dict__: one is built per step
 class StepResult:
     """The outcome of one ``step``: the next observation, the reward, whether the episode ended, this step's
     record (``info``) and, on the step that ends the episode, the episode's record (``episode``).
@@ -291,7 +291,7 @@ class Step:
         return f"Step(answer={self.answer}, done={self.done}, format_errors={self.format_errors}, info={self.info})"
 
 
-@dataclass
+@dataclass(slots=True)  # no __dict__: its counts are written at every step
 class EpisodeStatus:
     """An episode's running status (``env.status``), kept by the template: whether it is running, its counts so
     far (env steps, decoded calls, format errors, user turns finished: :class:`EpisodeInfo` says what each
@@ -502,11 +502,10 @@ class BaseToolEnv(ABC):
 
     def format_tool_response(self, results: Sequence[Any]) -> Observation:
         """One ``tool`` message per result, in call order, named after the function when there is one."""
-        messages: list[dict[str, Any]] = [
-            {"role": "tool", "content": r.content, "name": r.name} if r.name is not None
-            else {"role": "tool", "content": r.content}
-            for r in results
-        ] if results else []  # an answer's step has none: no comprehension frame
+        messages: list[dict[str, Any]] = []
+        for r in results:  # a loop, not a comprehension: no frame (one or two results per step)
+            messages.append({"role": "tool", "content": r.content, "name": r.name} if r.name is not None
+                            else {"role": "tool", "content": r.content})
         return Observation(messages, None, self.tools)
 
     def is_answer(self, raw_response: str) -> bool:

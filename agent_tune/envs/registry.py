@@ -105,7 +105,8 @@ def env_names() -> list[str]:
 
 def get_env_class(name: str) -> type[BaseToolEnv]:
     """Resolve ``name`` (a registered name or ``package.module:Class``) to its class."""
-    _load_entry_points()
+    if not _entry_points_loaded:  # checked here: one lookup per env built (make_env)
+        _load_entry_points()
     if name not in _registered:
         if ":" in name:
             return _import_path(name)

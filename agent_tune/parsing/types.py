@@ -36,7 +36,7 @@ class ToolCallError:
     reason: str
 
 
-@dataclass
+@dataclass(slots=True)  # no __dict__: one is built per response
 class ParsedResponse:
     """The result of parsing one model response.
 

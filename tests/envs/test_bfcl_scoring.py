@@ -14,7 +14,7 @@ from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_checker as officia
 from agent_tune.envs.bfcl.multi_turn.data import load_entry
 from agent_tune.envs.bfcl.multi_turn.ground_truth import ground_truth_trace
 from agent_tune.envs.bfcl.multi_turn.replay import ground_truth_calls, responses_for
-from agent_tune.envs.bfcl.multi_turn.scoring import missing_results, score_turn
+from agent_tune.envs.bfcl.multi_turn.scoring import missing_results, score_turn, turn_error
 from agent_tune.parsing import get_tool_parser
 from tests.envs.bfcl_helpers import official_verdict, play
 
@@ -85,6 +85,19 @@ def test_score_turn_checks_acting_then_state_then_results() -> None:
     assert wrong_state.error_type == "multi_turn:instance_state_mismatch"
     assert wrong_state.details["differences"] == {"Wallet": {"balance": {"model": 4.0, "ground_truth": 5.0}}}
 
+
+
+def test_turn_error_is_score_turns_verdict() -> None:
+    """The env scores with ``turn_error`` (no details): the same verdict as ``score_turn`` in every case, the state
+    check first (a wrong state with results missing too is a state mismatch)."""
+    state = {"Wallet": {"balance": 5.0}}
+    for acted, balance, results, gt in itertools.product(
+        (False, True), (4.0, 5.0), (["r"], ["r", "r"], ["x"], []), (Counter(["r", "r"]), Counter(["r"]), Counter())
+    ):
+        verdict = score_turn(0, acted, _backend(balance), state, Counter(results), gt)
+        error = turn_error(acted, _backend(balance), state, Counter(results), gt)
+        assert error == verdict.error_type and (error is None) == verdict.passed
+    assert turn_error(True, _backend(4.0), state, Counter(), Counter(["r"])) == "multi_turn:instance_state_mismatch"
 
 # ---------------------------------------------------------------------- a real entry, ours and bfcl-eval's
 def test_an_entry_whose_turn_returns_the_same_text_twice() -> None:

@@ -19,8 +19,10 @@ def to_call_string(call: ToolCall) -> str:
     if len(arguments) == 1:  # the usual call: no list to join
         ((key, value),) = arguments.items()
         return f"{call.name}({key}={value!r})"
-    args = ",".join([f"{k}={v!r}" for k, v in arguments.items()])
-    return f"{call.name}({args})"
+    parts = []  # a loop, not a comprehension: no frame (one per call of two or more arguments)
+    for key, value in arguments.items():
+        parts.append(f"{key}={value!r}")
+    return f"{call.name}({','.join(parts)})"
 
 
 def syntax_error_text(text: str) -> str | None:

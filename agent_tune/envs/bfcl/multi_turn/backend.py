@@ -31,34 +31,21 @@ _JSON = json.JSONEncoder()  # json.dumps's encoder: default options
 _C_ENCODER = json.encoder.c_make_encoder  # type: ignore[attr-defined]
 
 
-def _make_dumps() -> Callable[[Any], str]:
-    """``json.dumps(value)`` with its C encoder built once instead of at every call.
+def _make_encoder() -> Callable[[Any, int], Any]:
+    """``json.dumps``'s encoder, built once instead of at every call: ``encode(value, 0)`` gives the text in
+    chunks, ``"".join`` of them is ``json.dumps(value)``.
 
-    Built without circular-reference markers (shared ones would make a dict two threads encode at once
-    look circular): a circular value then raises RecursionError instead of ValueError, and either way
-    :func:`format_result` falls back to ``str``, the same text.
+    The C encoder, built without circular-reference markers (shared ones would make a dict two threads encode at
+    once look circular): a circular value then raises RecursionError instead of ValueError, and either way
+    :meth:`BFCLBackend.execute` falls back to ``str``, the same text.
     """
-    if _C_ENCODER is None:
-        return _JSON.encode
-    encode = _C_ENCODER(None, _JSON.default, json.encoder.encode_basestring_ascii, None, _JSON.key_separator,
-                        _JSON.item_separator, _JSON.sort_keys, _JSON.skipkeys, _JSON.allow_nan)
-    join = "".join
-    return lambda value: join(encode(value, 0))
+    if _C_ENCODER is None:  # no C accelerator: json.dumps itself
+        return lambda value, _indent_level: (_JSON.encode(value),)
+    return _C_ENCODER(None, _JSON.default, json.encoder.encode_basestring_ascii, None, _JSON.key_separator,
+                      _JSON.item_separator, _JSON.sort_keys, _JSON.skipkeys, _JSON.allow_nan)
 
 
-_dumps = _make_dumps()
-
-
-def format_result(value: Any) -> str:
-    """Render a call's return value as bfcl-eval does: strings as is, dicts as JSON, the rest ``str``."""
-    if type(value) is str:
-        return value
-    if type(value) is dict:
-        try:
-            return _dumps(value)  # = json.dumps(value)
-        except Exception:
-            return str(value)
-    return str(value)
+_encode = _make_encoder()
 
 
 def format_exception(exc: BaseException) -> str:
@@ -163,13 +150,6 @@ def _pristine_instances(test_id: str) -> tuple[bytes, dict[int, Any], dict[str, 
     return buffer.getvalue(), dict(enumerate(pickler.shared)), _method_owners(instances)
 
 
-def _unpickle(blob: bytes, shared: dict[int, Any]) -> Any:
-    """A new, independent copy of what :func:`_pristine_instances` pickled (``shared`` is only read)."""
-    unpickler = pickle.Unpickler(io.BytesIO(blob))
-    unpickler.persistent_load = shared.__getitem__
-    return unpickler.load()
-
-
 class BFCLBackend:
     """The backend instances of one episode (or of its ground truth), isolated from every other."""
 
@@ -194,8 +174,11 @@ class BFCLBackend:
         a new, fully independent copy (only immutable objects are shared).
         """
         blob, shared, owners = _pristine_instances(test_id)
+        # a new, independent copy of what _pristine_instances pickled (``shared`` is only read)
+        unpickler = pickle.Unpickler(io.BytesIO(blob))
+        unpickler.persistent_load = shared.__getitem__
         backend = cls.__new__(cls)
-        backend._bind(_unpickle(blob, shared), owners)
+        backend.instances, backend._owners = unpickler.load(), owners  # = _bind(...), the owners shared
         return backend
 
     def _bind(self, instances: dict[str, Any], owners: dict[str, str] | None = None) -> None:
@@ -224,7 +207,15 @@ class BFCLBackend:
         method = getattr(self.instances[owner], name)
         try:
             value = method(**arguments)
-            return value if type(value) is str else format_result(value)  # the usual str without a call
+            # the value rendered as bfcl-eval renders it: strings as is, dicts as JSON, the rest str
+            if type(value) is str:
+                return value
+            if type(value) is dict:
+                try:
+                    return "".join(_encode(value, 0))  # = json.dumps(value)
+                except Exception:
+                    return str(value)
+            return str(value)
         except Exception as exc:  # the backend's own errors are observations, as in bfcl-eval
             return format_exception(exc)
 

@@ -105,7 +105,10 @@ def ensure_bfcl_project_root() -> Path:
     checker in the same process.
     """
     module = sys.modules.get(EVAL_CONFIG_MODULE)
-    if module is not None and _known_root[:2] == [module, module.PROJECT_ROOT]:  # asked at every env construction
+    # = _known_root[:2] == [module, module.PROJECT_ROOT] (identity first, as a list compares), without the two lists:
+    # asked at every env construction
+    if module is not None and _known_root[0] is module and (
+            _known_root[1] is module.PROJECT_ROOT or _known_root[1] == module.PROJECT_ROOT):
         return _known_root[2]
     if module is None:
         with bfcl_project_root():

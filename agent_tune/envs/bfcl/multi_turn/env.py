@@ -69,7 +69,7 @@ from agent_tune.envs.bfcl.multi_turn.catalogue import ALL_SPLIT, CATALOGUE_SPLIT
 from agent_tune.envs.bfcl.multi_turn.data import SCORED_CATEGORIES, BFCLEntry, ensure_bfcl_project_root, shared_entry
 from agent_tune.envs.bfcl.multi_turn.ground_truth import ground_truth_trace
 from agent_tune.envs.bfcl.multi_turn.hints import HintBuilder, with_hint
-from agent_tune.envs.bfcl.multi_turn.scoring import TurnVerdict, score_turn
+from agent_tune.envs.bfcl.multi_turn.scoring import turn_error
 from agent_tune.envs.bfcl.multi_turn.shots import shot_messages
 from agent_tune.envs.bfcl.reports import BFCL_REPORT
 from agent_tune.envs.bfcl.schema import tool_name, validate_arguments
@@ -146,7 +146,7 @@ class BFCLToolEnv(BaseToolEnv):
         self.test_id = test_id
         self.eval_mode = eval_mode
         self.parser = ResponseParser(tool_parser, reasoning_parser)
-        self.shots = [str(s) for s in (shots if shots is not None else [])]
+        self.shots = [str(s) for s in shots] if shots is not None else []
         self._shot_messages = shot_messages(self.shots, tool_parser) if self.shots else []  # built (and checked) once
         self.max_steps_per_turn = max_steps_per_turn
         self.max_steps_per_episode = max_steps_per_episode
@@ -175,6 +175,9 @@ class BFCLToolEnv(BaseToolEnv):
         self._gt = ground_truth_trace(test_id)
         # shared read-only until a turn adds held-back tools (_turn_messages copies it then)
         self._tools: dict[str, dict[str, Any]] = _initial_tools(test_id)
+        # what every observation shows, until a turn adds tools (built then, never changed in place: a step's
+        # observation may hold it)
+        self.tools: list[dict[str, Any]] = list(self._tools.values())
         self._hints = HintBuilder(self._model, self._tools) if self.augment else None
         self._turn = 0
         self._steps_in_turn = 0
@@ -196,11 +199,6 @@ class BFCLToolEnv(BaseToolEnv):
         messages.extend(self._turn_messages(0))
         return Observation(messages, None, self.tools)
 
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        """The tool schemas visible now."""
-        return list(self._tools.values())
-
     def _turn_messages(self, turn: int) -> list[dict[str, Any]]:
         assert self.entry is not None
         new_tools = self.entry.missed_function.get(turn)
@@ -208,6 +206,7 @@ class BFCLToolEnv(BaseToolEnv):
             self._tools = dict(self._tools)  # the shared initial map is never written to
             for tool in new_tools:
                 self._tools[tool_name(tool)] = tool
+            self.tools = list(self._tools.values())
             if self._hints is not None:
                 self._hints.tools = self._tools
             return [{"role": "user", "content": _announcement(self.entry.id, turn)}]
@@ -235,33 +234,24 @@ class BFCLToolEnv(BaseToolEnv):
     def act(self, step: Step) -> None:
         """One generation: grade its call format; an answer (:meth:`stop`) ends the user turn, otherwise its
         calls run (:meth:`_run_calls`) within the turn's and the episode's step limits."""
-        parsed = step.parsed
-        calls, undecodable = parsed.calls, len(parsed.errors)
+        undecodable = len(step.parsed.errors)
         step.format_errors = undecodable
         grade: float | None
-        if calls:
-            # = [self._check_call(call) for call in calls], inlined: one per call of every step
-            tools = self._tools
-            checks = [None if (tool := tools.get(call.name)) is None else validate_arguments(tool, call.arguments)
-                      for call in calls]
-            grade = rewards.syntax_grade_of(undecodable, checks)  # = schema.syntax_grade
-        elif undecodable:
-            checks = []
-            grade = rewards.syntax_grade_of(undecodable, checks)
-        else:  # no call block: rewards.syntax_grade_of(0, []), and rewards.closes_acted_turn is the turn's
-            checks = []
-            grade = rewards.GRADE_NO_CALL
-            if self._turn_acted:
-                grade = None  # the text that answers the user after the turn's calls: not a format attempt
-        if grade is not None:
-            self._syntax_grades.append(grade)
-        if step.answer:  # the policy has finished this user turn
+        if step.answer:  # the policy has finished this user turn (no decoded call: stop)
+            if undecodable:  # eval mode: broken blocks alone
+                grade = rewards.syntax_grade_of(undecodable, [])
+            else:  # no call block: rewards.syntax_grade_of(0, []), and rewards.closes_acted_turn is the turn's
+                grade = None if self._turn_acted else rewards.GRADE_NO_CALL  # None: the text that answers the user
+            if grade is not None:
+                self._syntax_grades.append(grade)
             step.info = {"syntax_grade": grade}
             self._end_turn(step, False)
             return
 
         self._steps_in_turn += 1
-        executed, rejected = self._run_calls(step, checks)
+        executed, rejected, checks = self._run_calls(step)
+        grade = rewards.syntax_grade_of(undecodable, checks)  # = schema.syntax_grade (checked before each call ran)
+        self._syntax_grades.append(grade)
         step.format_errors += rejected
         if executed:
             self._turn_acted = True
@@ -280,11 +270,9 @@ class BFCLToolEnv(BaseToolEnv):
             return
         info["turn"] = self._turn
 
-    def _run_calls(self, step: Step, checks: Sequence[list[str] | None]) -> tuple[list[str], int]:
-        """Run the decoded calls on the backend, their results into ``step.results`` in call order:
-        (BFCL call strings run, calls rejected).
-
-        ``checks`` holds each call's :meth:`_check_call`.
+    def _run_calls(self, step: Step) -> tuple[list[str], int, list[list[str] | None]]:
+        """Check and run the decoded calls on the backend, their results into ``step.results`` in call order:
+        (BFCL call strings run, calls rejected, each call's :meth:`_check_call`).
 
         Training mode is strict: a call to an invisible function or with schema-breaking arguments
         does not run, and the model is told why; an undecodable block is answered too. Eval mode runs
@@ -292,11 +280,16 @@ class BFCLToolEnv(BaseToolEnv):
         """
         parsed, results = step.parsed, step.results
         executed: list[str] = []
+        checks: list[list[str] | None] = []
         rejected = 0
+        tools = self._tools
         execute = self._model.execute
         counts = self._all_model_results  # scoring sees the backend's own text, never a hint
         hints = self._hints
-        for call, errors in zip(parsed.calls, checks):
+        for call in parsed.calls:
+            tool = tools.get(call.name)  # = self._check_call(call), inlined: one per call of every step
+            errors = None if tool is None else validate_arguments(tool, call.arguments)
+            checks.append(errors)
             if errors is None or errors:  # = _reject_reason(call, errors) is not None
                 rejected += 1
                 if not self.eval_mode:
@@ -315,30 +308,32 @@ class BFCLToolEnv(BaseToolEnv):
         if not self.eval_mode:
             for err in parsed.errors:
                 results.append(ToolResult(undecodable_text(err.index, err.reason), error=True))
-        return executed, rejected
+        return executed, rejected, checks
 
     def _end_turn(self, step: Step, forced: bool) -> None:
         """Score the current turn, then show the next question or finish the episode."""
         assert self.entry is not None
         turn = self._turn
         gt = self._gt[turn]
-        verdict: TurnVerdict | None
+        score: float | None  # the turn's verdict (None: not scored) and its error type (scoring.turn_error)
+        error: str | None
         self._forced_turns += forced
         if gt.calls:
             if forced:
-                verdict = TurnVerdict(False, "agent_tune:turn_step_limit")
+                score, error = 0.0, "agent_tune:turn_step_limit"
             else:
                 # In training mode only the results a schema-respecting policy can reproduce are
                 # required (about 90 entries' ground truth breaks the documented schema).
                 required = gt.required_counts(self.eval_mode)
-                verdict = score_turn(turn, self._turn_acted, self._model, gt.state, self._all_model_results, required)
+                error = turn_error(self._turn_acted, self._model, gt.state, self._all_model_results, required)
+                score = 1.0 if error is None else 0.0
         elif self.score_empty_turns:
             error = "agent_tune:acted_on_empty_turn" if self._turn_acted else None
-            verdict = TurnVerdict(not self._turn_acted and not forced, error)
+            score = 1.0 if not self._turn_acted and not forced else 0.0
         else:
-            verdict = None
-        self._turn_scores.append(None if verdict is None else float(verdict.passed))
-        self._turn_errors.append(None if verdict is None else verdict.error_type)
+            score = error = None
+        self._turn_scores.append(score)
+        self._turn_errors.append(error)
         self.status.turns_completed = len(self._turn_scores)
 
         self._turn += 1
@@ -401,8 +396,10 @@ class BFCLToolEnv(BaseToolEnv):
         assert self.entry is not None
         required = _required_turns(self.entry.id)[: self._num_turns]
         scores = self._turn_scores
+        # the scoreable turns, = [r or self.score_empty_turns for r in required] (score_empty_turns: a bool)
+        scoreable = (True,) * len(required) if self.score_empty_turns else required
         return (rewards.accuracy(scores, required, self._force_terminated, self._forced_turns),
-                rewards.progress(scores, [r or self.score_empty_turns for r in required]))
+                rewards.progress(scores, scoreable))
 
     def _own_keys(self, copy: bool) -> dict[str, Any]:
         """The episode record's BFCL keys (:meth:`metrics` less the core ones); ``copy=False`` shares the episode's

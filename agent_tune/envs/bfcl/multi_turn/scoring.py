@@ -54,6 +54,38 @@ def missing_results(model_results: Mapping[str, int], ground_truth_results: Mapp
     return missing
 
 
+EMPTY_TURN = "multi_turn:empty_turn_model_response"
+STATE_MISMATCH = "multi_turn:instance_state_mismatch"
+RESPONSE_MISMATCH = "multi_turn:execution_response_mismatch"
+
+
+def turn_error(
+    model_acted: bool,
+    model: BFCLBackend,
+    ground_truth_state: dict[str, dict[str, Any]],
+    all_model_results: Mapping[str, int],
+    ground_truth_results: Mapping[str, int],
+) -> str | None:
+    """The per-turn rule's verdict alone: ``None`` when the turn passes, else the first check it fails (bfcl-eval's
+    ``error_type``). What :func:`score_turn` decides, stopping at the first difference and building no details: the
+    env scores every turn with it (one per turn of every episode)."""
+    if not model_acted:
+        return EMPTY_TURN
+    instances = model.instances
+    # = state_differences(...) is not empty, stopping at the first attribute that differs
+    for class_name, gt_attrs in ground_truth_state.items():
+        model_instance = instances[class_name]
+        for attr, gt_value in gt_attrs.items():
+            if getattr(model_instance, attr) != gt_value:
+                return STATE_MISMATCH
+    # = missing_results(...) is not empty, stopping at the first result missing
+    get = all_model_results.get
+    for result, count in ground_truth_results.items():
+        if count > get(result, 0):
+            return RESPONSE_MISMATCH
+    return None
+
+
 def score_turn(
     turn_index: int,
     model_acted: bool,
@@ -62,17 +94,19 @@ def score_turn(
     all_model_results: Mapping[str, int],
     ground_truth_results: Mapping[str, int],
 ) -> TurnVerdict:
-    """Apply the per-turn rule to a turn with non-empty ground truth (state after both have run).
+    """Apply the per-turn rule to a turn with non-empty ground truth (state after both have run), with the details of
+    a failure (the attributes that differ, the results missing).
 
     ``all_model_results`` counts every result text of the model's calls so far, ``ground_truth_results``
     those the turn requires (multisets, e.g. ``Counter``).
     """
-    if not model_acted:
-        return TurnVerdict(False, "multi_turn:empty_turn_model_response", {"turn": turn_index})
-    diffs = state_differences(model, ground_truth_state)
-    if diffs:
-        return TurnVerdict(False, "multi_turn:instance_state_mismatch", {"turn": turn_index, "differences": diffs})
+    error = turn_error(model_acted, model, ground_truth_state, all_model_results, ground_truth_results)
+    if error is None:
+        return TurnVerdict(True)
+    if error == EMPTY_TURN:
+        return TurnVerdict(False, error, {"turn": turn_index})
+    if error == STATE_MISMATCH:
+        diffs = state_differences(model, ground_truth_state)
+        return TurnVerdict(False, error, {"turn": turn_index, "differences": diffs})
     missing = missing_results(all_model_results, ground_truth_results)
-    if missing:
-        return TurnVerdict(False, "multi_turn:execution_response_mismatch", {"turn": turn_index, "missing": missing})
-    return TurnVerdict(True)
+    return TurnVerdict(False, error, {"turn": turn_index, "missing": missing})
