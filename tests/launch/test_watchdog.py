@@ -122,13 +122,17 @@ def test_a_trainer_that_fails_by_itself_is_not_stopped(said) -> None:
 
 def test_a_death_the_trainer_ran_into_first_is_named_at_stop(said) -> None:
     dead: list[dict] = []
-    dog = RunWatchdog(grace_s=5.0, interval_s=60.0, actors=lambda: list(dead))
+    exits = []  # injected: the real deadline would end this very process (pytest) stop_after seconds later
+    dog = RunWatchdog(grace_s=5.0, interval_s=60.0, stop_after=0.2, actors=lambda: list(dead),
+                      force_exit=lambda *a: exits.append(a))
     dog.start()
     time.sleep(0.1)  # the watch's first look: nothing yet, next one in a minute
     dead.append(_actor("AgentLoopWorkerTQ", 9, REASON.Value("WORKER_DIED"), KILLED))
     assert [d.pid for d in dog.stop(failed=True)] == [9]
     assert said[0].startswith(f"{DIED}AgentLoopWorkerTQ (an agent-loop worker: it plays the episodes), a Ray "
                               "actor, pid 9: ")
+    _wait(lambda: exits)  # the failed run's shut-down still has its deadline
+    assert [after for after, _ in exits] == [0.2]
 
 
 def test_a_finished_trainer_is_not_looked_at_again(said) -> None:
