@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import json
 import multiprocessing
 import os
@@ -151,20 +150,16 @@ def gold_reference(domain: str, task_id: str) -> tuple[tuple[Any, ...], ...]:
 
 
 
-_POOL: list[ProcessPoolExecutor] = []
-
-
 def for_each_task(check: Callable[[str, str], None], domain: str, ids: Sequence[str]) -> None:
     """``check(domain, task_id)`` for every id, on two processes: tau2's evaluator is pure Python (most of a gold
     replay's 0.6 s: it loads the domain's database three times), so the slow all-tasks tests would otherwise leave
     the second core idle. ``check`` is a module-level function (it is pickled by name); its failure is raised here,
-    naming the task. One pool serves every test of the session (spawned: the suite's process holds threads)."""
-    if not _POOL:
-        _POOL.append(ProcessPoolExecutor(min(2, os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")))
-        atexit.register(_POOL[0].shutdown)
-    futures = {task_id: _POOL[0].submit(check, domain, task_id) for task_id in ids}
-    for task_id, future in futures.items():
-        try:
-            future.result()
-        except AssertionError as exc:
-            raise AssertionError(f"{domain} task {task_id}: {exc}") from exc
+    naming the task. The pool is spawned (the suite's process holds threads) and shut down after the call."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(2, os.cpu_count() or 1), mp_context=context) as pool:
+        futures = {task_id: pool.submit(check, domain, task_id) for task_id in ids}
+        for task_id, future in futures.items():
+            try:
+                future.result()
+            except AssertionError as exc:
+                raise AssertionError(f"{domain} task {task_id}: {exc}") from exc
