@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+import subprocess
+import sys
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from tau2.agent.base import LocalAgent
@@ -20,6 +21,7 @@ from tau2.user.base import STOP, BaseUser, UserState
 from agent_tune.envs import make_env
 from agent_tune.envs.tau2 import loader
 
+REPO = Path(__file__).resolve().parents[2]
 FIRST_USER_TURN = "Hi, I need help with my account."
 READ_ONLY_PREFIXES = ("get_", "find_", "list_", "search_", "calculate", "think", "transfer_")
 
@@ -151,15 +153,36 @@ def gold_reference(domain: str, task_id: str) -> tuple[tuple[Any, ...], ...]:
 
 
 def for_each_task(check: Callable[[str, str], None], domain: str, ids: Sequence[str]) -> None:
-    """``check(domain, task_id)`` for every id, on two processes: tau2's evaluator is pure Python (most of a gold
-    replay's 0.6 s: it loads the domain's database three times), so the slow all-tasks tests would otherwise leave
-    the second core idle. ``check`` is a module-level function (it is pickled by name); its failure is raised here,
-    naming the task. The pool is spawned (the suite's process holds threads) and shut down after the call."""
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(min(2, os.cpu_count() or 1), mp_context=context) as pool:
-        futures = {task_id: pool.submit(check, domain, task_id) for task_id in ids}
-        for task_id, future in futures.items():
-            try:
-                future.result()
-            except AssertionError as exc:
-                raise AssertionError(f"{domain} task {task_id}: {exc}") from exc
+    """``check(domain, task_id)`` for every id, half of them in a second Python process: tau2's evaluator is pure
+    Python (most of a gold replay's 0.6 s: it loads the domain's database three times), so the slow all-tasks tests
+    would otherwise leave the second core idle. ``check`` is a module-level function (the other process imports it
+    by name); a failure is raised naming the task. A plain subprocess, not a multiprocessing pool, whose semaphores
+    would leave Python's resource tracker running under the suite (the sandbox tests check for stray children)."""
+    here, there = list(ids)[::2], list(ids)[1::2]
+    command = [sys.executable, "-m", "tests.envs.tau2_helpers", check.__module__, check.__name__, domain, *there]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    with subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=env) as other:
+        try:
+            for task_id in here:
+                try:
+                    check(domain, task_id)
+                except AssertionError as exc:
+                    raise AssertionError(f"{domain} task {task_id}: {exc}") from exc
+            out, _ = other.communicate(timeout=1200)
+        finally:
+            if other.poll() is None:
+                other.kill()
+    assert other.returncode == 0, out[-6000:]
+
+
+if __name__ == "__main__":  # for_each_task's other process: MODULE FUNCTION DOMAIN ID...
+    import importlib
+
+    module, function, domain_name, *task_ids = sys.argv[1:]
+    checked = getattr(importlib.import_module(module), function)
+    for tid in task_ids:
+        try:
+            checked(domain_name, tid)
+        except AssertionError as exc:
+            raise SystemExit(f"{domain_name} task {tid}: {exc!r}")
