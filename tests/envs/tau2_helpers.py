@@ -152,21 +152,31 @@ def gold_reference(domain: str, task_id: str) -> tuple[tuple[Any, ...], ...]:
 
 
 
-def for_each_task(check: Callable[[str, str], None], domain: str, ids: Sequence[str]) -> None:
-    """``check(domain, task_id)`` for every id, half of them in a second Python process: tau2's evaluator is pure
-    Python (most of a gold replay's 0.6 s: it loads the domain's database three times), so the slow all-tasks tests
-    would otherwise leave the second core idle. ``check`` is a module-level function (the other process imports it
-    by name); a failure is raised naming the task. A plain subprocess, not a multiprocessing pool, whose semaphores
-    would leave Python's resource tracker running under the suite (the sandbox tests check for stray children)."""
+def gold_replay_scores_as_tau2(play: Callable[..., Any], domain: str, task_id: str) -> None:
+    """``task_id``'s gold actions played by ``play`` (:func:`replay_env`, or a protocol's own replay with its
+    signature) score 1.0 and give tau2's own orchestrator's trajectory (:func:`gold_reference`)."""
+    task = loader.load_task(domain, task_id)
+    env, result = play(domain, task_id, gold_actions(task), final_text(task))
+    assert result.reward == 1.0, (domain, task_id, result.info)
+    assert tuple(comparable(env.simulation.messages)) == gold_reference(domain, task_id), (domain, task_id)
+
+
+def every_gold_replay_scores_as_tau2(play: Callable[..., Any], domain: str, ids: Sequence[str]) -> None:
+    """:func:`gold_replay_scores_as_tau2` for every id, half of them in a second Python process: tau2's evaluator is
+    pure Python (most of a gold replay's 0.6 s: it loads the domain's database three times), so the slow all-tasks
+    tests would otherwise leave the second core idle. ``play`` is a module-level function (the other process
+    imports it by name); a failure is raised naming the task. A plain subprocess, not a multiprocessing pool, whose
+    semaphores would leave Python's resource tracker running under the suite (the sandbox tests check for stray
+    children)."""
     here, there = list(ids)[::2], list(ids)[1::2]
-    command = [sys.executable, "-m", "tests.envs.tau2_helpers", check.__module__, check.__name__, domain, *there]
+    command = [sys.executable, "-m", "tests.envs.tau2_helpers", play.__module__, play.__name__, domain, *there]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     with subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=env) as other:
         try:
             for task_id in here:
                 try:
-                    check(domain, task_id)
+                    gold_replay_scores_as_tau2(play, domain, task_id)
                 except AssertionError as exc:
                     raise AssertionError(f"{domain} task {task_id}: {exc}") from exc
             out, _ = other.communicate(timeout=1200)
@@ -176,13 +186,13 @@ def for_each_task(check: Callable[[str, str], None], domain: str, ids: Sequence[
     assert other.returncode == 0, out[-6000:]
 
 
-if __name__ == "__main__":  # for_each_task's other process: MODULE FUNCTION DOMAIN ID...
+if __name__ == "__main__":  # the other process of every_gold_replay_scores_as_tau2: MODULE FUNCTION DOMAIN ID...
     import importlib
 
     module, function, domain_name, *task_ids = sys.argv[1:]
-    checked = getattr(importlib.import_module(module), function)
+    player = getattr(importlib.import_module(module), function)
     for tid in task_ids:
         try:
-            checked(domain_name, tid)
+            gold_replay_scores_as_tau2(player, domain_name, tid)
         except AssertionError as exc:
             raise SystemExit(f"{domain_name} task {tid}: {exc!r}")

@@ -9,10 +9,9 @@ import pytest
 from agent_tune.envs.tau2 import loader
 from tests.envs.tau2_helpers import (
     comparable,
+    every_gold_replay_scores_as_tau2,
     final_text,
-    for_each_task,
     gold_actions,
-    gold_reference,
     is_write,
     reference_run,
     replay_env,
@@ -46,15 +45,7 @@ def test_every_gold_replay_scores_like_tau2(domain: str, expected: int) -> None:
     orchestrator produces for the same replay (same trajectory, same deterministic evaluator: same reward)."""
     ids = tasks_with_actions(domain)
     assert len(ids) == expected
-    for_each_task(_gold_replay_scores_like_tau2, domain, ids)
-
-
-def _gold_replay_scores_like_tau2(domain: str, task_id: str) -> None:
-    task = loader.load_task(domain, task_id)
-    actions, closing = gold_actions(task), final_text(task)
-    env, result = replay_env(domain, task_id, actions, closing)
-    assert result.reward == 1.0, (domain, task_id, result.info)
-    assert tuple(comparable(env.simulation.messages)) == gold_reference(domain, task_id), (domain, task_id)
+    every_gold_replay_scores_as_tau2(replay_env, domain, ids)
 
 
 def _first_write(actions):

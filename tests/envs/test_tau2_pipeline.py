@@ -19,10 +19,9 @@ from agent_tune.rollout import ChatRenderer, GenerationOutput, RolloutLimits, ru
 from tests.envs.tau2_helpers import (
     FIRST_USER_TURN,
     comparable,
+    every_gold_replay_scores_as_tau2,
     final_text,
-    for_each_task,
     gold_actions,
-    gold_reference,
     is_write,
     reference_run,
     tasks_with_actions,
@@ -78,15 +77,7 @@ def test_every_gold_replay_scores_as_tau2(domain: str, expected: int) -> None:
     ``parse_action_string`` and still gives tau2's own trajectory, hence tau2's reward (1.0)."""
     ids = tasks_with_actions(domain)
     assert len(ids) == expected
-    for_each_task(_gold_replay_scores_as_tau2, domain, ids)
-
-
-def _gold_replay_scores_as_tau2(domain: str, task_id: str) -> None:
-    task = loader.load_task(domain, task_id)
-    actions, closing = gold_actions(task), final_text(task)
-    env, result = replay(domain, task_id, actions, closing)
-    assert result.reward == 1.0, (domain, task_id, result.info)
-    assert tuple(comparable(env.simulation.messages)) == gold_reference(domain, task_id), (domain, task_id)
+    every_gold_replay_scores_as_tau2(replay, domain, ids)
 
 
 @pytest.mark.parametrize("domain,task_id", [("airline", "2"), ("retail", "0")])
