@@ -27,17 +27,20 @@
 # `nice -n 5`), VLLM_ARGS (extra arguments of the vLLM server), CHAIN_UNTIL=sft (stop after the SFT stage).
 # run_rl also needs RESULT_ENV (the env's name in the records; RESULT_COMMAND the command they name, default the
 # script's; RESULT_VARIANT a variant's name, added to its stages) and takes RESULTS (the results file, default
-# $WORK_DIR/results.json).
+# $WORK_DIR/results.json). A variant script that evaluates with presets of its own sets RUN_SUFFIX (e.g. _long): its
+# evals, logs and records go to $WORK_DIR/eval_long, logs_long and results_long.json, every stage evaluated afresh.
 . "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
 
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/chain/$CHAIN}"
 DATA_DIR="$WORK_DIR/data"
-LOG_DIR="$WORK_DIR/logs"
+# a variant that evaluates with other presets (RUN_SUFFIX, e.g. _long) keeps its evals, logs and records apart
+LOG_DIR="$WORK_DIR/logs${RUN_SUFFIX:-}"
+EVAL_DIR="$WORK_DIR/eval${RUN_SUFFIX:-}"
 PORT="${PORT:-8100}"
-RESULTS="${RESULTS:-$WORK_DIR/results.json}"
+RESULTS="${RESULTS:-$WORK_DIR/results${RUN_SUFFIX:-}.json}"
 read -r -a vllm_args <<< "${VLLM_ARGS:-}"
 read -r -a grpo_wrap <<< "${GRPO_WRAP:-}"
-mkdir -p "$LOG_DIR" "$WORK_DIR/eval"
+mkdir -p "$LOG_DIR" "$EVAL_DIR"
 cd "$REPO_DIR"
 export HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"
 
@@ -79,9 +82,9 @@ eval_args() {
     --template "$TEMPLATE" --tool-parser "$TOOL_PARSER" --env-kwargs "$ENV_KWARGS")
 }
 
-# test_eval MODEL_DIR STAGE: the stage's model on the test rows -> $WORK_DIR/eval/STAGE.{jsonl,report.json,passk.json}
+# test_eval MODEL_DIR STAGE: the stage's model on the test rows -> $EVAL_DIR/STAGE.{jsonl,report.json,passk.json}
 test_eval() {
-  local model="$1" stage="$2" out="$WORK_DIR/eval/$2" t0
+  local model="$1" stage="$2" out="$EVAL_DIR/$2" t0
   if [[ -f "$out.report.json" ]]; then
     say "eval $stage: done before ($out.report.json)"
     return 0
@@ -141,7 +144,7 @@ grpo_stage() {
     test_eval "$hf" "${name}_step_${step_dir##*_}"
   done
   for ext in jsonl report.json passk.json png; do  # the last checkpoint's eval is the stage's
-    cp -f "$WORK_DIR/eval/${name}_step_${step_dir##*_}.$ext" "$WORK_DIR/eval/$name.$ext" 2>/dev/null || true
+    cp -f "$EVAL_DIR/${name}_step_${step_dir##*_}.$ext" "$EVAL_DIR/$name.$ext" 2>/dev/null || true
   done
 }
 
@@ -175,7 +178,7 @@ chain_start() {
   test_eval "$BASE" base
 }
 
-# record_eval NAME LABEL FROM STEPS [METRICS]: the eval $WORK_DIR/eval/NAME.report.json as LABEL's record in $RESULTS
+# record_eval NAME LABEL FROM STEPS [METRICS]: the eval $EVAL_DIR/NAME.report.json as LABEL's record in $RESULTS
 # (`agent-tune eval record`: pass@1 and pass@4 with their intervals; trained from FROM for STEPS steps, the
 # training seconds read from the run's METRICS file when given)
 record_eval() {
@@ -183,16 +186,16 @@ record_eval() {
     --command "${RESULT_COMMAND:-bash examples/chain/$(basename "$0")}")
   [[ -n "$3" ]] && args+=(--from "$3")
   [[ -n "${5:-}" ]] && args+=(--train-metrics "$5")
-  "$PYTHON" -m agent_tune.cli eval record "$WORK_DIR/eval/$1.report.json" "${args[@]}" >> "$LOG_DIR/results.log" 2>&1 \
+  "$PYTHON" -m agent_tune.cli eval record "$EVAL_DIR/$1.report.json" "${args[@]}" >> "$LOG_DIR/results.log" 2>&1 \
     || { say "recording $1 failed, see $LOG_DIR/results.log"; exit 1; }
 }
 
-# stage_table OUT.md NAME:LABEL...: one row per evaluated stage ($WORK_DIR/eval/NAME.jsonl), labelled LABEL
+# stage_table OUT.md NAME:LABEL...: one row per evaluated stage ($EVAL_DIR/NAME.jsonl), labelled LABEL
 stage_table() {
   local out="$1" files=() labels=() pair
   shift
   for pair in "$@"; do
-    files+=("$WORK_DIR/eval/${pair%%:*}.jsonl")
+    files+=("$EVAL_DIR/${pair%%:*}.jsonl")
     labels+=("${pair#*:}")
   done
   "$PYTHON" -m agent_tune.cli eval report "${files[@]}" --labels "${labels[@]}" --stage-table "$out" \

@@ -14,8 +14,10 @@ CHAIN=bfcl_simple_python
 ENV_NAME=toolcall
 RESULT_ENV="bfcl simple_python"
 GRPO_CONFIG=agent_tune_toolcall_bfcl_cpu
-GRPO_OVERLAY=+chain=bfcl_simple_python_sft_grpo
-EVAL_PRESET=examples/eval/chain_bfcl_simple_python_cpu.yaml
+# a variant (bfcl_simple_python_sft_grpo_long.sh) sets these before sourcing this script
+GRPO_OVERLAY="${GRPO_OVERLAY:-+chain=bfcl_simple_python_sft_grpo}"
+EVAL_PRESET="${EVAL_PRESET:-examples/eval/chain_bfcl_simple_python_cpu.yaml}"
+SAMPLE_PRESET="${SAMPLE_PRESET:-examples/eval/chain_bfcl_simple_python_train_cpu.yaml}"
 . "$(dirname "${BASH_SOURCE[0]}")/_chain.sh"
 
 chain_data() {
@@ -26,7 +28,8 @@ chain_start
 sft_hf=$(latest_hf "$WORK_DIR/sft/ckpt")
 [[ -n "$sft_hf" ]] || { say "no SFT model under $WORK_DIR/sft/ckpt: run CHAIN_UNTIL=sft bash examples/chain/bfcl_simple_python.sh"; exit 1; }
 test_eval "$sft_hf" sft
-OUT="$WORK_DIR/sft_grpo"
+STAGE="sft_grpo${RUN_SUFFIX:-}"
+OUT="$WORK_DIR/$STAGE"
 mkdir -p "$OUT/data"
 
 # the training entries where the SFT model's samples disagree
@@ -34,7 +37,7 @@ if [[ ! -s "$OUT/mixed_ids.txt" ]]; then
   say "sft_grpo: the SFT model samples every training entry"
   start_server "$sft_hf" sft_sample
   eval_args "$sft_hf"
-  EVAL_ARGS[1]=examples/eval/chain_bfcl_simple_python_train_cpu.yaml
+  EVAL_ARGS[1]=$SAMPLE_PRESET
   "$PYTHON" -m agent_tune.cli eval "${EVAL_ARGS[@]}" --rows "$DATA_DIR/train.parquet" --output "$OUT/samples.jsonl" \
     > "$LOG_DIR/sft_grpo_sample.log" 2>&1 || { say "sampling failed, see $LOG_DIR/sft_grpo_sample.log"; exit 1; }
   stop_server
@@ -51,12 +54,12 @@ ln -sfn "$DATA_DIR/test.parquet" "$OUT/data/test.parquet"
 
 # GRPO on them from the SFT model, every checkpoint on the test split
 DATA_DIR="$OUT/data"
-grpo_stage sft_grpo "$sft_hf"
+grpo_stage "$STAGE" "$sft_hf"
 record_eval base base "" 0
 record_eval sft SFT base "$("$PYTHON" -m agent_tune.launch.config_value --config-name agent_tune_sft_cpu \
   trainer.total_training_steps +chain=sft_bfcl_simple_python)"
 for step_dir in $(ls -d "$OUT"/checkpoints/global_step_* | sort -V); do
   k=${step_dir##*_}
-  record_eval "sft_grpo_step_$k" "SFT+GRPO step $k" SFT "$k" "$OUT/checkpoints/metrics.jsonl"
+  record_eval "${STAGE}_step_$k" "SFT+GRPO step $k" SFT "$k" "$OUT/checkpoints/metrics.jsonl"
 done
 say "done: $RESULTS"

@@ -53,7 +53,9 @@ def _run(script: str, tmp_path: Path, steps: int, save: int, sft: bool = False) 
         (work / "data" / name).write_bytes(b"")
     if sft:
         (work / "sft/ckpt/global_step_10/huggingface").mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("MODEL_PATH", "GRPO_WRAP", "VLLM_ARGS", "PORT", "OVERLAY")}
+    env = {k: v for k, v in os.environ.items() if k not in ("MODEL_PATH", "GRPO_WRAP", "VLLM_ARGS", "PORT", "OVERLAY",
+                                                          "GRPO_OVERLAY", "EVAL_PRESET", "SAMPLE_PRESET",
+                                                          "RUN_SUFFIX", "RESULTS")}
     env.update(PYTHON=str(fake), WORK_DIR=str(work), MODEL_PATH="/m/base")
     result = subprocess.run(["bash", str(REPO / script)], env=env, capture_output=True, text=True, timeout=60,
                             cwd=tmp_path)
@@ -110,3 +112,26 @@ def test_grpo_where_sft_left_room_trains_from_the_sft_model_on_the_mixed_entries
         (str(work / f"sft_grpo/hf_step_{k}"), f"sft_grpo_step_{k}") for k in (8, 16)]
     recorded = [c[c.index("--stage") + 1] for c in calls if c[:4] == ["-m", "agent_tune.cli", "eval", "record"]]
     assert recorded == ["base", "SFT", "SFT+GRPO step 8", "SFT+GRPO step 16"]
+
+
+def test_the_longer_variant_keeps_its_samples_evals_and_records_apart_and_evaluates_every_stage_afresh(tmp_path):
+    _run("examples/chain/bfcl_simple_python_sft_grpo.sh", tmp_path, steps=8, save=4, sft=True)
+    calls = _run("examples/chain/bfcl_simple_python_sft_grpo_long.sh", tmp_path, steps=24, save=8, sft=True)
+    work, sft = tmp_path / "work", str(tmp_path / "work/sft/ckpt/global_step_10/huggingface")
+    evals = [c for c in calls if c[:3] == ["-m", "agent_tune.cli", "eval"] and "--rows" in c]
+    presets = {c[c.index("--rows") + 1].rsplit("/", 1)[1]: c[c.index("--config") + 1] for c in evals}
+    assert presets == {"train.parquet": "examples/eval/chain_bfcl_simple_python_train8_cpu.yaml",
+                       "test.parquet": "examples/eval/chain_bfcl_simple_python_all_cpu.yaml"}
+    (train,) = [c for c in calls if c[:2] == ["-m", "agent_tune.launch.train"]]
+    assert "+chain=bfcl_simple_python_sft_grpo_long" in train and f"actor_rollout_ref.model.path={sft}" in train
+    assert f"data.train_files={work}/sft_grpo_long/data/train.parquet" in train
+    # base and SFT were evaluated by the 8-step run, on 50 entries: evaluated again, into the variant's folder
+    outputs = [c[c.index("--output") + 1] for c in evals if c[c.index("--rows") + 1].endswith("test.parquet")]
+    assert outputs == [str(work / f"eval_long/{stem}.jsonl")
+                       for stem in ("base", "sft", "sft_grpo_long_step_8", "sft_grpo_long_step_16",
+                                    "sft_grpo_long_step_24")]
+    records = [c for c in calls if c[:4] == ["-m", "agent_tune.cli", "eval", "record"]]
+    assert {c[c.index("--results") + 1] for c in records} == {str(work / "results_long.json")}
+    assert [c[c.index("--stage") + 1] for c in records] == [
+        "base", "SFT", "SFT+GRPO step 8", "SFT+GRPO step 16", "SFT+GRPO step 24"]
+    assert {c[c.index("--command") + 1] for c in records} == {"bash examples/chain/bfcl_simple_python_sft_grpo_long.sh"}
