@@ -31,7 +31,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterable
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +111,20 @@ def _run_forced_exit_hooks() -> None:
             logger.exception("while ending the run")
 
 
+def end_processes(pids: Iterable[int], wait_s: float = DESCENDANTS_WAIT_S) -> list[int]:
+    """SIGKILL ``pids``, then wait up to ``wait_s`` for them to be gone; returns them, sorted."""
+    pids = sorted(pids)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + wait_s
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return pids
+
+
 def end_descendants(wait_s: float = DESCENDANTS_WAIT_S) -> list[int]:
     """SIGKILL every live descendant of this process (Ray's head processes and workers, vLLM's), then wait up to
     ``wait_s`` for them to be gone; returns their pids. A forced exit does this before its hooks: a shared-memory
@@ -118,16 +132,7 @@ def end_descendants(wait_s: float = DESCENDANTS_WAIT_S) -> list[int]:
     from verl_ext.cpu.shm import process_tree
 
     me = os.getpid()
-    tree = sorted(process_tree(me) - {me})
-    for pid in tree:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    deadline = time.monotonic() + wait_s
-    while any(_running(pid) for pid in tree) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return tree
+    return end_processes(process_tree(me) - {me}, wait_s)
 
 
 def _running(pid: int) -> bool:

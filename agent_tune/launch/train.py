@@ -33,7 +33,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -47,6 +47,9 @@ from agent_tune.launch.run_config import RunConfig
 from agent_tune.options import AgentTuneOptions
 from agent_tune.rollout.records import EPISODES_DIR
 from agent_tune.utils.typed_config import OptionError, check_arguments
+
+if TYPE_CHECKING:
+    from verl_ext.cpu.shm import ShmSnapshot
 
 logger = logging.getLogger("agent_tune.launch.train")  # also when run as __main__
 
@@ -221,6 +224,21 @@ def prepare(run: RunConfig) -> RunConfig:
     return prepare_debug(run)
 
 
+def _end_and_clean_up(snapshot: ShmSnapshot, wait_s: float = 10.0) -> None:
+    """After the run's shut-down: end the processes of the run that outlived it, then remove its ``/dev/shm``
+    files. A survivor (a vLLM engine whose parent was killed, a Ray worker busy in C code) would die later, still
+    holding files the clean-up must then leave: a launcher killed during the first weight sync left vLLM's buffers
+    and verl's 1 GiB bucket that way."""
+    from agent_tune.launch.lifeline import end_processes
+
+    ended = end_processes(snapshot.live_processes())
+    if ended:
+        logger.info("ended %d processes of the run still running after its shut-down", len(ended))
+    removed = snapshot.cleanup(wait_s=wait_s)
+    if removed:
+        logger.info("removed %d shared-memory files left in %s", len(removed), snapshot.directory)
+
+
 def run(config: DictConfig) -> None:
     """Run verl's PPO task on a config the launcher prepared and checked (:meth:`TrainLauncher.check`), in this
     process (what verl's ``main_ppo.main`` does after Hydra); the training child of ``agent-tune train``."""
@@ -242,7 +260,7 @@ def run(config: DictConfig) -> None:
 
             snapshot = ShmSnapshot.take()
             snapshot.watch()
-            at_forced_exit(lambda: snapshot.cleanup(wait_s=5.0))  # a shut-down that hangs still cleans up
+            at_forced_exit(lambda: _end_and_clean_up(snapshot, wait_s=5.0))  # a shut-down that hangs still cleans up
 
     import ray
     from verl.utils.device import auto_set_device
@@ -282,9 +300,7 @@ def run(config: DictConfig) -> None:
         if ray.is_initialized():
             ray.shutdown()
         if snapshot is not None:
-            removed = snapshot.cleanup()
-            if removed:
-                logger.info("removed %d shared-memory files left in %s", len(removed), snapshot.directory)
+            _end_and_clean_up(snapshot)
 
 
 class TrainLauncher(Launcher):

@@ -194,3 +194,23 @@ def test_of_two_deadlines_the_first_ends_the_process_and_runs_the_hooks_once() -
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3 and proc.stdout.count("hook") == 1, (proc.returncode, proc.stdout, proc.stderr)
+
+
+def test_after_the_shut_down_what_outlived_it_is_ended_and_its_shared_memory_files_removed(tmp_path: Path) -> None:
+    # agent_tune.launch.train.run's last act: a process of the run still alive after Ray's shut-down (a vLLM engine
+    # whose parent was killed) maps the run's files; waiting for it would leave them (a killed launcher's run left
+    # vLLM's buffers and verl's 1 GiB bucket so), so it is ended first
+    from agent_tune.launch.train import _end_and_clean_up
+    from verl_ext.cpu.shm import ShmSnapshot
+
+    snapshot = ShmSnapshot.take(directory=tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path / "psm_engine")], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        assert snapshot.observe() == {"psm_engine"}
+        _end_and_clean_up(snapshot, wait_s=0)
+        assert holder.wait(5) == -9 and os.listdir(tmp_path) == []
+    finally:
+        holder.kill()
+        holder.wait(30)

@@ -151,3 +151,41 @@ def test_the_process_tree_holds_the_children_not_the_parent() -> None:
     finally:
         child.kill()
         child.wait(30)
+
+
+def test_a_process_of_the_run_reparented_when_its_parent_died_stays_the_runs(tmp_path: Path) -> None:
+    """A vLLM engine whose parent (a Ray worker) was killed lives on under init: it is no longer a descendant of
+    the run's root, but the snapshot saw it in the run's tree, so it is still one of the run's live processes."""
+    ready = tmp_path / "ready.txt"
+    script = f"{sys.executable} -c '{HOLDER}' {tmp_path / 'psm_engine'} 30 sleep >{ready} 2>&1 & echo $!; read x"
+    parent = subprocess.Popen(["sh", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    engine = int(parent.stdout.readline())
+    try:
+        deadline = time.monotonic() + 30
+        while "holding" not in (ready.read_text() if ready.exists() else ""):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        snap = ShmSnapshot.take(directory=tmp_path)
+        snap.observe()
+        assert {parent.pid, engine} <= snap.live_processes() and os.getpid() not in snap.live_processes()
+        parent.stdin.close()  # the engine's parent exits
+        parent.wait(30)
+        assert engine not in process_tree(os.getpid())
+        assert snap.live_processes() == {engine}
+    finally:
+        os.kill(engine, 9)
+    _gone(engine)
+    assert snap.live_processes() == set()
+
+
+def test_a_reused_pid_is_not_taken_for_the_runs_process() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        snap = ShmSnapshot.take()
+        snap.observe()
+        assert child.pid in snap.live_processes()
+        snap._pids[child.pid] = "0"  # as if the run's process had gone and another got its pid
+        assert child.pid not in snap.live_processes()
+    finally:
+        child.kill()
+        child.wait(30)

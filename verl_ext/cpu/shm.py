@@ -102,6 +102,37 @@ def paths_in_use(directory: Path = SHM_DIR) -> set[str]:
     return names_used_by(_pids(), directory)
 
 
+def start_time(pid: int) -> str | None:
+    """When ``pid`` started (clock ticks since boot, ``/proc/<pid>/stat``), or None when it no longer runs (gone,
+    or a zombie: dead, mapping nothing, not yet reaped). A pid and its start time name one process; a pid alone
+    may be reused."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()  # the fields after the command, from field 3 (state)
+    except OSError:
+        return None
+    if len(fields) < 20 or (fields[0] in ("Z", "X") and not _threads_run(pid)):
+        return None
+    return fields[19]  # field 22
+
+
+def _threads_run(pid: int) -> bool:
+    """Whether a thread of ``pid`` still runs: a leader thread turns zombie before the others have ended, and
+    they still hold the process's files."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat", encoding="utf-8", errors="replace") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                    return True
+        except (OSError, IndexError):
+            continue
+    return False
+
+
 def process_tree(root: int) -> set[int]:
     """``root`` and its live descendants (read from each process's parent in ``/proc/<pid>/stat``)."""
     children: dict[int, list[int]] = {}
@@ -134,8 +165,8 @@ class ShmSnapshot:
     foreign: set[str] = field(default_factory=set)  # new files a process outside the run was seen holding
     # new names no process was seen holding, and how many looks searched for a holder
     unheld: dict[str, int] = field(default_factory=dict)
-    # every process seen in the run's tree (one reparented when its parent died stays the run's)
-    _pids: set[int] = field(default_factory=set, init=False, repr=False)
+    # every process seen in the run's tree, with its start time (one reparented when its parent died stays the run's)
+    _pids: dict[int, str] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _stop: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
@@ -162,9 +193,11 @@ class ShmSnapshot:
     def observe(self) -> set[str]:
         """One look: the new files the run's processes map or hold now become the run's; returns them all."""
         with self._lock:
-            tree = process_tree(self.root)
-            self._pids |= tree
-            live = {p for p in self._pids if os.path.exists(f"/proc/{p}")}
+            for pid in process_tree(self.root) - self._pids.keys():
+                started = start_time(pid)
+                if started is not None:
+                    self._pids[pid] = started
+            live = self._live()
             new = self._new()
             self.owned |= new & names_used_by(live, self.directory)
             pending = {n for n in new - self.owned - self.foreign if self.unheld.get(n, 0) < FOREIGN_LOOKS}
@@ -176,6 +209,16 @@ class ShmSnapshot:
             for name in self.owned | self.foreign:
                 self.unheld.pop(name, None)
             return set(self.owned)
+
+    def _live(self) -> set[int]:
+        return {pid for pid, started in self._pids.items() if start_time(pid) == started}
+
+    def live_processes(self) -> set[int]:
+        """The processes seen in the run's tree (as of the last look) that still run, its root aside: after the
+        run's shut-down, those that outlived it (a reparented vLLM engine, a Ray worker busy in C code), each
+        still holding the files it mapped."""
+        with self._lock:
+            return self._live() - {self.root}
 
     def watch(self, interval_s: float = WATCH_INTERVAL_S, list_s: float = LIST_INTERVAL_S) -> None:
         """Look every ``interval_s`` seconds, and as soon as a listing every ``list_s`` seconds shows a new matching
