@@ -26,9 +26,10 @@
 # MODEL_PATH, PORT (the vLLM server's, default 8100), GRPO_WRAP (a command the GRPO run is started under, e.g.
 # `nice -n 5`), VLLM_ARGS (extra arguments of the vLLM server), CHAIN_UNTIL=sft (stop after the SFT stage).
 # run_rl also needs RESULT_ENV (the env's name in the records; RESULT_COMMAND the command they name, default the
-# script's; RESULT_VARIANT a variant's name, added to its stages) and takes RESULTS (the results file, default
-# $WORK_DIR/results.json). A variant script that evaluates with presets of its own sets RUN_SUFFIX (e.g. _long): its
-# evals, logs and records go to $WORK_DIR/eval_long, logs_long and results_long.json, every stage evaluated afresh.
+# script's; RESULT_VARIANT a variant's name, added to its stages; RESULT_CATEGORIES=1 also records each category)
+# and takes RESULTS (the results file, default $WORK_DIR/results.json). A variant script that evaluates with
+# presets of its own sets RUN_SUFFIX (e.g. _long): its evals, logs and records go to $WORK_DIR/eval_long, logs_long
+# and results_long.json, every stage evaluated afresh.
 . "$(dirname "${BASH_SOURCE[0]}")/../_common.sh"
 
 WORK_DIR="${WORK_DIR:-$REPO_DIR/outputs/chain/$CHAIN}"
@@ -186,6 +187,7 @@ record_eval() {
     --command "${RESULT_COMMAND:-bash examples/chain/$(basename "$0")}")
   [[ -n "$3" ]] && args+=(--from "$3")
   [[ -n "${5:-}" ]] && args+=(--train-metrics "$5")
+  [[ -n "${RESULT_CATEGORIES:-}" ]] && args+=(--categories)
   "$PYTHON" -m agent_tune.cli eval record "$EVAL_DIR/$1.report.json" "${args[@]}" >> "$LOG_DIR/results.log" 2>&1 \
     || { say "recording $1 failed, see $LOG_DIR/results.log"; exit 1; }
 }

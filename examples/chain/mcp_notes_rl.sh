@@ -10,6 +10,7 @@ set -euo pipefail
 CHAIN=mcp_notes_rl
 ENV_NAME=mcp
 RESULT_ENV="mcp notes"
+RESULT_CATEGORIES=1  # add, append, delete, read: GRPO learns some kinds and not others
 GRPO_CONFIG=agent_tune_mcp_notes_cpu
 GRPO_OVERLAY=+chain=mcp_notes_rl
 EVAL_PRESET=examples/eval/chain_mcp_notes_cpu.yaml

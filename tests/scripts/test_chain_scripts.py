@@ -55,7 +55,7 @@ def _run(script: str, tmp_path: Path, steps: int, save: int, sft: bool = False) 
         (work / "sft/ckpt/global_step_10/huggingface").mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("MODEL_PATH", "GRPO_WRAP", "VLLM_ARGS", "PORT", "OVERLAY",
                                                           "GRPO_OVERLAY", "EVAL_PRESET", "SAMPLE_PRESET",
-                                                          "RUN_SUFFIX", "RESULTS")}
+                                                          "RUN_SUFFIX", "RESULTS", "RESULT_CATEGORIES")}
     env.update(PYTHON=str(fake), WORK_DIR=str(work), MODEL_PATH="/m/base")
     result = subprocess.run(["bash", str(REPO / script)], env=env, capture_output=True, text=True, timeout=60,
                             cwd=tmp_path)
@@ -135,3 +135,13 @@ def test_the_longer_variant_keeps_its_samples_evals_and_records_apart_and_evalua
     assert [c[c.index("--stage") + 1] for c in records] == [
         "base", "SFT", "SFT+GRPO step 8", "SFT+GRPO step 16", "SFT+GRPO step 24"]
     assert {c[c.index("--command") + 1] for c in records} == {"bash examples/chain/bfcl_simple_python_sft_grpo_long.sh"}
+
+
+def test_a_cold_start_that_asks_for_categories_records_each_and_one_that_does_not_only_the_whole(tmp_path):
+    records = {}
+    for script in ("mcp_notes_rl", "calculator_rl"):
+        (tmp_path / script).mkdir()
+        calls = _run(f"examples/chain/{script}.sh", tmp_path / script, steps=16, save=8)
+        records[script] = [c for c in calls if c[:4] == ["-m", "agent_tune.cli", "eval", "record"]]
+    assert len(records["mcp_notes_rl"]) == 3 and all("--categories" in c for c in records["mcp_notes_rl"])
+    assert len(records["calculator_rl"]) == 3 and not any("--categories" in c for c in records["calculator_rl"])
