@@ -170,9 +170,10 @@ chain_start() {
 
   # ---- 0. data
   if [[ ! -f "$DATA_DIR/train.parquet" || ! -f "$DATA_DIR/test.parquet" ]]; then
-    chain_data > "$LOG_DIR/data.log" 2>&1 || { say "data failed, see $LOG_DIR/data.log"; exit 1; }
+    mkdir -p "$WORK_DIR/logs"  # the data's log is the chain's, a variant's too
+    chain_data > "$WORK_DIR/logs/data.log" 2>&1 || { say "data failed, see $WORK_DIR/logs/data.log"; exit 1; }
   fi
-  say "data: $(tail -n 1 "$LOG_DIR/data.log" 2>/dev/null)"
+  say "data: $(tail -n 1 "$WORK_DIR/logs/data.log" 2>/dev/null)"
 
   # ---- 1. base
   BASE="${MODEL_PATH:-$("$PYTHON" -m agent_tune.models.smollm2)}"
