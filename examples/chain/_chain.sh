@@ -83,18 +83,19 @@ eval_args() {
     --template "$TEMPLATE" --tool-parser "$TOOL_PARSER" --env-kwargs "$ENV_KWARGS")
 }
 
-# test_eval MODEL_DIR STAGE: the stage's model on the test rows -> $EVAL_DIR/STAGE.{jsonl,report.json,passk.json}
+# test_eval MODEL_DIR STAGE [ROWS]: the stage's model on the test rows (or ROWS, a parquet file)
+# -> $EVAL_DIR/STAGE.{jsonl,report.json,passk.json}
 test_eval() {
-  local model="$1" stage="$2" out="$EVAL_DIR/$2" t0
+  local model="$1" stage="$2" out="$EVAL_DIR/$2" rows="${3:-$DATA_DIR/test.parquet}" t0
   if [[ -f "$out.report.json" ]]; then
     say "eval $stage: done before ($out.report.json)"
     return 0
   fi
   t0=$(date +%s)
-  say "eval $stage on the test rows: $model"
+  say "eval $stage on $(basename "$rows" .parquet) rows: $model"
   start_server "$model" "$stage"
   eval_args "$model"
-  "$PYTHON" -m agent_tune.cli eval "${EVAL_ARGS[@]}" --rows "$DATA_DIR/test.parquet" --output "$out.jsonl" \
+  "$PYTHON" -m agent_tune.cli eval "${EVAL_ARGS[@]}" --rows "$rows" --output "$out.jsonl" \
     --report-json "$out.report.json" --passk-json "$out.passk.json" --png "$out.png" > "$LOG_DIR/eval_$stage.log" 2>&1
   stop_server
   say "eval $stage: $(grep -m1 '  all entries: pass@1' "$LOG_DIR/eval_$stage.log" | sed 's/^ *//') ($(since "$t0"))"
@@ -180,11 +181,11 @@ chain_start() {
   test_eval "$BASE" base
 }
 
-# record_eval NAME LABEL FROM STEPS [METRICS]: the eval $EVAL_DIR/NAME.report.json as LABEL's record in $RESULTS
-# (`agent-tune eval record`: pass@1 and pass@4 with their intervals; trained from FROM for STEPS steps, the
-# training seconds read from the run's METRICS file when given)
+# record_eval NAME LABEL FROM STEPS [METRICS [SPLIT]]: the eval $EVAL_DIR/NAME.report.json as LABEL's record in
+# $RESULTS (`agent-tune eval record`: pass@1 and pass@4 with their intervals; trained from FROM for STEPS steps, the
+# training seconds read from the run's METRICS file when given; the split's name, default test)
 record_eval() {
-  local args=(--results "$RESULTS" --env "$RESULT_ENV" --stage "$2" --split test --steps "$4"
+  local args=(--results "$RESULTS" --env "$RESULT_ENV" --stage "$2" --split "${6:-test}" --steps "$4"
     --command "${RESULT_COMMAND:-bash examples/chain/$(basename "$0")}")
   [[ -n "$3" ]] && args+=(--from "$3")
   [[ -n "${5:-}" ]] && args+=(--train-metrics "$5")

@@ -56,10 +56,18 @@ ln -sfn "$DATA_DIR/test.parquet" "$OUT/data/test.parquet"
 DATA_DIR="$OUT/data"
 grpo_stage "$STAGE" "$sft_hf"
 record_eval base base "" 0
-record_eval sft SFT base "$("$PYTHON" -m agent_tune.launch.config_value --config-name agent_tune_sft_cpu \
-  trainer.total_training_steps +chain=sft_bfcl_simple_python)"
+sft_steps=$("$PYTHON" -m agent_tune.launch.config_value --config-name agent_tune_sft_cpu \
+  trainer.total_training_steps +chain=sft_bfcl_simple_python)
+record_eval sft SFT base "$sft_steps"
 for step_dir in $(ls -d "$OUT"/checkpoints/global_step_* | sort -V); do
   k=${step_dir##*_}
   record_eval "${STAGE}_step_$k" "SFT+GRPO step $k" SFT "$k" "$OUT/checkpoints/metrics.jsonl"
 done
+
+# the entries GRPO trained on, with the test evals' sampling: the SFT model against the last checkpoint, to tell
+# learning the trained entries from moving the held-out ones
+test_eval "$sft_hf" sft_on_trained "$OUT/data/train.parquet"
+test_eval "$OUT/hf_step_$k" "${STAGE}_on_trained" "$OUT/data/train.parquet"
+record_eval sft_on_trained SFT base "$sft_steps" "" "trained entries"
+record_eval "${STAGE}_on_trained" "SFT+GRPO step $k" SFT "$k" "$OUT/checkpoints/metrics.jsonl" "trained entries"
 say "done: $RESULTS"

@@ -100,8 +100,9 @@ def test_grpo_where_sft_left_room_trains_from_the_sft_model_on_the_mixed_entries
     calls = _run("examples/chain/bfcl_simple_python_sft_grpo.sh", tmp_path, steps=16, save=8, sft=True)
     work, sft = tmp_path / "work", str(tmp_path / "work/sft/ckpt/global_step_10/huggingface")
     evals = [c for c in calls if c[:3] == ["-m", "agent_tune.cli", "eval"] and "--rows" in c]
-    sample = [c for c in evals if c[c.index("--rows") + 1].endswith("data/train.parquet")]
+    sample = [c for c in evals if c[c.index("--output") + 1].endswith("samples.jsonl")]
     assert len(sample) == 1 and sample[0][sample[0].index("--tokenizer") + 1] == sft
+    assert sample[0][sample[0].index("--rows") + 1] == str(work / "data/train.parquet")
     assert sample[0][sample[0].index("--config") + 1] == "examples/eval/chain_bfcl_simple_python_train_cpu.yaml"
     (data,) = [c for c in calls if c[:3] == ["-m", "agent_tune.cli", "data"]]
     assert data[data.index("--ids-file") + 1] == str(work / "sft_grpo/mixed_ids.txt")
@@ -110,8 +111,15 @@ def test_grpo_where_sft_left_room_trains_from_the_sft_model_on_the_mixed_entries
     assert f"data.train_files={work}/sft_grpo/data/train.parquet" in train
     assert _evaluated(calls) == [("/m/base", "base"), (sft, "sft")] + [
         (str(work / f"sft_grpo/hf_step_{k}"), f"sft_grpo_step_{k}") for k in (8, 16)]
-    recorded = [c[c.index("--stage") + 1] for c in calls if c[:4] == ["-m", "agent_tune.cli", "eval", "record"]]
-    assert recorded == ["base", "SFT", "SFT+GRPO step 8", "SFT+GRPO step 16"]
+    recorded = [(c[c.index("--stage") + 1], c[c.index("--split") + 1])
+                for c in calls if c[:4] == ["-m", "agent_tune.cli", "eval", "record"]]
+    assert recorded == [("base", "test"), ("SFT", "test"), ("SFT+GRPO step 8", "test"), ("SFT+GRPO step 16", "test"),
+                        ("SFT", "trained entries"), ("SFT+GRPO step 16", "trained entries")]
+    # the trained entries themselves: the SFT model and the last checkpoint, with the test evals' sampling
+    trained = [(c[c.index("--tokenizer") + 1], c[c.index("--config") + 1]) for c in evals
+               if c[c.index("--rows") + 1] == str(work / "sft_grpo/data/train.parquet")]
+    assert trained == [(sft, "examples/eval/chain_bfcl_simple_python_cpu.yaml"),
+                       (str(work / "sft_grpo/hf_step_16"), "examples/eval/chain_bfcl_simple_python_cpu.yaml")]
 
 
 def test_the_longer_variant_keeps_its_samples_evals_and_records_apart_and_evaluates_every_stage_afresh(tmp_path):
@@ -119,9 +127,9 @@ def test_the_longer_variant_keeps_its_samples_evals_and_records_apart_and_evalua
     calls = _run("examples/chain/bfcl_simple_python_sft_grpo_long.sh", tmp_path, steps=24, save=8, sft=True)
     work, sft = tmp_path / "work", str(tmp_path / "work/sft/ckpt/global_step_10/huggingface")
     evals = [c for c in calls if c[:3] == ["-m", "agent_tune.cli", "eval"] and "--rows" in c]
-    presets = {c[c.index("--rows") + 1].rsplit("/", 1)[1]: c[c.index("--config") + 1] for c in evals}
-    assert presets == {"train.parquet": "examples/eval/chain_bfcl_simple_python_train8_cpu.yaml",
-                       "test.parquet": "examples/eval/chain_bfcl_simple_python_all_cpu.yaml"}
+    presets = {Path(c[c.index("--output") + 1]).stem: c[c.index("--config") + 1] for c in evals}
+    assert presets.pop("samples") == "examples/eval/chain_bfcl_simple_python_train8_cpu.yaml"
+    assert set(presets.values()) == {"examples/eval/chain_bfcl_simple_python_all_cpu.yaml"}
     (train,) = [c for c in calls if c[:2] == ["-m", "agent_tune.launch.train"]]
     assert "+chain=bfcl_simple_python_sft_grpo_long" in train and f"actor_rollout_ref.model.path={sft}" in train
     assert f"data.train_files={work}/sft_grpo_long/data/train.parquet" in train
@@ -133,7 +141,7 @@ def test_the_longer_variant_keeps_its_samples_evals_and_records_apart_and_evalua
     records = [c for c in calls if c[:4] == ["-m", "agent_tune.cli", "eval", "record"]]
     assert {c[c.index("--results") + 1] for c in records} == {str(work / "results_long.json")}
     assert [c[c.index("--stage") + 1] for c in records] == [
-        "base", "SFT", "SFT+GRPO step 8", "SFT+GRPO step 16", "SFT+GRPO step 24"]
+        "base", "SFT", "SFT+GRPO step 8", "SFT+GRPO step 16", "SFT+GRPO step 24", "SFT", "SFT+GRPO step 24"]
     assert {c[c.index("--command") + 1] for c in records} == {"bash examples/chain/bfcl_simple_python_sft_grpo_long.sh"}
 
 
