@@ -77,7 +77,8 @@ def die_with_parent(parent: int | None = None) -> Callable[[], None]:
 
 
 def parent_death_signal() -> int:
-    """The signal this process gets when its parent dies (0: none)."""
+    """The signal this process gets when its parent dies (0: none). Ask from the main thread: the kernel keeps the
+    setting per thread, and a thread started later reads 0."""
     if _PRCTL is None:
         return 0
     value = ctypes.c_int(0)
@@ -179,12 +180,16 @@ def watch_parent(grace_s: float = GRACE_S, interval_s: float = 1.0,
     """Watch this process's parent from a daemon thread: once it is gone, SIGTERM to this process (unless
     the kernel sends it, :func:`die_with_parent`) and, ``grace_s`` later, ``exit_now(128 + SIGTERM)``."""
     parent = os.getppid()
+    # read here, not in the watch thread: the kernel keeps the parent-death signal per thread and a new thread
+    # starts with none, so the thread would always send a second SIGTERM; one landing after Ray's shut-down (which
+    # puts SIGTERM back to its default action) killed the child in the middle of its clean-up
+    kernel_sends = parent_death_signal() == signal.SIGTERM
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(interval_s)
         logger.warning("the launcher (pid %d) is gone: stopping the run (at most %ds)", parent, int(grace_s))
-        if parent_death_signal() != signal.SIGTERM:
+        if not kernel_sends:
             os.kill(os.getpid(), signal.SIGTERM)
         exit_after(grace_s, f"the run did not stop {int(grace_s)}s after its launcher died: exiting now",
                    128 + signal.SIGTERM, exit_now)

@@ -299,6 +299,8 @@ def run(config: DictConfig) -> None:
             snapshot.observe()  # what the run's processes hold before Ray tears them down
         if ray.is_initialized():
             ray.shutdown()
+            shield_shutdown()  # Ray's shut-down puts SIGTERM back to its default action: a late one would kill
+            # the clean-up below
         if snapshot is not None:
             _end_and_clean_up(snapshot)
 

@@ -103,6 +103,38 @@ def test_the_childs_watch_stops_it_and_ends_a_hung_shut_down(tmp_path: Path) -> 
     assert (tmp_path / "hook").read_text() == "ran"  # what the hung shut-down skipped (the /dev/shm clean-up) ran
 
 
+def test_with_the_kernels_tie_the_watch_sends_no_second_sigterm(tmp_path: Path) -> None:
+    # the kernel keeps the parent-death signal per thread (a new thread reads 0): read in the watch thread, it made
+    # the watch send a second SIGTERM, which killed the training child outright when it landed after Ray's
+    # shut-down had put SIGTERM back to its default action (the run's clean-up skipped, Ray's agents orphaned)
+    marker, seen = tmp_path / "up", tmp_path / "signals"
+    code = textwrap.dedent(f"""
+        import pathlib, signal, time
+        from agent_tune.launch.lifeline import watch_parent
+        count = []
+        def term(*_):
+            count.append(1)
+            pathlib.Path({str(seen)!r}).write_text(str(len(count)))
+        signal.signal(signal.SIGTERM, term)
+        watch_parent(grace_s=30.0, interval_s=0.05)
+        pathlib.Path({str(marker)!r}).write_text("up")
+        while True:
+            time.sleep(0.05)
+    """)
+    parent, child = _family(code, "kernel", marker)
+    try:
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while not seen.exists():
+            assert time.monotonic() < deadline, "no SIGTERM reached the child"
+            time.sleep(0.05)
+        time.sleep(1.0)  # the watch (every 0.05 s) has seen the parent go long since
+        assert seen.read_text() == "1"  # the kernel's alone
+    finally:
+        os.kill(child, 9)
+
+
 def test_a_parent_gone_before_the_tie_is_made_sends_the_signal_at_once(monkeypatch) -> None:
     from agent_tune.launch import lifeline
 
