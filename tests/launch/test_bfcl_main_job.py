@@ -287,15 +287,7 @@ def test_bfcl_grpo_on_cpu_then_resume(tmp_path: Path) -> None:
     # verl also dumped each step's samples
     assert (ckpt / "rollouts" / "1.jsonl").is_file()
 
-    first_files = _shm_files() - shm_before  # the first run's: checked at the end with the others'
     _check_launcher_death(work)  # in a folder of its own
-    # What the killed run left in /dev/shm is not checked: a fresh-clone suite run (2026-11-29) saw its child get the
-    # kernel's SIGTERM ("SIGTERM received", Ray's handler), log "the launcher is gone", then nothing more, and the
-    # first weight sync's files (vLLM's two psm_ buffers, verl's 1 GiB bucket) stayed; other runs removed them.
-    # The likely cause, a process of the run outliving the 10 s the clean-up waits while still mapping them, is
-    # ended first since (agent_tune.launch.train._end_and_clean_up, tests/launch/test_lifeline.py); this check
-    # comes back once suite runs show the files gone every time (issue 41)
-    killed_files = _shm_files() - shm_before - first_files
     for victim in VICTIMS:  # chaos: each start resumes step 2's checkpoint and loses a part mid-step 3
         took = _check_part_death(work, ckpt, victim)
         print(f"{victim} killed: the run stopped {took:.0f} s later")
@@ -318,12 +310,13 @@ def test_bfcl_grpo_on_cpu_then_resume(tmp_path: Path) -> None:
     assert sorted(logged) == [1, 2, 3]
     assert all(logged[r["step"]] == pytest.approx(r["pg_loss"], rel=1e-6, abs=1e-9) for r in rows), (logged, rows)
 
-    # vLLM's shared-memory files and verl's weight-sync buckets from these runs were removed, the chaos runs'
-    # included (a failed run's bounded shut-down ends its processes, then cleans up); others' files may come and go
+    # vLLM's shared-memory files and verl's weight-sync buckets from these runs were removed: the chaos runs' (a
+    # failed run's bounded shut-down ends its processes, then cleans up) and the killed launcher's, whose child
+    # once died in its clean-up (a second SIGTERM after Ray's shut-down; issue 41); others' files may come and go
     # meanwhile
     from verl_ext.cpu.shm import paths_in_use
 
-    leftover = _shm_files() - shm_before - killed_files
+    leftover = _shm_files() - shm_before
     in_use = set(paths_in_use())
     assert {n for n in leftover if n not in in_use} == set(), sorted(leftover - in_use)
 
