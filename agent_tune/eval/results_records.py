@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -245,7 +246,10 @@ def update_tables(markdown: str | os.PathLike[str], results_dir: str | os.PathLi
     stale: list[str] = []
 
     def fill(match: re.Match[str]) -> str:
-        name, *opts = match.group("spec").split()
+        try:  # a value with spaces is quoted: split="trained entries"
+            name, *opts = shlex.split(match.group("spec"))
+        except ValueError as exc:
+            raise ConfigError(f"{path}: block 'results: {match.group('spec')}': {exc}") from exc
         where = f"{path}: block 'results: {match.group('spec')}'"
         options = dict(o.split("=", 1) if "=" in o else (o, "") for o in opts)
         records = _select(read_records(folder / f"{name}.json"), options, where)

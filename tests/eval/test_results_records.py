@@ -102,6 +102,16 @@ def test_tables_are_generated_and_checked(tmp_path):
     assert rr.update_tables(md, check=True) == []
 
 
+def test_a_filter_value_with_spaces_is_quoted(tmp_path):
+    rr.write_records(tmp_path / "results" / "calc.json",
+                     [_record(), _record(split="trained entries", pass1=0.6, pass1_ci=(0.4, 0.8))])
+    md = tmp_path / "results.md"
+    md.write_text('<!-- results: calc split="trained entries" -->\n<!-- /results -->\n')
+    rr.update_tables(md)
+    rows = [line for line in md.read_text().splitlines() if line.startswith("| base")]
+    assert rows == ["| base | - | 0 | trained entries | 4 | 60.0 [40.0, 80.0] | 50.0 [15.0, 85.0] |"]
+
+
 def test_a_block_naming_an_unknown_filter_or_nothing_fails(tmp_path):
     rr.write_records(tmp_path / "results" / "calc.json", [_record()])
     md = tmp_path / "results.md"
