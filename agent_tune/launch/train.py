@@ -227,13 +227,13 @@ def prepare(run: RunConfig) -> RunConfig:
 def _end_and_clean_up(snapshot: ShmSnapshot, wait_s: float = 10.0) -> None:
     """After the run's shut-down: end the processes of the run that outlived it, then remove its ``/dev/shm``
     files. A survivor (a vLLM engine whose parent was killed, a Ray worker busy in C code) would die later, still
-    holding files the clean-up must then leave: a launcher killed during the first weight sync left vLLM's buffers
-    and verl's 1 GiB bucket that way."""
+    holding files the clean-up must then leave. Ray's dashboard processes are usually still exiting here: ending
+    them is routine, so it is not on the console."""
     from agent_tune.launch.lifeline import end_processes
 
     ended = end_processes(snapshot.live_processes())
     if ended:
-        logger.info("ended %d processes of the run still running after its shut-down", len(ended))
+        logger.debug("ended %d processes of the run still running after its shut-down", len(ended))
     removed = snapshot.cleanup(wait_s=wait_s)
     if removed:
         logger.info("removed %d shared-memory files left in %s", len(removed), snapshot.directory)
