@@ -174,11 +174,7 @@ def every_gold_replay_scores_as_tau2(play: Callable[..., Any], domain: str, ids:
     with subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=env) as other:
         try:
-            for task_id in here:
-                try:
-                    gold_replay_scores_as_tau2(play, domain, task_id)
-                except AssertionError as exc:
-                    raise AssertionError(f"{domain} task {task_id}: {exc}") from exc
+            _each_gold_replay(play, domain, here)
             out, _ = other.communicate(timeout=1200)
         finally:
             if other.poll() is None:
@@ -186,13 +182,20 @@ def every_gold_replay_scores_as_tau2(play: Callable[..., Any], domain: str, ids:
     assert other.returncode == 0, out[-6000:]
 
 
+def _each_gold_replay(play: Callable[..., Any], domain: str, ids: Sequence[str]) -> None:
+    """:func:`gold_replay_scores_as_tau2` for each id in turn; a failure names the task."""
+    for task_id in ids:
+        try:
+            gold_replay_scores_as_tau2(play, domain, task_id)
+        except AssertionError as exc:
+            raise AssertionError(f"{domain} task {task_id}: {exc}") from exc
+
+
 if __name__ == "__main__":  # the other process of every_gold_replay_scores_as_tau2: MODULE FUNCTION DOMAIN ID...
     import importlib
 
     module, function, domain_name, *task_ids = sys.argv[1:]
-    player = getattr(importlib.import_module(module), function)
-    for tid in task_ids:
-        try:
-            gold_replay_scores_as_tau2(player, domain_name, tid)
-        except AssertionError as exc:
-            raise SystemExit(f"{domain_name} task {tid}: {exc!r}")
+    try:
+        _each_gold_replay(getattr(importlib.import_module(module), function), domain_name, task_ids)
+    except AssertionError as exc:
+        raise SystemExit(str(exc))
