@@ -1,0 +1,126 @@
+"""The BFCL env's speed-up over bfcl-eval (``benchmarks/bfcl_env.py``) in this tree and in another commit, alternated
+in one run on one machine: whether a change made the env faster, whatever the machine.
+
+``bfcl_env.py``'s ratio is a property of the machine as much as of the code: the same commit measures 5.5x on one box
+and 4.8x on another (the interpreter's build, the CPU's caches and branch predictors weigh differently on the two
+paths), so a ratio taken on one box and a target set on another do not compare. This script checks a commit out (``git
+archive``, into a temporary folder), then runs its ``benchmarks/bfcl_env.py`` and this tree's in turn, each in a
+process of its own importing its own ``agent_tune``, ``--rounds`` times, and prints per category the median speed-up
+of each and their quotient (this tree / the commit: above 1, this tree's env is faster). Each run's speed-up is already
+relative to bfcl-eval timed in the same process, so a change of load between runs cancels out.
+
+    python benchmarks/bfcl_env_vs_commit.py 53daeff [--rounds 3] [--repeats 20] [--json out.json]
+
+The commit's benchmark must print ``bfcl_env.py``'s table (``<category> <bfcl-eval/s> <agent-tune/s> <ratio>x``);
+every commit since the env's first benchmark does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BENCHMARK = "benchmarks/bfcl_env.py"
+_ROW = re.compile(r"^(\S+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x$")
+RUN_TIMEOUT_S = 900  # one bfcl_env.py run: ~5 s at --repeats 20 on 2 shared cores
+
+
+def resolve(rev: str) -> str:
+    """The full hash of commit ``rev``; a ``SystemExit`` naming it when git does not know it."""
+    proc = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise SystemExit(f"bfcl_env_vs_commit: {rev!r} is not a commit of {REPO}")
+    return proc.stdout.strip()
+
+
+def check_out(commit: str, into: Path) -> Path:
+    """The tree of ``commit`` written into ``into`` (no git state changed); a ``SystemExit`` when it has no
+    ``benchmarks/bfcl_env.py``."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = into / "tree.tar"
+    with archive.open("wb") as out:
+        subprocess.run(["git", "archive", "--format=tar", commit], cwd=REPO, stdout=out, check=True, timeout=300)
+    tree = into / commit[:12]
+    with tarfile.open(archive) as tar:
+        tar.extractall(tree, filter="data")
+    archive.unlink()
+    if not (tree / BENCHMARK).exists():
+        raise SystemExit(f"bfcl_env_vs_commit: commit {commit[:12]} has no {BENCHMARK}")
+    return tree
+
+
+def speed_ups(text: str) -> dict[str, float]:
+    """Category -> speed-up, from ``bfcl_env.py``'s table (its ``all`` row included)."""
+    rows = {m.group(1): float(m.group(4)) for line in text.splitlines() if (m := _ROW.match(line.strip()))}
+    if "all" not in rows:
+        raise ValueError(f"no '{BENCHMARK}' table in this output:\n{text}")
+    return rows
+
+
+def run(tree: Path, repeats: int, per_category: int) -> dict[str, float]:
+    """One ``bfcl_env.py`` run of ``tree`` (its own ``agent_tune`` first on the path): its speed-ups."""
+    cmd = [sys.executable, BENCHMARK, "--repeats", str(repeats), "--per-category", str(per_category)]
+    proc = subprocess.run(cmd, cwd=tree, env=_env(tree), capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    if proc.returncode != 0:
+        raise SystemExit(f"bfcl_env_vs_commit: {BENCHMARK} failed in {tree} (rc {proc.returncode}):\n"
+                         f"{proc.stderr[-3000:]}")
+    return speed_ups(proc.stdout)
+
+
+def _env(tree: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(tree)}  # ahead of the editable install: that tree's agent_tune
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("commit", help="the commit to compare with (any git revision: 53daeff, main~3, a tag)")
+    ap.add_argument("--rounds", type=int, default=3, help="runs of each tree, alternated (default 3)")
+    ap.add_argument("--repeats", type=int, default=20, help="bfcl_env.py's --repeats (default 20)")
+    ap.add_argument("--per-category", type=int, default=50, help="bfcl_env.py's --per-category (default 50)")
+    ap.add_argument("--json", type=Path, help="also write the runs and medians here")
+    args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be >= 1")
+    commit = resolve(args.commit)
+    with tempfile.TemporaryDirectory(prefix="bfcl_env_vs_") as tmp:
+        trees = {"this tree": REPO, commit[:12]: check_out(commit, Path(tmp))}
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+        t0 = time.monotonic()
+        for i in range(args.rounds):
+            # this tree first in odd rounds, the commit first in even ones: neither always runs after the other
+            order = list(trees) if i % 2 == 0 else list(reversed(trees))
+            for name in order:
+                runs[name].append(run(trees[name], args.repeats, args.per_category))
+            done = i + 1
+            eta = (time.monotonic() - t0) / done * (args.rounds - done)
+            print(f"round {done}/{args.rounds}: " + ", ".join(f"{n} all {runs[n][-1]['all']:.2f}x" for n in trees)
+                  + f" (ETA {eta:.0f} s)", flush=True)
+    ours, theirs = list(trees)
+    medians = {name: {cat: statistics.median(r[cat] for r in rs) for cat in rs[0]} for name, rs in runs.items()}
+    print(f"\nspeed-up over bfcl-eval, median of {args.rounds} runs each ({BENCHMARK} --repeats {args.repeats})")
+    print(f"{'category':<26}{ours:>12}{theirs:>14}{'quotient':>10}")
+    for cat in medians[ours]:
+        a, b = medians[ours][cat], medians[theirs].get(cat)
+        quotient = f"{a / b:>9.3f}" if b else f"{'-':>9}"
+        print(f"{cat:<26}{a:>11.2f}x{(f'{b:.2f}x' if b else '-'):>14}{quotient}")
+    print(f"(quotient > 1: this tree's env is faster than {theirs}'s, on this machine)")
+    if args.json:
+        record = {"commit": commit, "rounds": args.rounds, "repeats": args.repeats, "per_category": args.per_category,
+                  "runs": {"this_tree" if n == ours else commit: rs for n, rs in runs.items()},
+                  "medians": {"this_tree" if n == ours else commit: m for n, m in medians.items()}}
+        args.json.write_text(json.dumps(record, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
