@@ -94,9 +94,11 @@ def _announcement(test_id: str, turn: int) -> str:
 
 
 @lru_cache(maxsize=256)
-def _initial_tools(test_id: str) -> dict[str, dict[str, Any]]:
-    """Name -> tool visible when ``test_id`` starts (shared read-only: an episode copies it before adding tools)."""
-    return {tool_name(t): t for t in shared_entry(test_id).functions}
+def _initial_tools(test_id: str) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """Name -> tool visible when ``test_id`` starts, and the list of those tools (what observations show): shared
+    read-only, an episode builds new ones when a turn adds tools."""
+    tools = {tool_name(t): t for t in shared_entry(test_id).functions}
+    return tools, list(tools.values())
 
 
 @lru_cache(maxsize=256)
@@ -173,11 +175,12 @@ class BFCLToolEnv(BaseToolEnv):
         self._num_turns = entry.num_turns if self.max_turns is None else min(self.max_turns, entry.num_turns)
         self._model = BFCLBackend.for_entry(test_id)
         self._gt = ground_truth_trace(test_id)
-        # shared read-only until a turn adds held-back tools (_turn_messages copies it then)
-        self._tools: dict[str, dict[str, Any]] = _initial_tools(test_id)
-        # what every observation shows, until a turn adds tools (built then, never changed in place: a step's
-        # observation may hold it)
-        self.tools: list[dict[str, Any]] = list(self._tools.values())
+        # Shared read-only until a turn adds held-back tools (_turn_messages builds new ones then): the tools by name,
+        # and what every observation shows (never changed in place: observations hold it, and the entry's other
+        # episodes).
+        self._tools: dict[str, dict[str, Any]]
+        self.tools: list[dict[str, Any]]
+        self._tools, self.tools = _initial_tools(test_id)
         self._hints = HintBuilder(self._model, self._tools) if self.augment else None
         self._turn = 0
         self._steps_in_turn = 0
@@ -324,7 +327,7 @@ class BFCLToolEnv(BaseToolEnv):
             else:
                 # In training mode only the results a schema-respecting policy can reproduce are
                 # required (about 90 entries' ground truth breaks the documented schema).
-                required = gt.required_counts(self.eval_mode)
+                required = gt.required_all if self.eval_mode else gt.required_valid  # = gt.required_counts(eval_mode)
                 error = turn_error(self._turn_acted, self._model, gt.state, self._all_model_results, required)
                 score = 1.0 if error is None else 0.0
         elif self.score_empty_turns:
@@ -347,7 +350,9 @@ class BFCLToolEnv(BaseToolEnv):
             return
         self._decoded.append([])
         step.messages.extend(self._turn_messages(self._turn))  # after the tool messages, with the new tools
-        step.info = {"turn": self._turn, "turn_ended": turn, **step.info}
+        info = step.info  # this step's own, a dict of its own: added to in place
+        info["turn"] = self._turn
+        info["turn_ended"] = turn
 
     # ------------------------------------------------------------------ results
     def _finish(self, step: Step, reason: str) -> None:

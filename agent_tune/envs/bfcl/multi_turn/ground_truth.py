@@ -29,19 +29,21 @@ class GroundTruthTurn:
     results: tuple[str, ...]
     schema_valid: tuple[bool, ...]
     state: dict[str, dict[str, Any]]
-    _required: dict[bool, Counter[str]] = field(init=False, repr=False, compare=False)
+    # the response check's multisets (computed once; read-only): every result (BFCL's), the schema-valid calls' ones
+    required_all: Counter[str] = field(init=False, repr=False, compare=False)
+    required_valid: Counter[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        required = {flag: Counter(self.required_results(flag)) for flag in (True, False)}
-        object.__setattr__(self, "_required", required)
+        object.__setattr__(self, "required_all", Counter(self.required_results(True)))
+        object.__setattr__(self, "required_valid", Counter(self.required_results(False)))
 
     def required_results(self, all_required: bool) -> list[str]:
         """Results the response check requires: all of them (BFCL), or the schema-valid ones."""
         return [r for r, ok in zip(self.results, self.schema_valid) if all_required or ok]
 
     def required_counts(self, all_required: bool) -> Counter[str]:
-        """:meth:`required_results` as a multiset (computed once; read-only)."""
-        return self._required[all_required]
+        """:meth:`required_results` as a multiset: :attr:`required_all` or :attr:`required_valid`."""
+        return self.required_all if all_required else self.required_valid
 
 
 def _run(test_id: str) -> tuple[GroundTruthTurn, ...]:
