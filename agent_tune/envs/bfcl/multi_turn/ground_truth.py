@@ -74,15 +74,43 @@ _State = dict[str, dict[str, Any]]  # class -> public attribute -> value
 
 
 def _share_unchanged(previous: _State, state: _State) -> _State:
-    """``state`` with every attribute equal (as the state check compares: ``!=``) to the previous turn's replaced by
-    that object. The verdicts are the same (that equality is transitive), the trace is smaller, and a turn's state
-    check walks objects the previous turn's check has just walked, still in the CPU's caches."""
+    """``state`` with every part equal (as the state check compares: ``!=``) to the previous turn's part at the same
+    place replaced by that object: an attribute, then within it a dict's value by key, a list's item by index, an
+    object's attribute by name (:func:`_shared`). The verdicts are the same (that equality is transitive: parts of
+    one type, compared structurally), the trace is smaller, and a turn's state check walks objects the previous
+    turn's check has just walked, still in the CPU's caches: a file system changed in one folder shares every other
+    folder and file with the turn before."""
     shared: _State = {}
     for name, attrs in state.items():
         before = previous.get(name, {})
-        shared[name] = {attr: before[attr] if attr in before and not before[attr] != value else value
+        shared[name] = {attr: _shared(before[attr], value, set()) if attr in before else value
                         for attr, value in attrs.items()}  # an attribute new this turn has nothing to share
     return shared
+
+
+def _shared(previous: Any, value: Any, walking: set[int]) -> Any:
+    """``previous`` when it equals ``value`` (same type, not ``!=``), else ``value`` with its parts shared the same way,
+    in place (``value`` is the trace's own deep copy). ``walking``: the ids of the objects whose parts are being
+    shared, so that a back-reference to one of them (a folder's ``parent``) is left as it is."""
+    if id(value) in walking or type(previous) is not type(value):
+        return value
+    if not previous != value:
+        return previous
+    if type(value) is list:
+        target, before, keys = value, previous, range(min(len(value), len(previous)))
+    elif type(value) is dict:
+        target, before = value, previous
+        keys = [key for key in value if key in previous]
+    elif hasattr(value, "__dict__") and not isinstance(value, type):
+        target, before = vars(value), vars(previous)
+        keys = [key for key in target if key in before]
+    else:
+        return value
+    walking.add(id(value))
+    for key in keys:
+        target[key] = _shared(before[key], target[key], walking)
+    walking.discard(id(value))
+    return value
 
 
 @lru_cache(maxsize=256)
