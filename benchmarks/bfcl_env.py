@@ -162,18 +162,19 @@ Issue 41, item 5, read against the code before the contract refactor (2026-11-29
 refactor's "6x before" was measured on another machine, and this box gives any commit a lower ratio, so the code is
 now measured against the old code in one run (``benchmarks/bfcl_env_vs_commit.py COMMIT --rounds 7``: both trees'
 ``bfcl_env.py`` alternated, median speed-ups and their quotient). Against f62590e (the third round above, median 5.6x
-on its box) this tree is 1.06-1.11x in three runs (``all``; base 1.09-1.14, miss_func 1.06-1.11, miss_param
-1.05-1.11, long_context 1.07-1.09), against 53daeff (the tree just before the step template) 1.07-1.13x, against
-177b25c 1.23-1.25x; f62590e's own ratio here is 4.85-4.96x, this tree's 5.1-5.5x (median ~5.3x; long_context
-4.7-5.0x). So the env is faster than before the refactor on every category, and by the quotient, on the box where
-f62590e measured 5.6x it would measure about 6.0x (5.9-6.2x); on this box ``bfcl_env.py`` itself does not show 6x. What this
-round changed: the entry's initial tool list is shared read-only like its tool map (one list less per episode), the
-response check's multisets are fields of the ground-truth turn, a turn's end adds to the step's info in place (+1.4%
-against main, nine rounds), and the ground-truth trace shares every part of a turn's state equal to the previous
-turn's at the same place (a folder, a file), not only whole attributes (long_context +2%). What is left (measured by
-warming one structure before each episode): the first scored turn reads the ground truth's state cold (~8 us per
-episode), the question messages the env copies ~3 us, the backend copy's shared objects ~2 us; the same episode
-played twice in a row runs 20% faster than the round robin, mostly from the CPU's predictors and caches.
+on its box) this tree is 1.08-1.11x in two runs (``all``; base 1.09-1.14, miss_func 1.07-1.11, miss_param 1.06-1.11,
+long_context 1.08-1.09; main before this round 1.06x), against 53daeff (the tree just before the step template)
+1.09-1.13x (main 1.07x), against 177b25c 1.25x (main 1.23x); f62590e's own ratio here is 4.85-4.96x, this tree's
+5.1-5.5x (median ~5.3x; long_context 4.7-5.0x). So the env is faster than before the refactor on every category, and
+by the quotient, on the box where f62590e measured 5.6x it would measure about 6.0-6.2x; on this box ``bfcl_env.py``
+itself does not show 6x. What this round changed: the entry's initial tool list is shared read-only like its tool map
+(one list less per episode), the response check's multisets are fields of the ground-truth turn, a turn's end adds to
+the step's info in place (+1.4% against main, nine rounds), and the ground-truth trace shares every part of a turn's
+state equal to the previous turn's at the same place (a folder, a file), not only whole attributes (long_context
++2%). What is left (measured by warming one structure before each episode): the first scored turn reads the ground
+truth's state cold (~8 us per episode), the question messages the env copies ~3 us, the backend copy's shared objects
+~2 us; the same episode played twice in a row runs 20% faster than the round robin, mostly from the CPU's predictors
+and caches.
 """
 
 from __future__ import annotations
