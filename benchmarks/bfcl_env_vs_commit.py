@@ -53,7 +53,10 @@ def check_out(commit: str, into: Path) -> Path:
         subprocess.run(["git", "archive", "--format=tar", commit], cwd=REPO, stdout=out, check=True, timeout=300)
     tree = into / commit[:12]
     with tarfile.open(archive) as tar:
-        tar.extractall(tree, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12 / 3.11.4 (the archive is this repository's own)
+            tar.extractall(tree, filter="data")
+        else:
+            tar.extractall(tree)
     archive.unlink()
     if not (tree / BENCHMARK).exists():
         raise SystemExit(f"bfcl_env_vs_commit: commit {commit[:12]} has no {BENCHMARK}")
@@ -71,7 +74,10 @@ def speed_ups(text: str) -> dict[str, float]:
 def run(tree: Path, repeats: int, per_category: int) -> dict[str, float]:
     """One ``bfcl_env.py`` run of ``tree`` (its own ``agent_tune`` first on the path): its speed-ups."""
     cmd = [sys.executable, BENCHMARK, "--repeats", str(repeats), "--per-category", str(per_category)]
-    proc = subprocess.run(cmd, cwd=tree, env=_env(tree), capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    try:
+        proc = subprocess.run(cmd, cwd=tree, env=_env(tree), capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"bfcl_env_vs_commit: {BENCHMARK} in {tree} took over {RUN_TIMEOUT_S} s") from None
     if proc.returncode != 0:
         raise SystemExit(f"bfcl_env_vs_commit: {BENCHMARK} failed in {tree} (rc {proc.returncode}):\n"
                          f"{proc.stderr[-3000:]}")
