@@ -1,6 +1,7 @@
 """BFCL's per-turn rule (``agent_tune/envs/bfcl/multi_turn/scoring.py``), directly: the response check is a multiset
 check (a ground-truth result that occurs twice must be matched by two results of the model), as bfcl-eval's
-``response_checker`` (``_is_subsequence_unordered``) applies it."""
+``response_checker`` (``_is_subsequence_unordered``) applies it; and the ground-truth trace the rule reads, whose turns
+share what a turn left unchanged (``ground_truth.py``)."""
 
 from __future__ import annotations
 
@@ -119,3 +120,57 @@ def test_an_entry_whose_turn_returns_the_same_text_twice() -> None:
         assert not official_verdict(entry, info["decoded_calls"])
         info = play(test_id, responses_for(split, hermes), eval_mode=eval_mode)
         assert info["accuracy"] == 1.0 and official_verdict(entry, info["decoded_calls"])
+
+
+# ---------------------------------------------------------------------- the trace shares what a turn left unchanged
+class _Folder:
+    """A folder as bfcl-eval's file system has it: compared by name and contents, with a back-reference."""
+
+    def __init__(self, name: str, parent: "_Folder | None" = None) -> None:
+        self.name, self.parent, self.contents = name, parent, {}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Folder) and self.name == other.name and self.contents == other.contents
+
+
+def _tree(note: str) -> _Folder:
+    root = _Folder("/")
+    docs = root.contents["docs"] = _Folder("docs", root)
+    docs.contents["notes"] = [note, {"tags": ["a", "b"]}]
+    src = root.contents["src"] = _Folder("src", root)
+    src.contents["main"] = ["long enough to be a real file"]
+    return root
+
+
+def test_a_changed_tree_shares_its_unchanged_parts_with_the_turn_before() -> None:
+    from agent_tune.envs.bfcl.multi_turn.ground_truth import _share_unchanged
+
+    before, after = _tree("v1"), _tree("v2")  # one note changed, in docs/
+    docs = after.contents["docs"]
+    shared = _share_unchanged({"fs": {"root": before, "cwd": "/"}}, {"fs": {"root": after, "cwd": "/"}})["fs"]
+    assert shared["root"] is after and shared["root"].contents["docs"] is docs  # changed: the new turn's own ...
+    assert shared["root"].contents["src"] is before.contents["src"]  # ... holding the turn before's unchanged folder
+    assert docs.contents["notes"][1] is before.contents["docs"].contents["notes"][1]  # and list items alike
+    assert docs.parent is after  # a back-reference is left as it is (not walked)
+    assert shared["root"] == _tree("v2") and shared["root"] != _tree("v1")  # what the state check sees is unchanged
+
+
+def test_a_part_equal_to_one_of_another_type_is_not_shared() -> None:
+    from agent_tune.envs.bfcl.multi_turn.ground_truth import _share_unchanged
+
+    shared = _share_unchanged({"c": {"flag": 1, "n": 2}}, {"c": {"flag": True, "n": 2}})["c"]
+    assert shared["flag"] is True and shared["n"] == 2  # 1 == True, but the turn keeps its own bool
+
+
+def test_the_trace_of_a_file_system_entry_shares_folders_between_turns() -> None:
+    trace = ground_truth_trace("multi_turn_long_context_3")
+    roots = [turn.state["GorillaFileSystem"]["root"] for turn in trace]
+
+    def objects(folder, out):
+        out.add(id(folder))
+        for item in folder.contents.values():
+            objects(item, out) if hasattr(item, "contents") else out.add(id(item))
+        return out
+
+    first, second = objects(roots[0], set()), objects(roots[1], set())
+    assert roots[0] is not roots[1] and len(first & second) >= len(second) // 2  # measured: 32 of 38
