@@ -327,7 +327,7 @@ class BFCLToolEnv(BaseToolEnv):
             else:
                 # In training mode only the results a schema-respecting policy can reproduce are
                 # required (about 90 entries' ground truth breaks the documented schema).
-                required = gt.required_all if self.eval_mode else gt.required_valid  # = gt.required_counts(eval_mode)
+                required = gt.required_counts(self.eval_mode)
                 error = turn_error(self._turn_acted, self._model, gt.state, self._all_model_results, required)
                 score = 1.0 if error is None else 0.0
         elif self.score_empty_turns:

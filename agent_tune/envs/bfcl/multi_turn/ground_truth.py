@@ -98,14 +98,14 @@ def _shared(previous: Any, value: Any, walking: set[int]) -> Any:
         return previous
     if type(value) is list:
         target, before, keys = value, previous, range(min(len(value), len(previous)))
-    elif type(value) is dict:
-        target, before = value, previous
-        keys = [key for key in value if key in previous]
-    elif hasattr(value, "__dict__") and not isinstance(value, type):
-        target, before = vars(value), vars(previous)
-        keys = [key for key in target if key in before]
     else:
-        return value
+        if type(value) is dict:
+            target, before = value, previous
+        elif hasattr(value, "__dict__") and not isinstance(value, type):
+            target, before = vars(value), vars(previous)
+        else:
+            return value
+        keys = [key for key in target if key in before]  # a part new this turn has nothing to share
     walking.add(id(value))
     for key in keys:
         target[key] = _shared(before[key], target[key], walking)
