@@ -7,7 +7,10 @@ paths), so a ratio taken on one box and a target set on another do not compare. 
 archive``, into a temporary folder), then runs its ``benchmarks/bfcl_env.py`` and this tree's in turn, each in a
 process of its own importing its own ``agent_tune``, ``--rounds`` times, and prints per category the median speed-up
 of each and their quotient (this tree / the commit: above 1, this tree's env is faster). Each run's speed-up is already
-relative to bfcl-eval timed in the same process, so a change of load between runs cancels out.
+relative to bfcl-eval timed in the same process, so a change of load between runs cancels out; a round's two runs
+are paired, and the median of the rounds' quotients comes with a distribution-free 95% interval (6 rounds or more).
+``--json`` writes the runs, the medians, the quotients and the machine (CPU, Python and its build flags, bfcl-eval,
+load): docs/results/bfcl_env_speed.json is one.
 
     python benchmarks/bfcl_env_vs_commit.py 53daeff [--rounds 3] [--repeats 20] [--json out.json]
 
@@ -18,12 +21,16 @@ every commit since the env's first benchmark does.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
+import math
 import os
+import platform
 import re
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tempfile
 import time
@@ -84,6 +91,45 @@ def run(tree: Path, repeats: int, per_category: int) -> dict[str, float]:
     return speed_ups(proc.stdout)
 
 
+def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free interval for the median of the population ``values`` were drawn from: the order
+    statistics ``(x_(k), x_(n+1-k))`` with the largest ``k`` whose coverage (binomial, p = 1/2) is at least ``level``;
+    None for fewer than 6 values (no such pair reaches 95%)."""
+    xs, n = sorted(values), len(values)
+    best = None
+    for k in range(1, n // 2 + 1):
+        # P(x_(k) <= median <= x_(n+1-k)) = 1 - 2 * P(Binomial(n, 1/2) <= k - 1)
+        tail = sum(math.comb(n, i) for i in range(k)) / 2 ** n
+        if 1 - 2 * tail < level:
+            break
+        best = (xs[k - 1], xs[n - k])
+    return best
+
+
+def machine() -> dict[str, object]:
+    """What the ratio depends on besides the code: the CPU, the interpreter and its build, bfcl-eval, the load."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    try:
+        bfcl = importlib.metadata.version("bfcl-eval")
+    except importlib.metadata.PackageNotFoundError:
+        bfcl = None
+    return {"cpu": cpu, "logical_cpus": os.cpu_count(), "python": sys.version.split()[0],
+            "python_build": " ".join(platform.python_build()), "python_cflags": sysconfig.get_config_var("CFLAGS"),
+            "bfcl_eval": bfcl, "load_average_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+
+
+def this_commit() -> str:
+    """This tree's commit, ``+dirty`` when it has uncommitted changes (of tracked files)."""
+    head = resolve("HEAD")
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=REPO, timeout=60).returncode != 0
+    return head + ("+dirty" if dirty else "")
+
+
 def _env(tree: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(tree)}  # ahead of the editable install: that tree's agent_tune
 
@@ -99,6 +145,7 @@ def main() -> None:
     if args.rounds < 1:
         ap.error("--rounds must be >= 1")
     commit = resolve(args.commit)
+    where = machine()
     with tempfile.TemporaryDirectory(prefix="bfcl_env_vs_") as tmp:
         trees = {"this tree": REPO, commit[:12]: check_out(commit, Path(tmp))}
         runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
@@ -114,17 +161,27 @@ def main() -> None:
                   + f" (ETA {eta:.0f} s)", flush=True)
     ours, theirs = list(trees)
     medians = {name: {cat: statistics.median(r[cat] for r in rs) for cat in rs[0]} for name, rs in runs.items()}
+    # a round's quotient pairs the two runs made back to back (the same load), its median comes with an interval
+    quotients = {cat: [a[cat] / b[cat] for a, b in zip(runs[ours], runs[theirs]) if b.get(cat)]
+                 for cat in medians[ours]}
+    intervals = {cat: median_interval(q) for cat, q in quotients.items()}
     print(f"\nspeed-up over bfcl-eval, median of {args.rounds} runs each ({BENCHMARK} --repeats {args.repeats})")
-    print(f"{'category':<26}{ours:>12}{theirs:>14}{'quotient':>10}")
+    print(f"{'category':<26}{ours:>12}{theirs:>14}{'quotient':>10}  95% interval (paired by round)")
     for cat in medians[ours]:
         a, b = medians[ours][cat], medians[theirs].get(cat)
-        quotient = f"{a / b:>9.3f}" if b else f"{'-':>9}"
-        print(f"{cat:<26}{a:>11.2f}x{(f'{b:.2f}x' if b else '-'):>14}{quotient}")
-    print(f"(quotient > 1: this tree's env is faster than {theirs}'s, on this machine)")
+        quotient = f"{statistics.median(quotients[cat]):>9.3f}" if quotients[cat] else f"{'-':>9}"
+        ci = intervals[cat]
+        print(f"{cat:<26}{a:>11.2f}x{(f'{b:.2f}x' if b else '-'):>14}{quotient}  "
+              + (f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "- (6 rounds or more)"))
+    print(f"(quotient > 1: this tree's env is faster than {theirs}'s, on this machine: {where['cpu']}, "
+          f"Python {where['python']})")
     if args.json:
-        record = {"commit": commit, "rounds": args.rounds, "repeats": args.repeats, "per_category": args.per_category,
+        record = {"commit": commit, "this_tree": this_commit(), "machine": where, "rounds": args.rounds,
+                  "repeats": args.repeats, "per_category": args.per_category,
                   "runs": {"this_tree" if n == ours else commit: rs for n, rs in runs.items()},
-                  "medians": {"this_tree" if n == ours else commit: m for n, m in medians.items()}}
+                  "medians": {"this_tree" if n == ours else commit: m for n, m in medians.items()},
+                  "quotients": {cat: {"median": statistics.median(q) if q else None, "interval_95": intervals[cat],
+                                      "per_round": q} for cat, q in quotients.items()}}
         args.json.write_text(json.dumps(record, indent=1) + "\n")
 
 

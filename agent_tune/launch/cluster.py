@@ -9,13 +9,18 @@ verl places ``trainer.nnodes`` placement groups of ``trainer.n_gpus_per_node`` G
 one node (``STRICT_PACK``). It checks only the cluster's total GPU count, so a cluster whose GPUs are spread
 differently (say 2 nodes of 1 GPU for ``n_gpus_per_node=2``) waits forever for its placement groups.
 :func:`check_cluster` connects first and fails at start-up naming the keys instead.
+
+The run's actors on a cluster it joined are started by the cluster's raylets, not by the run: the ``/dev/shm``
+clean-up of a CPU run (``agent_tune.cleanup_shm``) asks the GCS for those on this machine
+(:func:`job_actor_pids_here`) and counts their processes (vLLM's engine among them) as the run's. Files left on
+the other machines of the cluster are theirs to clean.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -96,3 +101,40 @@ def check_cluster(config: DictConfig, address: str) -> list[dict]:
     logger.info("Ray cluster at %s: %d nodes, %s per node: %s", address, len(nodes), resource,
                 ", ".join(f"{n['NodeID'][:8]}={n.get('Resources', {}).get(resource, 0):g}" for n in nodes))
     return nodes
+
+
+def actors_here(actors: Iterable[Mapping[str, Any]], ip: str, title: Callable[[int], bytes | None]) -> list[int]:
+    """The pids of the alive actors among ``actors`` (entries of Ray's actor table: ``State``, ``Pid``,
+    ``Address.IPAddress``) that run on this machine: their node's address is ``ip`` and the process with that pid
+    here is titled as a Ray worker (``title(pid)``: its ``/proc/<pid>/cmdline``, ``ray::<Class>``; a pid alone
+    could be another machine's, or reused since)."""
+    pids = []
+    for actor in actors:
+        pid = int(actor.get("Pid") or 0)
+        if (actor.get("State") == "ALIVE" and pid and (actor.get("Address") or {}).get("IPAddress") == ip
+                and (title(pid) or b"").startswith(b"ray::")):
+            pids.append(pid)
+    return pids
+
+
+def _title(pid: int) -> bytes | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read(64)
+    except OSError:
+        return None
+
+
+def job_actor_pids_here() -> list[int]:
+    """The pids of this process's Ray job's alive actors on this machine (:func:`actors_here`); none while this
+    process has not joined Ray. A run that joined a cluster has them started by the cluster's raylet, not by itself:
+    its ``/dev/shm`` clean-up roots them too (:attr:`verl_ext.cpu.shm.ShmSnapshot.roots_from`)."""
+    import ray
+
+    if not ray.is_initialized():
+        return []
+    from ray._private import state
+    from ray.util import get_node_ip_address
+
+    job = ray.JobID.from_hex(ray.get_runtime_context().get_job_id())
+    return actors_here(state.actors(job_id=job, actor_state_name="ALIVE").values(), get_node_ip_address(), _title)

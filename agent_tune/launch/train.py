@@ -265,7 +265,7 @@ def run(config: DictConfig) -> None:
     import ray
     from verl.utils.device import auto_set_device
 
-    from agent_tune.launch.cluster import check_cluster, cluster_address
+    from agent_tune.launch.cluster import check_cluster, cluster_address, job_actor_pids_here
     from verl_ext.trainers import MAIN_PPO, run_trainer
 
     auto_set_device(config)
@@ -275,6 +275,8 @@ def run(config: DictConfig) -> None:
             check_cluster(config, address)
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
+        if snapshot is not None:  # the run's actors here are the cluster's raylet's children: their files are the run's
+            snapshot.roots_from = job_actor_pids_here
     metrics_file = Path(str(options.metrics_file))
     writer = StepMetricsWriter(parsed.run_dir / VERL_LOG, Path(str(options.sample_metrics_dir)), metrics_file,
                                new_records_only=True)

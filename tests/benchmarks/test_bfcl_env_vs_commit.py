@@ -1,5 +1,6 @@
 """``benchmarks/bfcl_env_vs_commit.py``: ``bfcl_env.py``'s table read back, a revision git does not know refused by
-name, a commit without the benchmark refused, and a whole (short) comparison of this tree with ``HEAD``."""
+name, a commit without the benchmark refused, the median's interval, and a whole (short) comparison of this tree with
+``HEAD``."""
 
 from __future__ import annotations
 
@@ -32,6 +33,12 @@ def test_speed_ups_without_the_table_says_so() -> None:
         vs.speed_ups("Traceback (most recent call last):\n  ...")
 
 
+def test_the_medians_interval_is_the_widest_order_statistics_pair_covering_95_percent() -> None:
+    assert vs.median_interval([5.0, 1.0, 4.0, 2.0, 3.0]) is None  # 5 values: at most 93.75%
+    assert vs.median_interval([6.0, 1.0, 5.0, 2.0, 4.0, 3.0]) == (1.0, 6.0)  # 96.9%
+    assert vs.median_interval([float(x) for x in range(15)]) == (3.0, 11.0)  # x(4), x(12): 96.5%; x(5), x(11) 88%
+
+
 def test_an_unknown_revision_is_refused_by_name() -> None:
     with pytest.raises(SystemExit, match="'no-such-rev-41' is not a commit"):
         vs.resolve("no-such-rev-41")
@@ -58,6 +65,10 @@ def test_this_tree_against_head_prints_the_quotients(tmp_path: Path) -> None:
     record = json.loads(out.read_text())
     head = vs.resolve("HEAD")
     assert record["commit"] == head and set(record["medians"]) == {"this_tree", head}
+    assert record["this_tree"].startswith(head) and record["machine"]["python"] == sys.version.split()[0]
+    assert record["quotients"]["all"]["interval_95"] is None  # one round: no interval
+    assert record["quotients"]["all"]["per_round"] == [
+        record["runs"]["this_tree"][0]["all"] / record["runs"][head][0]["all"]]
     for medians in record["medians"].values():  # both trees' benchmarks ran and scored every category
         assert set(medians) == {"multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
                                 "multi_turn_long_context", "all"}

@@ -1,4 +1,5 @@
-"""Joining an existing Ray cluster: the address, the local-only resources dropped, the placement check."""
+"""Joining an existing Ray cluster: the address, the local-only resources dropped, the placement check, the run's
+actors on this machine (the /dev/shm clean-up's roots)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from omegaconf import OmegaConf
 
 from agent_tune.launch.cluster import (
     accelerator_key,
+    actors_here,
     check_placement,
     cluster_address,
     nodes_that_fit,
@@ -55,3 +57,15 @@ def test_placement_needs_nnodes_nodes_with_n_gpus_each() -> None:
 
 def test_accelerator_resource_name() -> None:
     assert accelerator_key("cpu") == "GPU" and accelerator_key("cuda") == "GPU" and accelerator_key("npu") == "NPU"
+
+
+def test_the_runs_actors_here_are_the_alive_ones_on_this_machines_address_titled_by_ray() -> None:
+    def actor(pid, state="ALIVE", ip="10.0.0.1"):
+        return {"ActorClassName": "vLLMHttpServer", "State": state, "Pid": pid, "Address": {"IPAddress": ip}}
+
+    titles = {11: b"ray::vLLMHttpServer", 12: b"ray::WorkerDict", 13: b"/usr/bin/python x.py", 14: b"ray::Dead",
+              15: b"ray::Elsewhere"}
+    actors = [actor(11), actor(12), actor(13), actor(14, state="DEAD"), actor(15, ip="10.0.0.2"), actor(0),
+              actor(16)]  # 13: a pid reused by another program; 16: no such process here; 0: not started yet
+    assert actors_here(actors, "10.0.0.1", titles.get) == [11, 12]
+    assert actors_here(actors, "10.0.0.9", titles.get) == []

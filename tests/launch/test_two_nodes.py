@@ -16,12 +16,14 @@ Slow (minutes on 2 cores; ~2x the memory of one node's run): the config joins th
 cluster can place ``trainer.nnodes`` x ``trainer.n_gpus_per_node``) and runs 2 steps, shortened to fit CI:
 2 prompts x 2 samples a step (two sequences per rank), 32 response tokens, no checkpoint, prompts padded to 512
 tokens (the calculator's worked examples and tool take ~450). The worker actors' Ray node ids prove both nodes
-worked. The cluster is stopped afterwards even on failure (its own processes only, see ``ray_cluster.py``).
+worked, and the run leaves no vLLM file in /dev/shm although the cluster's raylets, not the run, started its actors.
+The cluster is stopped afterwards even on failure (its own processes only, see ``ray_cluster.py``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -68,6 +70,10 @@ class PeakMemory:
         return self.peak
 
 
+def _shm_files() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if n.startswith(("psm_", "sem.mp-", "verl_weights_"))}
+
+
 def _used_gb() -> float:
     info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
     kb = lambda key: int(info[key].split()[0])  # noqa: E731
@@ -89,6 +95,7 @@ def test_one_file_env_and_an_mcp_server_train_on_two_ray_nodes(tmp_path: Path) -
     assert made.returncode == 0 and "2 train rows, 2 test rows" in made.stdout, made.stdout + made.stderr
     ckpt = tmp_path / "ckpt"
     env = {"PYTHONPATH": str(REPO)}
+    shm_before = _shm_files()
     with LoopbackCluster(gpus_per_node=1, cpus_per_node=8, env=env, log_dir=tmp_path) as cluster:
         nodes = cluster.alive_nodes()
         assert len(nodes) == 2 and len({n["NodeID"] for n in nodes}) == 2
@@ -105,6 +112,12 @@ def test_one_file_env_and_an_mcp_server_train_on_two_ray_nodes(tmp_path: Path) -
         log = (ckpt / "train.log").read_text(errors="replace") if (ckpt / "train.log").is_file() else ""
         assert proc.returncode == 0, (tmp_path / "train.out").read_text()[-3000:] + log[-6000:]
         actors = cluster.actors()
+        # vLLM's /dev/shm files on this machine went with the run: the cluster's raylets, not the run, started its
+        # actors, and the clean-up found them through the GCS (agent_tune/launch/cluster.py); others' may be in use
+        from verl_ext.cpu.shm import paths_in_use
+
+        leftover = _shm_files() - shm_before
+        assert leftover <= paths_in_use(), sorted(leftover - paths_in_use())
     print(f"\ntwo-node run: {wall:.0f} s wall, machine memory used peak {peak:.1f} GB "
           f"(before {memory.base:.1f} GB)")
     rows = [json.loads(line) for line in (ckpt / "metrics.jsonl").read_text().splitlines()]

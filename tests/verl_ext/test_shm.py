@@ -112,6 +112,24 @@ def test_two_runs_side_by_side_keep_each_others_files(tmp_path: Path) -> None:
     assert (tmp_path / "sem.mp-other").exists()
 
 
+def test_a_process_of_the_run_it_did_not_start_is_rooted_by_roots_from(tmp_path: Path) -> None:
+    """A run that joined a Ray cluster: its actor here is the cluster raylet's child, not a descendant of the run's
+    root. Named by ``roots_from`` (the GCS's answer), its file is the run's and goes once it lets go; a ``roots_from``
+    that fails (a GCS not answering) counts as no root, and the same file of a process no root reaches stays."""
+    snap = ShmSnapshot.take(directory=tmp_path)
+    actor = _hold_outside_the_tree(tmp_path / "psm_actor", seconds=1.0)
+    stranger = _hold_outside_the_tree(tmp_path / "psm_stranger", seconds=1.0)
+    assert actor not in process_tree(os.getpid())
+    snap.roots_from = lambda: (_ for _ in ()).throw(ConnectionError("GCS down"))
+    assert snap.observe() == set()
+    snap.roots_from = lambda: [actor]
+    assert snap.observe() == {"psm_actor"} and actor in snap.live_processes()
+    _gone(actor)
+    _gone(stranger)
+    assert snap.cleanup(wait_s=0) == ["psm_actor"]
+    assert sorted(os.listdir(tmp_path)) == ["psm_stranger", "ready-psm_actor.txt", "ready-psm_stranger.txt"]
+
+
 def test_a_file_held_briefly_between_two_looks_is_still_the_runs(tmp_path: Path) -> None:
     """A semaphore a process of the run makes and lets go of within a second, long before the next timed look (one a
     minute here), and never unlinks: its new name triggers a look at once, so the clean-up removes it."""

@@ -18,12 +18,14 @@ Usage::
 Which files are this run's: the names cannot tell (``psm_<random>``), and neither can the time they were created
 (another run on the machine, a training beside an eval or a replay, creates its own meanwhile). So the snapshot
 keeps the process tree of its root (this process and its descendants: Ray's raylet, its workers, vLLM's
-processes) and, while :meth:`ShmSnapshot.watch` runs (and once more at :meth:`ShmSnapshot.cleanup`), notes every
-matching file one of those processes maps or holds open: those files are the run's. A new matching name in the
-directory triggers a look at once (a named semaphore is mapped before its name appears). :meth:`ShmSnapshot.cleanup`
-removes only them, once no live process uses them (waiting for dying processes to let go), and only those that
-did not exist at the snapshot and belong to this user. A file another process was seen holding is never one of
-them, even when no process maps it at the moment of the clean-up.
+processes), and of the more roots ``roots_from`` names at each look (a run that joined a Ray cluster: its actors
+on this machine, started by the cluster's raylet, not by the run), and, while :meth:`ShmSnapshot.watch` runs (and
+once more at :meth:`ShmSnapshot.cleanup`), notes every matching file one of those processes maps or holds open:
+those files are the run's. A new matching name in the directory triggers a look at once (a named semaphore is
+mapped before its name appears). :meth:`ShmSnapshot.cleanup` removes only them, once no live process uses them
+(waiting for dying processes to let go), and only those that did not exist at the snapshot and belong to this
+user. A file another process was seen holding is never one of them, even when no process maps it at the moment of
+the clean-up.
 
 One more kind goes: a semaphore (``sem.mp-*``) created since the snapshot that no process at all was seen
 holding. ``sem_open`` maps a semaphore before its name appears, and a holder keeps it mapped until it lets go,
@@ -40,7 +42,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 SHM_DIR = Path("/dev/shm")
 PATTERNS = ("psm_*", "sem.mp-*", "verl_weights_*")
@@ -133,8 +135,9 @@ def _threads_run(pid: int) -> bool:
     return False
 
 
-def process_tree(root: int) -> set[int]:
-    """``root`` and its live descendants (read from each process's parent in ``/proc/<pid>/stat``)."""
+def process_tree(root: int, *more: int) -> set[int]:
+    """``root`` (and the ``more`` roots) and their live descendants (read from each process's parent in
+    ``/proc/<pid>/stat``)."""
     children: dict[int, list[int]] = {}
     for pid in _pids():
         try:
@@ -143,7 +146,7 @@ def process_tree(root: int) -> set[int]:
         except (OSError, IndexError):
             continue
         children.setdefault(int(fields[1]), []).append(pid)
-    tree, todo = set(), [root]
+    tree, todo = set(), [root, *more]
     while todo:
         pid = todo.pop()
         if pid not in tree:
@@ -161,6 +164,9 @@ class ShmSnapshot:
     patterns: tuple[str, ...] = PATTERNS
     before: set[str] = field(default_factory=set)
     root: int = field(default_factory=os.getpid)  # the run's root process
+    # more roots of the run's processes, asked at every look: those the root did not start (the run's Ray actors on
+    # this machine when the run joined a cluster: children of the cluster's raylet). Errors count as none.
+    roots_from: Callable[[], Iterable[int]] | None = None
     owned: set[str] = field(default_factory=set)  # new files the run's processes were seen holding
     foreign: set[str] = field(default_factory=set)  # new files a process outside the run was seen holding
     # new names no process was seen holding, and how many looks searched for a holder
@@ -193,7 +199,7 @@ class ShmSnapshot:
     def observe(self) -> set[str]:
         """One look: the new files the run's processes map or hold now become the run's; returns them all."""
         with self._lock:
-            for pid in process_tree(self.root) - self._pids.keys():
+            for pid in process_tree(self.root, *self._more_roots()) - self._pids.keys():
                 started = start_time(pid)
                 if started is not None:
                     self._pids[pid] = started
@@ -209,6 +215,14 @@ class ShmSnapshot:
             for name in self.owned | self.foreign:
                 self.unheld.pop(name, None)
             return set(self.owned)
+
+    def _more_roots(self) -> set[int]:
+        if self.roots_from is None:
+            return set()
+        try:
+            return {int(pid) for pid in self.roots_from()}
+        except Exception:  # noqa: BLE001 - a look must never be what breaks the run (a GCS not answering)
+            return set()
 
     def _live(self) -> set[int]:
         return {pid for pid, started in self._pids.items() if start_time(pid) == started}
