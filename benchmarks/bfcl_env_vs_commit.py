@@ -176,7 +176,9 @@ def main() -> None:
     print(f"(quotient > 1: this tree's env is faster than {theirs}'s, on this machine: {where['cpu']}, "
           f"Python {where['python']})")
     if args.json:
-        record = {"commit": commit, "this_tree": this_commit(), "machine": where, "rounds": args.rounds,
+        record = {"command": "python benchmarks/bfcl_env_vs_commit.py " + " ".join(sys.argv[1:]),
+                  "date": time.strftime("%Y-%m-%d"), "commit": commit, "this_tree": this_commit(), "machine": where,
+                  "target": {"all": 6.0, "every_category": 5.0}, "rounds": args.rounds,
                   "repeats": args.repeats, "per_category": args.per_category,
                   "runs": {"this_tree" if n == ours else commit: rs for n, rs in runs.items()},
                   "medians": {"this_tree" if n == ours else commit: m for n, m in medians.items()},
