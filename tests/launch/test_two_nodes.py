@@ -23,7 +23,6 @@ The cluster is stopped afterwards even on failure (its own processes only, see `
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -33,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from tests.launch.ray_cluster import LoopbackCluster
+from tests.launch.test_bfcl_main_job import _shm_files
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 1500
@@ -68,10 +68,6 @@ class PeakMemory:
         self._stop.set()
         self._thread.join()
         return self.peak
-
-
-def _shm_files() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if n.startswith(("psm_", "sem.mp-", "verl_weights_"))}
 
 
 def _used_gb() -> float:
