@@ -174,3 +174,119 @@ def test_the_trace_of_a_file_system_entry_shares_folders_between_turns() -> None
 
     first, second = objects(roots[0], set()), objects(roots[1], set())
     assert roots[0] is not roots[1] and len(first & second) >= len(second) // 2  # measured: 32 of 38
+
+
+# ---------------------------------------------------------------------- a turn on the ground truth's path
+STATE_MISMATCH = "multi_turn:instance_state_mismatch"
+
+
+def test_turn_error_skips_the_state_check_only_given_same_calls() -> None:
+    """``same_calls``: the states are the same by construction, so a (deliberately) different state is not walked;
+    the other checks still apply, in their order."""
+    state = {"Wallet": {"balance": 5.0}}
+    assert turn_error(True, _backend(4.0), state, Counter(["r"]), Counter(["r"])) == STATE_MISMATCH
+    assert turn_error(True, _backend(4.0), state, Counter(["r"]), Counter(["r"]), same_calls=True) is None
+    assert turn_error(True, _backend(4.0), state, Counter(), Counter(["r"]), same_calls=True) == RESPONSE_MISMATCH
+    assert turn_error(False, _backend(5.0), state, Counter(["r"]), Counter(), same_calls=True) == (
+        "multi_turn:empty_turn_model_response")
+
+
+def test_run_key_tells_apart_what_a_call_string_alone_would_not() -> None:
+    from agent_tune.envs.bfcl.calls import to_call_string
+    from agent_tune.envs.bfcl.multi_turn.ground_truth import run_key
+    from agent_tune.parsing import ToolCall
+
+    def key(name: str, arguments: dict) -> tuple:
+        call = ToolCall(name, arguments)
+        return run_key(call, to_call_string(call))
+
+    assert key("f", {"x": 1}) == key("f", {"x": 1})
+    assert len({key("f", {"x": v}) for v in (1, 1.0, True, "1", [1], None)}) == 6  # 1 == 1.0 == True, not as calls
+    tricky, plain = ToolCall("f", {"x=1,y": 2}), ToolCall("f", {"x": 1, "y": 2})
+    assert to_call_string(tricky) == to_call_string(plain)  # the string alone would take one for the other
+    assert key("f", tricky.arguments) != key("f", plain.arguments)
+    assert key("f", {"a": 1, "b": 2}) != key("f", {"b": 2, "a": 1})  # another order: off the path (checked in full)
+
+
+def test_the_ground_truths_calls_rerun_on_a_copy_leave_the_traced_state_on_every_entry() -> None:
+    """The premise of ``same_calls``, on every turn of every entry (all five categories): the entry's initial backends
+    (the copy an episode plays on) after the ground truth's calls so far, rerun from their run keys, have the state the
+    trace recorded, by the full check."""
+    from agent_tune.envs.bfcl.calls import parse_call_string
+    from agent_tune.envs.bfcl.multi_turn.backend import BFCLBackend
+    from agent_tune.envs.bfcl.multi_turn.data import ALL_CATEGORIES, category_test_ids
+    from agent_tune.envs.bfcl.multi_turn.scoring import state_differences
+
+    turns = 0
+    for category in ALL_CATEGORIES:
+        for test_id in category_test_ids(category):
+            model, done = BFCLBackend.for_entry(test_id), 0
+            for turn in ground_truth_trace(test_id):
+                for name, keys, call_string in turn.history[done:]:
+                    call = parse_call_string(call_string, model.param_names)
+                    assert (call.name, tuple(call.arguments)) == (name, keys)
+                    model.execute(call.name, call.arguments)
+                done = len(turn.history)
+                assert not state_differences(model, turn.state), (test_id, turns)
+                turns += 1
+    assert turns > 4000  # measured: 4,484
+
+
+def _same_calls_seen(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The ``same_calls`` of every turn the env scores from now on, in order."""
+    import agent_tune.envs.bfcl.multi_turn.env as env_module
+
+    seen: list[bool] = []
+
+    def spy(*args: object) -> str | None:
+        seen.append(bool(args[5]))
+        return turn_error(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(env_module, "turn_error", spy)
+    return seen
+
+
+def test_a_ground_truth_replay_is_on_the_path_at_every_scored_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _same_calls_seen(monkeypatch)
+    hermes = get_tool_parser("hermes")
+    for test_id in ("multi_turn_base_2", "multi_turn_long_context_3", "multi_turn_miss_param_5"):
+        entry = load_entry(test_id)
+        for eval_mode in (True, False):
+            seen.clear()
+            info = play(test_id, responses_for([[t] for t in ground_truth_calls(entry)], hermes), eval_mode=eval_mode)
+            assert info["accuracy"] == 1.0 and seen and all(seen), (test_id, eval_mode, seen)
+
+
+def test_a_call_run_ahead_of_the_ground_truth_is_checked_in_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    """multi_turn_base_2: turn 1's ``echo`` already run in turn 0. Every call is the ground truth's, in its order, but
+    turn 0 ends with one call more than the ground truth's turn 0: the state check is walked and finds the file
+    written (bfcl-eval fails the entry too)."""
+    seen = _same_calls_seen(monkeypatch)
+    test_id = "multi_turn_base_2"
+    entry, hermes = load_entry(test_id), get_tool_parser("hermes")
+    gt = ground_truth_calls(entry)
+    ahead = [[gt[0] + gt[1]], [], *[[calls] for calls in gt[2:]]]
+    for eval_mode in (True, False):
+        seen.clear()
+        info = play(test_id, responses_for(ahead, hermes), eval_mode=eval_mode)
+        assert seen[0] is False and info["turn_errors"][0] == STATE_MISMATCH and info["accuracy"] == 0.0
+        assert not official_verdict(entry, info["decoded_calls"])
+
+
+def test_a_call_off_the_path_leaves_it_for_good(monkeypatch: pytest.MonkeyPatch) -> None:
+    """multi_turn_base_2: turn 1's ``echo`` writes another text, then turn 2 is the ground truth's again, at the same
+    position in the history. The episode left the path at turn 1 and does not come back to it: turn 2's state check is
+    walked and finds the other text (the response check alone would say the diff differs)."""
+    from agent_tune.parsing import ToolCall
+
+    seen = _same_calls_seen(monkeypatch)
+    test_id = "multi_turn_base_2"
+    entry, hermes = load_entry(test_id), get_tool_parser("hermes")
+    gt = ground_truth_calls(entry)
+    (echo,) = gt[1]
+    other = ToolCall(echo.name, {**echo.arguments, "content": "Something else."})
+    script = [[gt[0]], [[other]], *[[calls] for calls in gt[2:]]]
+    info = play(test_id, responses_for(script, hermes), eval_mode=True)
+    assert seen == [True, False, False, False, False]
+    assert info["turn_errors"][:3] == [None, STATE_MISMATCH, STATE_MISMATCH]
+    assert not official_verdict(entry, info["decoded_calls"])

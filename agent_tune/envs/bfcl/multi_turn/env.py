@@ -67,7 +67,7 @@ from agent_tune.envs.bfcl.calls import to_call_string
 from agent_tune.envs.bfcl.multi_turn.backend import BFCLBackend
 from agent_tune.envs.bfcl.multi_turn.catalogue import ALL_SPLIT, CATALOGUE_SPLITS, multi_turn_tasks
 from agent_tune.envs.bfcl.multi_turn.data import SCORED_CATEGORIES, BFCLEntry, ensure_bfcl_project_root, shared_entry
-from agent_tune.envs.bfcl.multi_turn.ground_truth import ground_truth_trace
+from agent_tune.envs.bfcl.multi_turn.ground_truth import ground_truth_trace, run_key
 from agent_tune.envs.bfcl.multi_turn.hints import HintBuilder, with_hint
 from agent_tune.envs.bfcl.multi_turn.scoring import turn_error
 from agent_tune.envs.bfcl.multi_turn.shots import shot_messages
@@ -190,6 +190,10 @@ class BFCLToolEnv(BaseToolEnv):
         self._turn_scores: list[float | None] = []
         self._turn_errors: list[str | None] = []
         self._decoded: list[list[list[str]]] = [[]]
+        # The calls run on the backend so far, and whether they are the ground truth's first ones, in order
+        # (run_key): a turn ending with the ground truth's history has its state by construction (turn_error).
+        self._num_run = 0
+        self._on_gt_path = True
         self._force_terminated = False
         self._forced_turns = 0
         self._end_reason = "completed"
@@ -289,6 +293,7 @@ class BFCLToolEnv(BaseToolEnv):
         execute = self._model.execute
         counts = self._all_model_results  # scoring sees the backend's own text, never a hint
         hints = self._hints
+        path = self._gt[-1].history  # the last turn's history: every call the ground truth runs, in order
         for call in parsed.calls:
             tool = tools.get(call.name)  # = self._check_call(call), inlined: one per call of every step
             errors = None if tool is None else validate_arguments(tool, call.arguments)
@@ -304,7 +309,12 @@ class BFCLToolEnv(BaseToolEnv):
                     continue
             result = execute(call.name, call.arguments)
             counts[result] = counts.get(result, 0) + 1
-            executed.append(to_call_string(call))
+            call_string = to_call_string(call)
+            executed.append(call_string)
+            if self._on_gt_path:
+                n = self._num_run
+                self._on_gt_path = n < len(path) and path[n] == run_key(call, call_string)
+            self._num_run += 1
             if hints is not None:
                 result = with_hint(result, hints.for_result(call.name, call.arguments, result))
             results.append(ToolResult(result, call.name))
@@ -328,7 +338,9 @@ class BFCLToolEnv(BaseToolEnv):
                 # In training mode only the results a schema-respecting policy can reproduce are
                 # required (about 90 entries' ground truth breaks the documented schema).
                 required = gt.required_counts(self.eval_mode)
-                error = turn_error(self._turn_acted, self._model, gt.state, self._all_model_results, required)
+                same_calls = self._on_gt_path and self._num_run == len(gt.history)
+                error = turn_error(self._turn_acted, self._model, gt.state, self._all_model_results, required,
+                                   same_calls)
                 score = 1.0 if error is None else 0.0
         elif self.score_empty_turns:
             error = "agent_tune:acted_on_empty_turn" if self._turn_acted else None

@@ -14,10 +14,21 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from agent_tune.envs.bfcl.calls import parse_call_string, syntax_error_text
+from agent_tune.envs.bfcl.calls import parse_call_string, syntax_error_text, to_call_string
 from agent_tune.envs.bfcl.multi_turn.backend import BFCLBackend, format_exception
 from agent_tune.envs.bfcl.multi_turn.data import load_entry
 from agent_tune.envs.bfcl.schema import tools_by_turn, validate_arguments
+from agent_tune.parsing import ToolCall
+
+RunKey = tuple[str, tuple[str, ...], str]
+
+
+def run_key(call: ToolCall, call_string: str) -> RunKey:
+    """What identifies a call as the backends run it: the function, its argument names in order, and its BFCL call
+    string (``to_call_string``). Equal keys mean the same method called with the same arguments, type for type (the
+    string holds each value's ``repr``: ``1``, ``1.0`` and ``True`` differ; with the names apart, no two argument
+    lists share a string)."""
+    return call.name, tuple(call.arguments), call_string
 
 
 @dataclass(frozen=True)
@@ -29,6 +40,8 @@ class GroundTruthTurn:
     results: tuple[str, ...]
     schema_valid: tuple[bool, ...]
     state: dict[str, dict[str, Any]]
+    # every call the ground truth has run on its backends up to the end of this turn, in order (run_key)
+    history: tuple[RunKey, ...] = ()
     # the response check's multisets (computed once; read-only): every result (BFCL's), the schema-valid calls' ones
     required_all: Counter[str] = field(init=False, repr=False, compare=False)
     required_valid: Counter[str] = field(init=False, repr=False, compare=False)
@@ -51,6 +64,7 @@ def _run(test_id: str) -> tuple[GroundTruthTurn, ...]:
     backend = BFCLBackend(entry.involved_classes, entry.initial_config, entry.long_context)
     visible_by_turn = tools_by_turn(entry.functions, entry.missed_function, entry.num_turns)
     turns = []
+    history: list[RunKey] = []
     for turn, strings in enumerate(entry.ground_truth):
         results, valid = [], []
         for text in strings:
@@ -61,12 +75,13 @@ def _run(test_id: str) -> tuple[GroundTruthTurn, ...]:
                 continue
             call = parse_call_string(text, backend.param_names)
             results.append(backend.execute(call.name, call.arguments))
+            history.append(run_key(call, to_call_string(call)))
             tool = visible_by_turn[turn].get(call.name)
             valid.append(tool is not None and not validate_arguments(tool, call.arguments))
         state = {name: copy.deepcopy(backend.public_state(name)) for name in backend.instances}
         if turns:
             state = _share_unchanged(turns[-1].state, state)
-        turns.append(GroundTruthTurn(tuple(strings), tuple(results), tuple(valid), state))
+        turns.append(GroundTruthTurn(tuple(strings), tuple(results), tuple(valid), state, tuple(history)))
     return tuple(turns)
 
 

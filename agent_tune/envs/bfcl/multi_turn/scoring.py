@@ -6,6 +6,9 @@ A turn whose ground truth is non-empty passes iff
 3. the ground truth's results for the turn are a multiset subset of all the model's results so far
    (response check; order does not matter, duplicates must be matched one for one).
 An entry is correct iff every such turn passes and inference was not force-terminated.
+When the model's backend has run exactly the ground truth's calls by the end of the turn (same methods, same
+arguments type for type, same order: ``ground_truth.run_key``), check 2 holds by construction and is not walked
+(``turn_error``'s ``same_calls``).
 Turns with empty ground truth are not scored by BFCL (``BFCLToolEnv`` may score them in training).
 """
 
@@ -65,19 +68,26 @@ def turn_error(
     ground_truth_state: dict[str, dict[str, Any]],
     all_model_results: Mapping[str, int],
     ground_truth_results: Mapping[str, int],
+    same_calls: bool = False,
 ) -> str | None:
     """The per-turn rule's verdict alone: ``None`` when the turn passes, else the first check it fails (bfcl-eval's
     ``error_type``). What :func:`score_turn` decides, stopping at the first difference and building no details: the
-    env scores every turn with it (one per turn of every episode)."""
+    env scores every turn with it (one per turn of every episode).
+
+    ``same_calls``: the model's backend, copied from the entry's initial state, has run exactly the calls the ground
+    truth ran by the end of this turn (the same methods, arguments type for type, in the same order). The backends
+    are deterministic, so the two states are then the same state and the state check has nothing to find: it is not
+    walked (``tests/envs/test_bfcl_scoring.py`` checks that premise on every entry's ground truth)."""
     if not model_acted:
         return EMPTY_TURN
-    instances = model.instances
-    # = state_differences(...) is not empty, stopping at the first attribute that differs
-    for class_name, gt_attrs in ground_truth_state.items():
-        model_instance = instances[class_name]
-        for attr, gt_value in gt_attrs.items():
-            if getattr(model_instance, attr) != gt_value:
-                return STATE_MISMATCH
+    if not same_calls:
+        instances = model.instances
+        # = state_differences(...) is not empty, stopping at the first attribute that differs
+        for class_name, gt_attrs in ground_truth_state.items():
+            model_instance = instances[class_name]
+            for attr, gt_value in gt_attrs.items():
+                if getattr(model_instance, attr) != gt_value:
+                    return STATE_MISMATCH
     # = missing_results(...) is not empty, stopping at the first result missing
     get = all_model_results.get
     for result, count in ground_truth_results.items():
