@@ -14,6 +14,10 @@ load): docs/results/bfcl_env_speed.json is one.
 
     python benchmarks/bfcl_env_vs_commit.py 53daeff [--rounds 3] [--repeats 20] [--json out.json]
 
+On a machine without the repository's history (a copy of the working tree), give a folder holding the commit's tree
+instead (``git archive f62590e | tar -x -C trees/f62590e`` where git is), named after the commit, and this tree's
+commit with ``--this-commit``.
+
 The commit's benchmark must print ``bfcl_env.py``'s table (``<category> <bfcl-eval/s> <agent-tune/s> <ratio>x``);
 every commit since the env's first benchmark does.
 """
@@ -131,12 +135,28 @@ def this_commit() -> str:
 
 
 def _env(tree: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(tree)}  # ahead of the editable install: that tree's agent_tune
+    # that tree's agent_tune ahead of the editable install, the path given to this process kept after it
+    path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def other_tree(commit_or_folder: str, tmp: Path) -> tuple[str, Path]:
+    """The tree to compare with and its name: a folder holding an extracted tree (named after its commit), or the
+    commit's tree checked out into ``tmp``."""
+    folder = Path(commit_or_folder)
+    if folder.is_dir():
+        if not (folder / BENCHMARK).is_file():
+            raise SystemExit(f"bfcl_env_vs_commit: the folder {folder} has no {BENCHMARK}")
+        return folder.resolve().name, folder.resolve()
+    commit = resolve(commit_or_folder)
+    return commit, check_out(commit, tmp)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("commit", help="the commit to compare with (any git revision: 53daeff, main~3, a tag)")
+    ap.add_argument("commit", help="the commit to compare with (any git revision: 53daeff, main~3, a tag), or a "
+                    "folder holding its tree, named after it")
+    ap.add_argument("--this-commit", help="this tree's commit, for a copy that is not a git checkout (default: git's)")
     ap.add_argument("--rounds", type=int, default=3, help="runs of each tree, alternated (default 3)")
     ap.add_argument("--repeats", type=int, default=20, help="bfcl_env.py's --repeats (default 20)")
     ap.add_argument("--per-category", type=int, default=50, help="bfcl_env.py's --per-category (default 50)")
@@ -144,10 +164,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds must be >= 1")
-    commit = resolve(args.commit)
     where = machine()
     with tempfile.TemporaryDirectory(prefix="bfcl_env_vs_") as tmp:
-        trees = {"this tree": REPO, commit[:12]: check_out(commit, Path(tmp))}
+        commit, tree = other_tree(args.commit, Path(tmp))
+        trees = {"this tree": REPO, commit[:12]: tree}
         runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
         t0 = time.monotonic()
         for i in range(args.rounds):
@@ -177,7 +197,8 @@ def main() -> None:
           f"Python {where['python']})")
     if args.json:
         record = {"command": "python benchmarks/bfcl_env_vs_commit.py " + " ".join(sys.argv[1:]),
-                  "date": time.strftime("%Y-%m-%d"), "commit": commit, "this_tree": this_commit(), "machine": where,
+                  "date": time.strftime("%Y-%m-%d"), "commit": commit,
+                  "this_tree": args.this_commit or this_commit(), "machine": where,
                   "target": {"all": 6.0, "every_category": 5.0}, "rounds": args.rounds,
                   "repeats": args.repeats, "per_category": args.per_category,
                   "runs": {"this_tree" if n == ours else commit: rs for n, rs in runs.items()},

@@ -53,6 +53,21 @@ def test_a_commit_without_the_benchmark_is_refused(tmp_path: Path, monkeypatch: 
         vs.check_out(head, tmp_path / "again")
 
 
+def test_a_folder_holding_a_tree_is_compared_under_its_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy without git's history (another machine) compares with a tree extracted beside it, named after its
+    commit; the path this process was given stays on the runs' path, after the tree's own."""
+    head = vs.resolve("HEAD")
+    tree = vs.check_out(head, tmp_path / "x").rename(tmp_path / head)
+    assert vs.other_tree(str(tree), tmp_path / "unused") == (head, tree.resolve())
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit, match="has no benchmarks/bfcl_env.py"):
+        vs.other_tree(str(tmp_path / "empty"), tmp_path / "unused")
+    monkeypatch.setenv("PYTHONPATH", "/opt/site")
+    assert vs._env(tree)["PYTHONPATH"].split(":") == [str(tree), "/opt/site"]
+    monkeypatch.delenv("PYTHONPATH")
+    assert vs._env(tree)["PYTHONPATH"] == str(tree)
+
+
 def test_this_tree_against_head_prints_the_quotients(tmp_path: Path) -> None:
     out = tmp_path / "vs.json"
     proc = subprocess.run(
