@@ -5,8 +5,9 @@ script times, on the same entries and texts, the parts of agent-tune's episode o
 ``--repeats``, all categories together), so the floor of the ratio is known:
 
 * the episode's own work, cumulative: copying the entry's pristine backends, then running every decoded call on
-  them, then each call's schema check and BFCL call string, then each turn's score (state and response checks);
-  parsing the texts (hermes) is timed on its own;
+  them, then each call's schema check and BFCL call string, then each turn's score (state and response checks; the
+  state check is not walked where the calls are the ground truth's, as in the env); parsing the texts (hermes) is
+  timed on its own;
 * the step template: a do-nothing :class:`~agent_tune.envs.base.CallToolEnv` (same parser) stepping the same
   texts, its parsing taken off;
 * the rest: the full env (``make_env`` + ``reset`` + ``step``) less the two above: the BFCL env's own records
@@ -28,7 +29,7 @@ from agent_tune.envs.base import CallToolEnv, Observation, Outcome, Step, ToolRe
 from agent_tune.envs.bfcl.calls import to_call_string
 from agent_tune.envs.bfcl.multi_turn.backend import BFCLBackend
 from agent_tune.envs.bfcl.multi_turn.data import SCORED_CATEGORIES, category_test_ids, load_entry, shared_entry
-from agent_tune.envs.bfcl.multi_turn.ground_truth import ground_truth_trace
+from agent_tune.envs.bfcl.multi_turn.ground_truth import ground_truth_trace, run_key
 from agent_tune.envs.bfcl.multi_turn.replay import ground_truth_responses
 from agent_tune.envs.bfcl.multi_turn.scoring import turn_error
 from agent_tune.envs.bfcl.schema import tool_name, validate_arguments
@@ -63,7 +64,8 @@ class _NullEnv(CallToolEnv):
 
 def _own_work(level: int, parsed: dict[str, list[ParsedResponse]]) -> Callable[[Any], None]:
     """One replay of the episode's own work on the parsed texts, up to ``level`` (1: copy and calls, 2: + schema
-    checks and call strings, 3: + turn scores); level 0 copies the backends only."""
+    checks, call strings and whether they are the ground truth's so far, 3: + turn scores, the state check skipped
+    where the calls are the ground truth's, as the env does); level 0 copies the backends only."""
 
     def replay(entry: Any) -> None:
         model = BFCLBackend.for_entry(entry.id)
@@ -72,11 +74,13 @@ def _own_work(level: int, parsed: dict[str, list[ParsedResponse]]) -> Callable[[
         trace, shared = ground_truth_trace(entry.id), shared_entry(entry.id)
         tools = {tool_name(t): t for t in shared.functions}
         turn, acted, counts = 0, False, {}
+        path, num_run, on_path = trace[-1].history, 0, True
         for response in parsed[entry.id]:
             if not response.calls:  # the answer that ends the turn
                 gt = trace[turn]
                 if level >= 3 and gt.calls:
-                    turn_error(acted, model, gt.state, counts, gt.required_counts(True))
+                    same_calls = on_path and num_run == len(gt.history)
+                    turn_error(acted, model, gt.state, counts, gt.required_counts(True), same_calls)
                 turn, acted = turn + 1, False
                 if turn >= shared.num_turns:
                     return
@@ -87,7 +91,9 @@ def _own_work(level: int, parsed: dict[str, list[ParsedResponse]]) -> Callable[[
                     tool = tools.get(call.name)
                     if tool is not None:
                         validate_arguments(tool, call.arguments)
-                    to_call_string(call)
+                    call_string = to_call_string(call)
+                    on_path = on_path and num_run < len(path) and path[num_run] == run_key(call, call_string)
+                    num_run += 1
                 result = model.execute(call.name, call.arguments)
                 counts[result] = counts.get(result, 0) + 1
             acted = True
