@@ -127,10 +127,14 @@ def machine() -> dict[str, object]:
             "bfcl_eval": bfcl, "load_average_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
 
 
+MEASURED = ("agent_tune", "benchmarks")  # what a bfcl_env.py run imports from the tree
+
+
 def this_commit() -> str:
-    """This tree's commit, ``+dirty`` when it has uncommitted changes (of tracked files)."""
+    """This tree's commit, ``+dirty`` when what the benchmark runs (``MEASURED``) has uncommitted changes (of tracked
+    files; a change to the docs is not one)."""
     head = resolve("HEAD")
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=REPO, timeout=60).returncode != 0
+    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", *MEASURED], cwd=REPO, timeout=60).returncode != 0
     return head + ("+dirty" if dirty else "")
 
 
@@ -164,7 +168,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds must be >= 1")
-    where = machine()
+    where, this = machine(), args.this_commit or this_commit()  # as the runs start
     with tempfile.TemporaryDirectory(prefix="bfcl_env_vs_") as tmp:
         commit, tree = other_tree(args.commit, Path(tmp))
         trees = {"this tree": REPO, commit[:12]: tree}
@@ -198,7 +202,7 @@ def main() -> None:
     if args.json:
         record = {"command": "python benchmarks/bfcl_env_vs_commit.py " + " ".join(sys.argv[1:]),
                   "date": time.strftime("%Y-%m-%d"), "commit": commit,
-                  "this_tree": args.this_commit or this_commit(), "machine": where,
+                  "this_tree": this, "machine": where,
                   "target": {"all": 6.0, "every_category": 5.0}, "rounds": args.rounds,
                   "repeats": args.repeats, "per_category": args.per_category,
                   "runs": {"this_tree" if n == ours else commit: rs for n, rs in runs.items()},

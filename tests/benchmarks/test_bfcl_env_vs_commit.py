@@ -68,6 +68,26 @@ def test_a_folder_holding_a_tree_is_compared_under_its_name(tmp_path: Path, monk
     assert vs._env(tree)["PYTHONPATH"] == str(tree)
 
 
+def test_this_tree_is_dirty_only_for_a_change_to_what_the_benchmark_runs(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True, timeout=60)
+
+    for path in ("agent_tune/envs.py", "benchmarks/bfcl_env.py", "docs/bfcl.md"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("v1\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "one")
+    monkeypatch.setattr(vs, "REPO", tmp_path)
+    head = vs.resolve("HEAD")
+    (tmp_path / "docs/bfcl.md").write_text("v2\n")
+    assert vs.this_commit() == head  # the docs are not measured
+    (tmp_path / "agent_tune/envs.py").write_text("v2\n")
+    assert vs.this_commit() == head + "+dirty"
+
+
 def test_this_tree_against_head_prints_the_quotients(tmp_path: Path) -> None:
     out = tmp_path / "vs.json"
     proc = subprocess.run(
