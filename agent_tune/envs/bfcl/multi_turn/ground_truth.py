@@ -26,8 +26,8 @@ RunKey = tuple[str, tuple[str, ...], str]
 def run_key(call: ToolCall, call_string: str) -> RunKey:
     """What identifies a call as the backends run it: the function, its argument names in order, and its BFCL call
     string (``to_call_string``). Equal keys mean the same method called with the same arguments, type for type (the
-    string holds each value's ``repr``: ``1``, ``1.0`` and ``True`` differ; with the names apart, no two argument
-    lists share a string)."""
+    string holds each value's ``repr``: ``1``, ``1.0`` and ``True`` differ; and, the names being given apart, the
+    string determines every value, whatever the names hold)."""
     return call.name, tuple(call.arguments), call_string
 
 
